@@ -1,0 +1,47 @@
+export { type BackoffOptions, backoffDelay, delay } from "./backoff";
+export { type Clock, ManualClock, systemClock } from "./clock";
+export {
+  argumentError,
+  configError,
+  describeValue,
+  type ErrorCode,
+  ErrorCodes,
+  isLeafError,
+  LeafCodes,
+  LeafError,
+  type LeafErrorOptions,
+} from "./errors";
+export {
+  type DecodedId,
+  defineLayout,
+  type IdParts,
+  type Layout,
+  type LayoutName,
+  type LayoutOptions,
+  layouts,
+  parseId,
+} from "./layout";
+export {
+  type CachedLease,
+  type ClockCheck,
+  checkClockNotBehind,
+  readLeaseCache,
+  writeFileAtomic,
+  writeLeaseCache,
+} from "./lease-cache";
+export { localIPv4 } from "./net";
+export type {
+  AcquireRequest,
+  BackupWorker,
+  NodeIdentity,
+  WorkerIdRegistry,
+  WorkerLease,
+} from "./registry";
+export {
+  type ClockRollbackEvent,
+  type GeneratorState,
+  type GeneratorTimestamps,
+  type GeneratorWarning,
+  SnowflakeGenerator,
+  type SnowflakeOptions,
+} from "./snowflake-generator";

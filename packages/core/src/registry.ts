@@ -1,0 +1,87 @@
+// The worker-id registry contract: where a snowflake node gets its worker id. Implemented by
+// @leaf/registry-zk, -mysql, -local and third parties; checked by @leaf/registry-conformance.
+
+/** Who is asking for a worker id. */
+export interface NodeIdentity {
+  /** The service name (Java Leaf's `leaf.name`): registries keep one worker-id space per name. */
+  name: string;
+  /** This node's address, as peers see it (Java Leaf: the first non-loopback IPv4). */
+  ip: string;
+  /** This node's service port. Together with `ip` it identifies the node. */
+  port: number;
+}
+
+/** A spare worker id leased with the primary one (seed 003's backup scheme). */
+export interface BackupWorker {
+  workerId: number;
+  /** Highest timestamp (ms since the Unix epoch) ever reported for this id; 0 when never used. */
+  lastTimestamp: number;
+}
+
+/** What {@link WorkerIdRegistry.acquire} is asked for. */
+export interface AcquireRequest {
+  node: NodeIdentity;
+  /** Largest worker id the generator's layout can hold (2^workerBits - 1). */
+  maxWorkerId: number;
+  /** How many backup worker ids to lease with the primary one (default 0). */
+  backups?: number;
+  /** Aborts a pending acquire (for example while retrying after a lost lease). */
+  signal?: AbortSignal;
+}
+
+/**
+ * A worker id held by this node.
+ *
+ * Invariants every registry guarantees while `lost` is not aborted:
+ * - no other holder, in any process, has the same `workerId` (or any of the backups);
+ * - `lastTimestamp` is at least every timestamp ever reported for this id by any holder, so a
+ *   generator that issues ids only after it cannot repeat an id issued earlier under this id;
+ * - the stored timestamp never moves backwards: a report lower than the stored one is ignored.
+ */
+export interface WorkerLease {
+  /** The worker id, 0 .. maxWorkerId. */
+  readonly workerId: number;
+  /**
+   * Highest timestamp (ms since the Unix epoch) reported for this worker id before this lease was
+   * granted; 0 when the id was never used.
+   */
+  readonly lastTimestamp: number;
+  /** Backup worker ids leased with this one, in the order the generator should use them. */
+  readonly backups: readonly BackupWorker[];
+  /**
+   * Aborted once, when the lease is lost (session expired, reports failing past the lease time, the
+   * id taken away). `lost.reason` is a LeafError with code LEASE_LOST. After that the holder must not
+   * issue ids under this worker id.
+   */
+  readonly lost: AbortSignal;
+  /**
+   * Records the generator's latest timestamp (ms) for the primary id and, optionally, the backups.
+   * Called periodically (every 3 s by default). Never moves a stored timestamp backwards. Rejects
+   * with a LeafError (UNAVAILABLE) when the backing store cannot be reached; the caller retries at
+   * the next period, and the registry decides when failures amount to a lost lease.
+   */
+  report(timestampMs: number, backups?: readonly BackupWorker[]): Promise<void>;
+  /**
+   * Writes a final report (when given) and gives the id back as far as the registry's mode allows
+   * (a fixed id stays assigned to the node; a recycled one becomes free). Idempotent.
+   */
+  release(finalTimestampMs?: number): Promise<void>;
+}
+
+/**
+ * A source of worker ids. One instance may serve several acquires (tests do this to stand for
+ * several nodes); each acquire is independent.
+ */
+export interface WorkerIdRegistry {
+  /** Short name for messages and metrics: "zk", "mysql", "local", "memory". */
+  readonly kind: string;
+  /**
+   * Grants a worker id to `node`. Rejects with a LeafError: WORKER_IDS_EXHAUSTED when no id in
+   * 0..maxWorkerId is available, WORKER_ID_IN_USE when the node's fixed id is held by another live
+   * process, UNAVAILABLE when the backing store cannot be reached and no safe fallback exists,
+   * CLOCK_BEHIND_LEASE when the registry itself checks the stored timestamp against the clock.
+   */
+  acquire(request: AcquireRequest): Promise<WorkerLease>;
+  /** Stops timers and closes connections. Does not release leases: call `release` first. */
+  close(): Promise<void>;
+}

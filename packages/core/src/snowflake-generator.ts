@@ -1,0 +1,414 @@
+// The snowflake generator for one worker id: time | worker | sequence, with Leaf's random sequence
+// start, clock-rollback handling (wait within tolerance, backup worker ids beyond it, else refuse),
+// bounded waits, refusal past the layout's last instant, and fencing when the lease is lost.
+import { type Clock, systemClock } from "./clock";
+import { argumentError, ErrorCodes, LeafCodes, LeafError } from "./errors";
+import { type DecodedId, type Layout, layouts } from "./layout";
+import type { BackupWorker } from "./registry";
+
+const COMPONENT = "core";
+const YEAR_MS = 365 * 24 * 3600 * 1000;
+/** Clock reads in a busy wait before falling back to a sleep (a stuck or manual clock). */
+const MAX_SPINS = 100_000;
+
+/** A warning the generator raises for the caller's logger. */
+export interface GeneratorWarning {
+  type: "layout-expiry";
+  message: string;
+  /** Time left until the layout's last instant, in ms. */
+  remainingMs: number;
+  lastInstantMs: number;
+}
+
+/** A clock-rollback event, for metrics and logs. */
+export interface ClockRollbackEvent {
+  /** How far the clock was behind the last issued timestamp, in ms. */
+  offsetMs: number;
+  /** What the generator did: waited it out, moved to a backup worker id, or refused. */
+  action: "waited" | "backup" | "refused";
+  workerId: number;
+}
+
+/** Options of {@link SnowflakeGenerator}. */
+export interface SnowflakeOptions {
+  /** Worker id, 0 .. layout.maxWorkerId. */
+  workerId: number;
+  /** Bit layout (default: Leaf's 41/10/12 ms layout, epoch 1288834974657). */
+  layout?: Layout;
+  /** Clock (default: the system clock). */
+  clock?: Clock;
+  /**
+   * Highest timestamp (ms) ever issued under this worker id, from the registry's lease: the first id
+   * is issued strictly after it (default 0).
+   */
+  lastTimestamp?: number;
+  /** Backup worker ids, used in order when the clock moves back past the tolerance (seed 003). */
+  backups?: readonly BackupWorker[];
+  /** Clock rollback that is waited out, in ms (default 5, as Leaf). */
+  rollbackToleranceMs?: number;
+  /**
+   * Each new tick starts its sequence at a random value in [0, n) (Leaf: 100), which spreads ids
+   * over modulo-sharded tables. 0 starts every tick at 0.
+   */
+  randomSequenceStart?: number;
+  /** Random source in [0, 1) (default Math.random). */
+  random?: () => number;
+  /** Warn when less than this is left before the layout's last instant (default 1 year). */
+  expiryWarningMs?: number;
+  /** Receives warnings (default: process.emitWarning). */
+  onWarning?: (warning: GeneratorWarning) => void;
+  /** Receives clock-rollback events. */
+  onClockRollback?: (event: ClockRollbackEvent) => void;
+}
+
+/** What the generator last issued, per worker id, for timestamp reports. */
+export interface GeneratorTimestamps {
+  /** The worker id ids are issued under now (the primary or a backup). */
+  activeWorkerId: number;
+  /** Primary worker id and the highest timestamp (ms) issued under it. */
+  primary: BackupWorker;
+  backups: BackupWorker[];
+}
+
+/** State of a generator. */
+export type GeneratorState = "active" | "fenced";
+
+/**
+ * Generates ids for one worker id. Synchronous: `nextId()` reads the clock and returns a bigint;
+ * it blocks only to wait for the next tick when a tick's sequence is used up, or for a clock that
+ * moved back by less than the tolerance.
+ */
+export class SnowflakeGenerator {
+  readonly layout: Layout;
+  private readonly clock: Clock;
+  private readonly toleranceMs: number;
+  private readonly randomStart: number;
+  private readonly random: () => number;
+  private readonly onWarning: (warning: GeneratorWarning) => void;
+  private readonly onClockRollback: ((event: ClockRollbackEvent) => void) | undefined;
+  private readonly expiryWarningMs: number;
+  private readonly epoch: number;
+  private readonly unit: number;
+  private readonly maxSequence: number;
+  private readonly timestampShift: bigint;
+  private readonly workerShift: bigint;
+
+  private workerId = 0;
+  private primaryWorkerId = 0;
+  /** Last tick issued per worker id (primary and backups). */
+  private readonly lastTicks = new Map<number, number>();
+  private backupOrder: number[] = [];
+  private lastTick = -1;
+  private sequence = 0;
+  /** The last id issued (valid while lastTick is current). */
+  private current = 0n;
+  private fencedBy: LeafError | undefined;
+  private nextExpiryCheck = 0;
+
+  constructor(options: SnowflakeOptions) {
+    this.layout = options.layout ?? layouts.leaf;
+    this.clock = options.clock ?? systemClock;
+    this.toleranceMs = nonNegative("rollbackToleranceMs", options.rollbackToleranceMs ?? 5);
+    this.randomStart = nonNegative("randomSequenceStart", options.randomSequenceStart ?? 100);
+    if (this.randomStart > this.layout.maxSequence + 1) {
+      throw argumentError(
+        COMPONENT,
+        "randomSequenceStart",
+        this.randomStart,
+        `at most ${this.layout.maxSequence + 1} (the layout's sequence space)`,
+      );
+    }
+    this.random = options.random ?? Math.random;
+    this.expiryWarningMs = nonNegative("expiryWarningMs", options.expiryWarningMs ?? YEAR_MS);
+    this.onWarning = options.onWarning ?? defaultWarning;
+    this.onClockRollback = options.onClockRollback;
+    this.epoch = this.layout.epoch;
+    this.unit = this.layout.unitMillis;
+    this.maxSequence = this.layout.maxSequence;
+    this.timestampShift = BigInt(this.layout.timestampShift);
+    this.workerShift = BigInt(this.layout.workerShift);
+    this.setLease({
+      workerId: options.workerId,
+      lastTimestamp: options.lastTimestamp ?? 0,
+      backups: options.backups ?? [],
+    });
+  }
+
+  /** The worker id ids are issued under now (the primary, or a backup after a clock rollback). */
+  get activeWorkerId(): number {
+    return this.workerId;
+  }
+
+  /** "fenced" after {@link fence} until {@link setLease}. */
+  get state(): GeneratorState {
+    return this.fencedBy ? "fenced" : "active";
+  }
+
+  /**
+   * Starts issuing under a (new) lease: worker id, the highest timestamp stored for it, backups.
+   * The first id under each worker id comes strictly after its stored timestamp. Lifts a fence.
+   */
+  setLease(lease: { workerId: number; lastTimestamp: number; backups?: readonly BackupWorker[] }) {
+    const max = this.layout.maxWorkerId;
+    const ids = [lease.workerId, ...(lease.backups ?? []).map((b) => b.workerId)];
+    for (const id of ids) {
+      if (!Number.isInteger(id) || id < 0 || id > max) {
+        throw argumentError(
+          COMPONENT,
+          "workerId",
+          id,
+          `an integer from 0 to ${max} (layout ${this.layout.name})`,
+        );
+      }
+    }
+    if (new Set(ids).size !== ids.length) {
+      throw argumentError(COMPONENT, "backups", ids, "worker ids distinct from each other");
+    }
+    this.syncActive();
+    const known = new Map(this.lastTicks);
+    this.lastTicks.clear();
+    const floorTick = (workerId: number, lastTimestamp: number) => {
+      if (!Number.isSafeInteger(lastTimestamp) || lastTimestamp < 0) {
+        throw argumentError(COMPONENT, "lastTimestamp", lastTimestamp, "ms since the Unix epoch");
+      }
+      const stored = lastTimestamp > 0 ? this.layout.ticksAt(lastTimestamp) : -1;
+      this.lastTicks.set(workerId, Math.max(stored, known.get(workerId) ?? -1));
+    };
+    floorTick(lease.workerId, lease.lastTimestamp);
+    for (const backup of lease.backups ?? []) floorTick(backup.workerId, backup.lastTimestamp);
+    this.primaryWorkerId = lease.workerId;
+    this.backupOrder = (lease.backups ?? []).map((b) => b.workerId);
+    this.activate(lease.workerId);
+    this.fencedBy = undefined;
+    this.nextExpiryCheck = 0;
+  }
+
+  /** Refuses every id from now on with `reason` (LEASE_LOST, Leaf code -4) until setLease. */
+  fence(reason?: LeafError): void {
+    this.fencedBy =
+      reason ??
+      new LeafError({
+        component: COMPONENT,
+        code: ErrorCodes.LEASE_LOST,
+        leafCode: LeafCodes.LEASE_LOST,
+        message: `worker id ${this.primaryWorkerId} lease lost: the generator is fenced until a new lease arrives`,
+      });
+  }
+
+  /** Issues one id. Throws a LeafError when it cannot issue one safely. */
+  nextId(): bigint {
+    if (this.fencedBy) throw this.fencedBy;
+    const now = this.clock.now();
+    const tick = Math.floor((now - this.epoch) / this.unit);
+    if (tick === this.lastTick && this.sequence < this.maxSequence) {
+      this.sequence++;
+      this.current += 1n;
+      return this.current;
+    }
+    return this.nextIdSlow(now, tick);
+  }
+
+  /**
+   * Issues `count` ids in increasing order. After the first id of a tick, the rest of that tick's
+   * sequence is taken without reading the clock again (ids never run ahead of the clock).
+   */
+  nextIds(count: number): bigint[] {
+    if (!Number.isInteger(count) || count < 1 || count > 10_000_000) {
+      throw argumentError(COMPONENT, "count", count, "an integer from 1 to 10,000,000");
+    }
+    const out: bigint[] = new Array(count);
+    let i = 0;
+    while (i < count) {
+      let id = this.nextId();
+      out[i++] = id;
+      let room = Math.min(this.maxSequence - this.sequence, count - i);
+      this.sequence += room;
+      while (room-- > 0) {
+        id += 1n;
+        out[i++] = id;
+      }
+      this.current = id;
+    }
+    return out;
+  }
+
+  /** Takes an id apart with this generator's layout and epoch. */
+  decode(id: bigint | string): DecodedId {
+    return this.layout.decompose(id);
+  }
+
+  /** Highest timestamps issued per worker id, for the registry's periodic report. */
+  timestamps(): GeneratorTimestamps {
+    const at = (workerId: number): BackupWorker => {
+      const tick = this.lastTicks.get(workerId) ?? -1;
+      return { workerId, lastTimestamp: tick < 0 ? 0 : this.layout.msAt(tick) };
+    };
+    this.syncActive();
+    return {
+      activeWorkerId: this.workerId,
+      primary: at(this.primaryWorkerId),
+      backups: this.backupOrder.map(at),
+    };
+  }
+
+  /** Writes the active worker's last tick into the per-worker map. */
+  private syncActive(): void {
+    if (this.lastTick < 0) return;
+    const stored = this.lastTicks.get(this.workerId) ?? -1;
+    this.lastTicks.set(this.workerId, Math.max(stored, this.lastTick));
+  }
+
+  private activate(workerId: number): void {
+    this.syncActive();
+    this.workerId = workerId;
+    this.lastTick = this.lastTicks.get(workerId) ?? -1;
+    // The stored tick may have been used up to any sequence by an earlier holder: never reuse it.
+    this.sequence = this.maxSequence;
+    this.current = 0n;
+  }
+
+  private nextIdSlow(now: number, tick: number): bigint {
+    for (;;) {
+      if (tick < this.lastTick) {
+        tick = this.handleRollback(now, tick);
+        now = this.clock.now();
+        continue;
+      }
+      if (tick === this.lastTick) {
+        if (this.sequence < this.maxSequence) {
+          this.sequence++;
+          this.current += 1n;
+          return this.current;
+        }
+        // Sequence used up: wait for the next tick (Leaf: tilNextMillis, but bounded).
+        tick = this.waitForTick(this.lastTick + 1, this.unit + this.toleranceMs * 2 + 1000);
+        if (tick < 0) {
+          now = this.clock.now();
+          tick = this.layout.ticksAt(now);
+          continue;
+        }
+      }
+      if (tick > this.layout.maxTicks) throw this.exhausted(now);
+      if (now >= this.nextExpiryCheck) this.checkExpiry(now);
+      this.lastTick = tick;
+      this.sequence = this.randomStart > 1 ? Math.floor(this.random() * this.randomStart) : 0;
+      this.current =
+        (BigInt(tick) << this.timestampShift) |
+        (BigInt(this.workerId) << this.workerShift) |
+        BigInt(this.sequence);
+      return this.current;
+    }
+  }
+
+  /** The clock is behind the last issued tick: wait, switch to a backup, or refuse. Returns a tick. */
+  private handleRollback(now: number, tick: number): number {
+    const offsetMs = this.layout.msAt(this.lastTick) - now;
+    if (offsetMs <= this.toleranceMs) {
+      // Leaf waits twice the offset and checks again.
+      const reached = this.waitForTick(this.lastTick, offsetMs * 2 + this.unit);
+      if (reached >= 0) {
+        this.onClockRollback?.({ offsetMs, action: "waited", workerId: this.workerId });
+        return reached;
+      }
+      const after = this.clock.now();
+      if (this.layout.msAt(this.lastTick) - after <= this.toleranceMs) {
+        this.onClockRollback?.({ offsetMs, action: "refused", workerId: this.workerId });
+        throw new LeafError({
+          component: COMPONENT,
+          code: ErrorCodes.CLOCK_BEHIND,
+          leafCode: LeafCodes.SNOWFLAKE_CLOCK_BEHIND,
+          message: `clock still behind the last issued timestamp after waiting ${offsetMs * 2} ms (worker id ${this.workerId})`,
+          details: { offsetMs, workerId: this.workerId },
+        });
+      }
+      return this.handleRollback(after, this.layout.ticksAt(after));
+    }
+    for (const backup of this.backupOrder.concat(this.primaryWorkerId)) {
+      if (backup === this.workerId) continue;
+      const last = this.lastTicks.get(backup) ?? -1;
+      if (last < tick) {
+        this.onClockRollback?.({ offsetMs, action: "backup", workerId: backup });
+        this.activate(backup);
+        return tick;
+      }
+    }
+    this.onClockRollback?.({ offsetMs, action: "refused", workerId: this.workerId });
+    throw new LeafError({
+      component: COMPONENT,
+      code: ErrorCodes.CLOCK_MOVED_BACKWARDS,
+      leafCode: LeafCodes.SNOWFLAKE_CLOCK_MOVED_BACKWARDS,
+      message:
+        `clock moved backwards by ${offsetMs} ms (tolerance ${this.toleranceMs} ms) on worker id ` +
+        `${this.workerId} and no backup worker id is usable: refusing ids until the clock passes ` +
+        `${new Date(this.layout.msAt(this.lastTick)).toISOString()}`,
+      details: { offsetMs, toleranceMs: this.toleranceMs, workerId: this.workerId },
+    });
+  }
+
+  /**
+   * Waits until the clock reaches tick `target`, at most `budgetMs` of sleeping. Returns the tick
+   * reached, or -1 when the budget ran out or the clock moved back past the tolerance meanwhile
+   * (PR #153 of Java Leaf: that wait must not loop forever).
+   */
+  private waitForTick(target: number, budgetMs: number): number {
+    const targetMs = this.layout.msAt(target);
+    let spins = 0;
+    let slept = 0;
+    for (;;) {
+      const now = this.clock.now();
+      const tick = Math.floor((now - this.epoch) / this.unit);
+      if (tick >= target) return tick;
+      if (tick < this.lastTick && this.layout.msAt(this.lastTick) - now > this.toleranceMs)
+        return -1;
+      const remaining = targetMs - now;
+      if (remaining > 2 || ++spins > MAX_SPINS) {
+        const step = Math.max(1, remaining > 2 ? remaining - 1 : 1);
+        if (slept + step > budgetMs) return -1;
+        this.clock.sleepSync(step);
+        slept += step;
+        spins = 0;
+      }
+    }
+  }
+
+  private exhausted(now: number): LeafError {
+    return new LeafError({
+      component: COMPONENT,
+      code: ErrorCodes.LAYOUT_EXHAUSTED,
+      message:
+        `layout ${this.layout.name} cannot represent ${new Date(now).toISOString()}: its last instant ` +
+        `was ${new Date(this.layout.lastInstantMs).toISOString()}. Move to a layout with a later epoch ` +
+        "or more timestamp bits; no id is issued (never a wrapped or negative one)",
+      details: { now, lastInstantMs: this.layout.lastInstantMs },
+    });
+  }
+
+  private checkExpiry(now: number): void {
+    // Checked at most once an hour: cheap, and soon enough for a warning given a year ahead.
+    this.nextExpiryCheck = now + 3_600_000;
+    const remainingMs = this.layout.lastInstantMs - now;
+    if (remainingMs < this.expiryWarningMs) {
+      const days = Math.floor(remainingMs / 86_400_000);
+      this.onWarning({
+        type: "layout-expiry",
+        remainingMs,
+        lastInstantMs: this.layout.lastInstantMs,
+        message:
+          `[leaf] [core] layout ${this.layout.name} runs out of time in ${days} days, on ` +
+          `${new Date(this.layout.lastInstantMs).toISOString()}; after that no id can be issued. ` +
+          "Plan a move to a layout with a later epoch",
+      });
+    }
+  }
+}
+
+function nonNegative(name: string, value: number): number {
+  if (typeof value !== "number" || !Number.isFinite(value) || value < 0) {
+    throw argumentError(COMPONENT, name, value, "a number of 0 or more");
+  }
+  return value;
+}
+
+function defaultWarning(warning: GeneratorWarning): void {
+  process.emitWarning(warning.message, { code: "LEAF_LAYOUT_EXPIRY" });
+}

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs the servers the test kit runs (MariaDB, Redis, ZooKeeper) from Debian's packages.
+# Needs root and apt-get; takes about 25 s. The packages' own services are not used: the test kit
+# starts private instances on free loopback ports.
+set -euo pipefail
+if [ "$(id -u)" != "0" ]; then
+  echo "install-services: must run as root (try: sudo bash scripts/install-services.sh)" >&2
+  exit 1
+fi
+if ! command -v apt-get >/dev/null 2>&1; then
+  echo "install-services: apt-get not found; install MariaDB, Redis and ZooKeeper (Java) by hand" >&2
+  exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+apt-get install -y -q --no-install-recommends mariadb-server redis-server zookeeper default-jre-headless

@@ -29,6 +29,11 @@ export {
   writeFileAtomic,
   writeLeaseCache,
 } from "./lease-cache";
+export {
+  MemoryRegistry,
+  type MemoryRegistryOptions,
+  MemoryRegistryStore,
+} from "./memory-registry";
 export { localIPv4 } from "./net";
 export type {
   AcquireRequest,
@@ -45,3 +50,9 @@ export {
   SnowflakeGenerator,
   type SnowflakeOptions,
 } from "./snowflake-generator";
+export {
+  type SnowflakeWorker,
+  type SnowflakeWorkerEvent,
+  type SnowflakeWorkerOptions,
+  startSnowflakeWorker,
+} from "./snowflake-worker";

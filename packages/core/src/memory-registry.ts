@@ -1,0 +1,156 @@
+// A worker-id registry held in process memory: for tests, single-process tools, and as the smallest
+// complete example of the contract. Several MemoryRegistry instances sharing one store stand for
+// several nodes sharing one backing service.
+import { argumentError, ErrorCodes, LeafCodes, LeafError } from "./errors";
+import type {
+  AcquireRequest,
+  BackupWorker,
+  NodeIdentity,
+  WorkerIdRegistry,
+  WorkerLease,
+} from "./registry";
+
+interface WorkerRecord {
+  /** "ip:port" of the node it was last given to; it gets it back first. */
+  owner: string;
+  lastTimestamp: number;
+  /** The live lease holding it, if any. */
+  holder: AbortController | undefined;
+}
+
+/** The shared state behind {@link MemoryRegistry} instances: worker records per service name. */
+export class MemoryRegistryStore {
+  readonly spaces = new Map<string, Map<number, WorkerRecord>>();
+
+  /** Takes worker id `workerId` of service `name` away from its holder (simulates a lost lease). */
+  revoke(name: string, workerId: number, why = "revoked"): boolean {
+    const record = this.spaces.get(name)?.get(workerId);
+    if (!record?.holder) return false;
+    const holder = record.holder;
+    record.holder = undefined;
+    holder.abort(
+      new LeafError({
+        component: "registry-memory",
+        code: ErrorCodes.LEASE_LOST,
+        leafCode: LeafCodes.LEASE_LOST,
+        message: `worker id ${workerId} lease lost: ${why}`,
+      }),
+    );
+    return true;
+  }
+}
+
+/** Options of {@link MemoryRegistry}. */
+export interface MemoryRegistryOptions {
+  /** Share one store between instances to stand for one backing service (default: a new one). */
+  store?: MemoryRegistryStore;
+}
+
+/** A {@link WorkerIdRegistry} in memory. A node gets back the id it had, else the lowest free one. */
+export class MemoryRegistry implements WorkerIdRegistry {
+  readonly kind = "memory";
+  readonly store: MemoryRegistryStore;
+  private closed = false;
+
+  constructor(options: MemoryRegistryOptions = {}) {
+    this.store = options.store ?? new MemoryRegistryStore();
+  }
+
+  async acquire(request: AcquireRequest): Promise<WorkerLease> {
+    if (this.closed) {
+      throw new LeafError({
+        component: "registry-memory",
+        code: ErrorCodes.CLOSED,
+        message: "registry is closed",
+      });
+    }
+    request.signal?.throwIfAborted();
+    const { node, maxWorkerId } = request;
+    const backupCount = request.backups ?? 0;
+    if (!Number.isInteger(maxWorkerId) || maxWorkerId < 0) {
+      throw argumentError("registry-memory", "maxWorkerId", maxWorkerId, "an integer of 0 or more");
+    }
+    let space = this.store.spaces.get(node.name);
+    if (!space) {
+      space = new Map();
+      this.store.spaces.set(node.name, space);
+    }
+    const key = `${node.ip}:${node.port}`;
+    const chosen: number[] = [];
+    const free = (id: number) => !space.get(id)?.holder && !chosen.includes(id);
+    // Ids this node had before come first, in id order; then never-held or free ids.
+    const own = [...space.entries()].filter(([, r]) => r.owner === key).map(([id]) => id);
+    for (const id of own.sort((a, b) => a - b)) {
+      if (chosen.length <= backupCount && id <= maxWorkerId && free(id)) chosen.push(id);
+    }
+    for (let id = 0; id <= maxWorkerId && chosen.length <= backupCount; id++) {
+      const record = space.get(id);
+      if (free(id) && (!record || record.owner === key || !record.holder)) chosen.push(id);
+    }
+    if (chosen.length <= backupCount) {
+      throw new LeafError({
+        component: "registry-memory",
+        code: ErrorCodes.WORKER_IDS_EXHAUSTED,
+        message: `no free worker id in 0..${maxWorkerId} for ${key} (service ${node.name}): all are leased`,
+      });
+    }
+    const controller = new AbortController();
+    const granted = chosen.map((id) => {
+      const record = space.get(id) ?? { owner: key, lastTimestamp: 0, holder: undefined };
+      record.owner = key;
+      record.holder = controller;
+      space.set(id, record);
+      return { workerId: id, lastTimestamp: record.lastTimestamp };
+    });
+    return new MemoryLease(space, controller, granted[0]!, granted.slice(1), node);
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+  }
+}
+
+class MemoryLease implements WorkerLease {
+  readonly workerId: number;
+  readonly lastTimestamp: number;
+  readonly lost: AbortSignal;
+  private released = false;
+
+  constructor(
+    private readonly space: Map<number, WorkerRecord>,
+    private readonly controller: AbortController,
+    primary: BackupWorker,
+    readonly backups: readonly BackupWorker[],
+    readonly node: NodeIdentity,
+  ) {
+    this.workerId = primary.workerId;
+    this.lastTimestamp = primary.lastTimestamp;
+    this.lost = controller.signal;
+  }
+
+  private record(id: number): WorkerRecord | undefined {
+    const record = this.space.get(id);
+    return record?.holder === this.controller ? record : undefined;
+  }
+
+  async report(timestampMs: number, backups: readonly BackupWorker[] = []): Promise<void> {
+    if (this.lost.aborted) throw this.lost.reason;
+    for (const { workerId, lastTimestamp } of [
+      { workerId: this.workerId, lastTimestamp: timestampMs },
+      ...backups,
+    ]) {
+      const record = this.record(workerId);
+      if (record) record.lastTimestamp = Math.max(record.lastTimestamp, lastTimestamp);
+    }
+  }
+
+  async release(finalTimestampMs?: number): Promise<void> {
+    if (this.released) return;
+    if (finalTimestampMs !== undefined && !this.lost.aborted) await this.report(finalTimestampMs);
+    this.released = true;
+    for (const id of [this.workerId, ...this.backups.map((b) => b.workerId)]) {
+      const record = this.record(id);
+      if (record) record.holder = undefined;
+    }
+  }
+}

@@ -1,0 +1,266 @@
+// Wires a worker-id registry to a snowflake generator: acquire a lease, refuse to start when the
+// clock is behind the lease's last timestamp (wait when within tolerance), report periodically,
+// fence the generator the moment the lease is lost, and take a new lease afterwards.
+import { backoffDelay, delay } from "./backoff";
+import { type Clock, systemClock } from "./clock";
+import { ErrorCodes, isLeafError, LeafError } from "./errors";
+import { type Layout, layouts } from "./layout";
+import { checkClockNotBehind } from "./lease-cache";
+import type { NodeIdentity, WorkerIdRegistry, WorkerLease } from "./registry";
+import { SnowflakeGenerator, type SnowflakeOptions } from "./snowflake-generator";
+
+const COMPONENT = "core";
+
+/** Something that happened to a worker, for logs and metrics. */
+export type SnowflakeWorkerEvent =
+  | { type: "lease-acquired"; workerId: number; lastTimestamp: number; backups: number[] }
+  | { type: "lease-lost"; workerId: number; error: LeafError }
+  | { type: "report-failed"; workerId: number; error: unknown }
+  | { type: "reported"; workerId: number; timestamp: number }
+  | { type: "reacquire-failed"; attempt: number; error: unknown };
+
+/** Options of {@link startSnowflakeWorker}. */
+export interface SnowflakeWorkerOptions {
+  registry: WorkerIdRegistry;
+  node: NodeIdentity;
+  /** Bit layout (default Leaf's 41/10/12). */
+  layout?: Layout;
+  clock?: Clock;
+  /**
+   * How far the clock may be behind the lease's last timestamp, in ms, and still be waited out at
+   * start (default: the generator's rollback tolerance, 5 ms). Further behind: start is refused.
+   */
+  startToleranceMs?: number;
+  /** Period of timestamp reports in ms (default 3,000, as Leaf). */
+  reportIntervalMs?: number;
+  /** Delay of the first report in ms (default 1,000, as Leaf). */
+  firstReportDelayMs?: number;
+  /** Backup worker ids to lease with the primary one (default 0). */
+  backups?: number;
+  /** Take a new lease after losing one (default true). The generator stays fenced until then. */
+  reacquire?: boolean;
+  /** Generator options other than those the lease decides. */
+  generator?: Omit<SnowflakeOptions, "workerId" | "layout" | "clock" | "lastTimestamp" | "backups">;
+  /** Receives what happens to the lease. */
+  onEvent?: (event: SnowflakeWorkerEvent) => void;
+}
+
+/** A generator holding a lease. */
+export interface SnowflakeWorker {
+  readonly generator: SnowflakeGenerator;
+  /** The lease held now; undefined while fenced and re-acquiring. */
+  readonly lease: WorkerLease | undefined;
+  /** "held": issuing ids; "fenced": lease lost, no ids; "closed". */
+  readonly state: "held" | "fenced" | "closed";
+  /** Timestamp (ms) of the last successful report, 0 before the first. */
+  readonly lastReportAt: number;
+  /** Issues one id (shortcut for generator.nextId()). */
+  nextId(): bigint;
+  /** Stops reporting, writes a final report and releases the lease. Idempotent. */
+  close(): Promise<void>;
+}
+
+/**
+ * Acquires a worker id from `registry` and returns a generator running under it. Rejects with
+ * CLOCK_BEHIND_LEASE (both times in the message) when the clock is behind the lease's last
+ * timestamp by more than the tolerance; within it, waits before resolving.
+ */
+export async function startSnowflakeWorker(
+  options: SnowflakeWorkerOptions,
+): Promise<SnowflakeWorker> {
+  const worker = new Worker(options);
+  await worker.start();
+  return worker;
+}
+
+class Worker implements SnowflakeWorker {
+  generator!: SnowflakeGenerator;
+  lease: WorkerLease | undefined;
+  state: "held" | "fenced" | "closed" = "fenced";
+  lastReportAt = 0;
+  private readonly layout: Layout;
+  private readonly clock: Clock;
+  private readonly closing = new AbortController();
+  private timer: NodeJS.Timeout | undefined;
+  private reporting: Promise<void> | undefined;
+
+  constructor(private readonly options: SnowflakeWorkerOptions) {
+    this.layout = options.layout ?? layouts.leaf;
+    this.clock = options.clock ?? systemClock;
+  }
+
+  async start(): Promise<void> {
+    const lease = await this.acquire();
+    try {
+      await this.admit(lease);
+      this.generator = new SnowflakeGenerator({
+        ...this.options.generator,
+        layout: this.layout,
+        clock: this.clock,
+        workerId: lease.workerId,
+        lastTimestamp: lease.lastTimestamp,
+        backups: lease.backups,
+      });
+    } catch (error) {
+      await lease.release().catch(() => {});
+      throw error;
+    }
+    this.hold(lease);
+  }
+
+  nextId(): bigint {
+    return this.generator.nextId();
+  }
+
+  private acquire(): Promise<WorkerLease> {
+    return this.options.registry.acquire({
+      node: this.options.node,
+      maxWorkerId: this.layout.maxWorkerId,
+      backups: this.options.backups ?? 0,
+      signal: this.closing.signal,
+    });
+  }
+
+  /** Refuses a lease whose stored timestamp is ahead of the clock past tolerance; waits within it. */
+  private async admit(lease: WorkerLease): Promise<void> {
+    const tolerance =
+      this.options.startToleranceMs ?? this.options.generator?.rollbackToleranceMs ?? 5;
+    const wait = checkClockNotBehind({
+      component: COMPONENT,
+      lastTimestamp: lease.lastTimestamp,
+      now: this.clock.now(),
+      toleranceMs: tolerance,
+      source: `the ${this.options.registry.kind} registry`,
+      workerId: lease.workerId,
+    });
+    // Short waits block (as the generator's own rollback wait); long ones yield the event loop.
+    if (wait > 0 && wait <= 50) this.clock.sleepSync(wait + 1);
+    else if (wait > 0) await delay(wait + 1, this.closing.signal);
+  }
+
+  private hold(lease: WorkerLease): void {
+    this.lease = lease;
+    this.state = "held";
+    this.options.onEvent?.({
+      type: "lease-acquired",
+      workerId: lease.workerId,
+      lastTimestamp: lease.lastTimestamp,
+      backups: lease.backups.map((b) => b.workerId),
+    });
+    const onLost = () => this.onLost(lease);
+    if (lease.lost.aborted) {
+      onLost();
+      return;
+    }
+    lease.lost.addEventListener("abort", onLost, { once: true });
+    this.schedule(this.options.firstReportDelayMs ?? 1000);
+  }
+
+  private schedule(ms: number): void {
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => {
+      this.reporting = this.report().finally(() => {
+        this.reporting = undefined;
+        if (this.state === "held") this.schedule(this.options.reportIntervalMs ?? 3000);
+      });
+    }, ms);
+    this.timer.unref();
+  }
+
+  /** The timestamp to report: the later of the clock and the last id issued (never backwards). */
+  private reportValues() {
+    const stamps = this.generator.timestamps();
+    const now = this.clock.now();
+    const primary = Math.max(stamps.primary.lastTimestamp, now);
+    return { primary, backups: stamps.backups };
+  }
+
+  private async report(): Promise<void> {
+    const lease = this.lease;
+    if (!lease || this.state !== "held") return;
+    const { primary, backups } = this.reportValues();
+    try {
+      await lease.report(primary, backups);
+      this.lastReportAt = this.clock.now();
+      this.options.onEvent?.({ type: "reported", workerId: lease.workerId, timestamp: primary });
+    } catch (error) {
+      this.options.onEvent?.({ type: "report-failed", workerId: lease.workerId, error });
+    }
+  }
+
+  private onLost(lease: WorkerLease): void {
+    if (this.lease !== lease || this.state === "closed") return;
+    const reason = isLeafError(lease.lost.reason)
+      ? lease.lost.reason
+      : new LeafError({
+          component: COMPONENT,
+          code: ErrorCodes.LEASE_LOST,
+          leafCode: -4,
+          message: `worker id ${lease.workerId} lease lost`,
+          cause: lease.lost.reason,
+        });
+    this.generator.fence(reason);
+    this.state = "fenced";
+    this.lease = undefined;
+    clearTimeout(this.timer);
+    this.options.onEvent?.({ type: "lease-lost", workerId: lease.workerId, error: reason });
+    if (this.options.reacquire ?? true) void this.reacquire();
+  }
+
+  private async reacquire(): Promise<void> {
+    for (let attempt = 0; !this.closing.signal.aborted; attempt++) {
+      try {
+        const lease = await this.acquire();
+        try {
+          await this.admit(lease);
+        } catch (error) {
+          await lease.release().catch(() => {});
+          throw error;
+        }
+        if (this.closing.signal.aborted) {
+          await lease.release().catch(() => {});
+          return;
+        }
+        this.generator.setLease(lease);
+        this.hold(lease);
+        return;
+      } catch (error) {
+        if (this.closing.signal.aborted) return;
+        this.options.onEvent?.({ type: "reacquire-failed", attempt, error });
+        await delay(
+          backoffDelay(attempt, { initialMs: 200, maxMs: 5000 }),
+          this.closing.signal,
+        ).catch(() => {});
+      }
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.state === "closed") return;
+    const lease = this.lease;
+    const finalValues = this.generator ? this.reportValues() : undefined;
+    this.state = "closed";
+    this.closing.abort(
+      new LeafError({
+        component: COMPONENT,
+        code: ErrorCodes.CLOSED,
+        message: "snowflake worker closed",
+      }),
+    );
+    clearTimeout(this.timer);
+    await this.reporting;
+    this.generator?.fence(
+      new LeafError({
+        component: COMPONENT,
+        code: ErrorCodes.CLOSED,
+        message: "snowflake worker closed",
+      }),
+    );
+    if (lease && !lease.lost.aborted) {
+      if (finalValues && finalValues.backups.length > 0) {
+        await lease.report(finalValues.primary, finalValues.backups).catch(() => {});
+      }
+      await lease.release(finalValues?.primary);
+    }
+  }
+}

@@ -1,0 +1,7 @@
+export {
+  type ConformanceContext,
+  type ConformanceOptions,
+  registryConformance,
+  type TestFunction,
+  type Unsupported,
+} from "./conformance";

@@ -13,4 +13,4 @@ if ! command -v apt-get >/dev/null 2>&1; then
 fi
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -q
-apt-get install -y -q --no-install-recommends mariadb-server redis-server zookeeper default-jre-headless
+apt-get install -y -q mariadb-server redis-server zookeeper

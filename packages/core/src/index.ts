@@ -56,3 +56,4 @@ export {
   type SnowflakeWorkerOptions,
   startSnowflakeWorker,
 } from "./snowflake-worker";
+export { CachedSnowflakeGenerator, type CachedGeneratorOptions } from "./cached-generator";

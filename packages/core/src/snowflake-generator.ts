@@ -80,7 +80,8 @@ export type GeneratorState = "active" | "fenced";
  */
 export class SnowflakeGenerator {
   readonly layout: Layout;
-  private readonly clock: Clock;
+  /** The clock the generator reads. */
+  readonly clock: Clock;
   private readonly toleranceMs: number;
   private readonly randomStart: number;
   private readonly random: () => number;
@@ -109,7 +110,10 @@ export class SnowflakeGenerator {
     this.layout = options.layout ?? layouts.leaf;
     this.clock = options.clock ?? systemClock;
     this.toleranceMs = nonNegative("rollbackToleranceMs", options.rollbackToleranceMs ?? 5);
-    this.randomStart = nonNegative("randomSequenceStart", options.randomSequenceStart ?? 100);
+    this.randomStart = nonNegative(
+      "randomSequenceStart",
+      options.randomSequenceStart ?? Math.min(100, this.layout.maxSequence + 1),
+    );
     if (this.randomStart > this.layout.maxSequence + 1) {
       throw argumentError(
         COMPONENT,
@@ -281,11 +285,18 @@ export class SnowflakeGenerator {
           return this.current;
         }
         // Sequence used up: wait for the next tick (Leaf: tilNextMillis, but bounded).
-        tick = this.waitForTick(this.lastTick + 1, this.unit + this.toleranceMs * 2 + 1000);
+        tick = this.waitForTick(this.lastTick + 1, this.unit * 2 + this.toleranceMs * 2 + 10);
         if (tick < 0) {
           now = this.clock.now();
           tick = this.layout.ticksAt(now);
-          continue;
+          if (tick < this.lastTick) continue;
+          throw new LeafError({
+            component: COMPONENT,
+            code: ErrorCodes.CLOCK_BEHIND,
+            leafCode: LeafCodes.SNOWFLAKE_CLOCK_BEHIND,
+            message: `the clock did not reach the next tick while waiting (worker id ${this.workerId}, last tick at ${new Date(this.layout.msAt(this.lastTick)).toISOString()}, clock at ${new Date(now).toISOString()})`,
+            details: { now, workerId: this.workerId },
+          });
         }
       }
       if (tick > this.layout.maxTicks) throw this.exhausted(now);

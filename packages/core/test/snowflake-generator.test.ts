@@ -1,0 +1,258 @@
+import { describe, expect, it, vi } from "vitest";
+import {
+  defineLayout,
+  ErrorCodes,
+  isLeafError,
+  LeafError,
+  layouts,
+  ManualClock,
+  SnowflakeGenerator,
+} from "../src/index";
+
+const T0 = Date.UTC(2026, 0, 1);
+
+function generator(clock: ManualClock, extra: Partial<ConstructorParameters<typeof SnowflakeGenerator>[0]> = {}) {
+  return new SnowflakeGenerator({ workerId: 7, clock, ...extra });
+}
+
+function codeOf(fn: () => unknown): string | undefined {
+  try {
+    fn();
+  } catch (error) {
+    return isLeafError(error) ? error.code : String(error);
+  }
+  return undefined;
+}
+
+describe("SnowflakeGenerator", () => {
+  it("starts each tick's sequence at a random value below 100, as Leaf", () => {
+    const clock = new ManualClock(T0);
+    const g = generator(clock);
+    const starts = new Set<number>();
+    for (let i = 0; i < 300; i++) {
+      clock.advance(1);
+      const { sequence, workerId, timestampMs } = g.decode(g.nextId());
+      expect(sequence).toBeLessThan(100);
+      expect(workerId).toBe(7);
+      expect(timestampMs).toBe(clock.now());
+      starts.add(sequence);
+    }
+    expect(starts.size).toBeGreaterThan(20);
+  });
+
+  it("starts every tick at 0 when the random start is switched off", () => {
+    const clock = new ManualClock(T0);
+    const g = generator(clock, { randomSequenceStart: 0 });
+    clock.advance(1);
+    expect(g.decode(g.nextId()).sequence).toBe(0);
+    expect(g.decode(g.nextId()).sequence).toBe(1);
+  });
+
+  it("waits for the next tick when a tick's sequence is used up", () => {
+    const clock = new ManualClock(T0);
+    const g = generator(clock, { randomSequenceStart: 0 });
+    const ids = Array.from({ length: 4096 }, () => g.nextId());
+    expect(g.decode(ids[4095]!).sequence).toBe(4095);
+    const next = g.decode(g.nextId());
+    expect(next.timestampMs).toBe(T0 + 1);
+    expect(next.sequence).toBe(0);
+    expect(clock.now()).toBe(T0 + 1);
+  });
+
+  it("issues strictly increasing ids, single and in batches", () => {
+    const clock = new ManualClock(T0);
+    clock.onNow = (c) => c.advance(Math.random() < 0.001 ? 1 : 0);
+    const g = generator(clock);
+    let last = -1n;
+    for (let round = 0; round < 50; round++) {
+      const batch = round % 2 === 0 ? g.nextIds(5000) : [g.nextId(), g.nextId()];
+      for (const id of batch) {
+        expect(id > last).toBe(true);
+        last = id;
+      }
+    }
+  });
+
+  it("issues its first id strictly after the lease's last timestamp", () => {
+    const clock = new ManualClock(T0);
+    const g = generator(clock, { lastTimestamp: T0 });
+    const first = g.decode(g.nextId());
+    expect(first.timestampMs).toBe(T0 + 1);
+  });
+
+  it("waits out a clock that moved back within the tolerance", () => {
+    const clock = new ManualClock(T0);
+    const events: unknown[] = [];
+    const g = generator(clock, { onClockRollback: (e) => events.push(e) });
+    const before = g.nextId();
+    clock.set(T0 - 3);
+    const after = g.nextId();
+    expect(after > before).toBe(true);
+    expect(clock.now()).toBeGreaterThanOrEqual(T0);
+    expect(events).toEqual([{ offsetMs: 3, action: "waited", workerId: 7 }]);
+  });
+
+  it("answers Leaf code -1 when the clock is still behind after waiting", () => {
+    const clock = new ManualClock(T0);
+    const g = generator(clock);
+    g.nextId();
+    clock.set(T0 - 4);
+    clock.onSleep = () => {}; // the clock does not move while waiting
+    let error: unknown;
+    try {
+      g.nextId();
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toMatchObject({ code: ErrorCodes.CLOCK_BEHIND, leafCode: -1 });
+  });
+
+  it("refuses with Leaf code -3 when the clock moved back past the tolerance", () => {
+    const clock = new ManualClock(T0);
+    const g = generator(clock);
+    g.nextId();
+    clock.set(T0 - 2000);
+    let error: unknown;
+    try {
+      g.nextId();
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toBeInstanceOf(LeafError);
+    expect(error).toMatchObject({ code: ErrorCodes.CLOCK_MOVED_BACKWARDS, leafCode: -3 });
+    expect((error as Error).message).toMatch(/\[leaf\] \[core\] clock moved backwards by 2000 ms \(tolerance 5 ms\)/);
+    clock.set(T0 + 1);
+    expect(g.decode(g.nextId()).timestampMs).toBe(T0 + 1);
+  });
+
+  it("switches to a backup worker id when the clock moves back past the tolerance", () => {
+    const clock = new ManualClock(T0);
+    const events: { action: string; workerId: number }[] = [];
+    const g = generator(clock, {
+      backups: [{ workerId: 519, lastTimestamp: T0 - 60_000 }],
+      onClockRollback: (e) => events.push(e),
+    });
+    const a = g.nextId();
+    clock.set(T0 - 10_000);
+    const b = g.decode(g.nextId());
+    expect(b.workerId).toBe(519);
+    expect(b.timestampMs).toBe(T0 - 10_000);
+    expect(g.activeWorkerId).toBe(519);
+    expect(events.at(-1)).toMatchObject({ action: "backup", workerId: 519 });
+    // A second rollback beyond what the backup has issued: no usable id is left.
+    clock.set(T0 - 20_000);
+    expect(codeOf(() => g.nextId())).toBe(ErrorCodes.CLOCK_MOVED_BACKWARDS);
+    // Time passes the primary's last tick again: back on the primary id.
+    clock.set(T0 + 5);
+    const c = g.decode(g.nextId());
+    expect(c.workerId).toBe(519);
+    expect(g.timestamps()).toMatchObject({
+      primary: { workerId: 7, lastTimestamp: g.decode(a).timestampMs },
+      backups: [{ workerId: 519, lastTimestamp: T0 + 5 }],
+    });
+  });
+
+  it("does not use a backup whose own last timestamp is ahead of the clock", () => {
+    const clock = new ManualClock(T0);
+    const g = generator(clock, { backups: [{ workerId: 8, lastTimestamp: T0 + 1000 }] });
+    g.nextId();
+    clock.set(T0 - 100);
+    expect(codeOf(() => g.nextId())).toBe(ErrorCodes.CLOCK_MOVED_BACKWARDS);
+  });
+
+  it("does not loop forever when the clock moves back while it waits for the next tick", () => {
+    const clock = new ManualClock(T0);
+    const g = generator(clock, { randomSequenceStart: 0 });
+    g.nextIds(4096);
+    clock.onSleep = (_ms, c) => c.advance(-1000);
+    expect(codeOf(() => g.nextId())).toBe(ErrorCodes.CLOCK_MOVED_BACKWARDS);
+  });
+
+  it("gives up waiting for a stuck clock with a clear error instead of spinning", () => {
+    const clock = new ManualClock(T0);
+    const g = generator(clock, { randomSequenceStart: 0 });
+    g.nextIds(4096);
+    clock.onSleep = () => {};
+    expect(codeOf(() => g.nextId())).toBe(ErrorCodes.CLOCK_BEHIND);
+  });
+
+  it("refuses ids past the layout's last instant instead of wrapping", () => {
+    const small = defineLayout(
+      { name: "tiny", timestampBits: 10, workerBits: 4, sequenceBits: 4, unitMillis: 1, epoch: T0 },
+      T0,
+    );
+    const clock = new ManualClock(small.lastInstantMs);
+    const g = new SnowflakeGenerator({ workerId: 1, layout: small, clock, onWarning: () => {} });
+    const last = g.decode(g.nextId());
+    expect(last.ticks).toBe(small.maxTicks);
+    clock.advance(1);
+    let error: unknown;
+    try {
+      g.nextId();
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toMatchObject({ code: ErrorCodes.LAYOUT_EXHAUSTED });
+    expect((error as Error).message).toMatch(/cannot represent .* its last instant/);
+  });
+
+  it("refuses every id of a layout whose time has run out (Baidu's default epoch)", () => {
+    const g = new SnowflakeGenerator({ workerId: 1, layout: layouts.baidu, onWarning: () => {} });
+    expect(codeOf(() => g.nextId())).toBe(ErrorCodes.LAYOUT_EXHAUSTED);
+  });
+
+  it("warns through the hook when less than the configured time is left", () => {
+    const onWarning = vi.fn();
+    const clock = new ManualClock(layouts.leaf.lastInstantMs - 100 * 86_400_000);
+    const g = new SnowflakeGenerator({ workerId: 1, clock, onWarning });
+    g.nextId();
+    g.nextId();
+    expect(onWarning).toHaveBeenCalledTimes(1);
+    expect(onWarning.mock.calls[0]![0]).toMatchObject({ type: "layout-expiry" });
+    expect(onWarning.mock.calls[0]![0].message).toMatch(/runs out of time in 100 days, on 2080-07-10/);
+    const quiet = vi.fn();
+    new SnowflakeGenerator({ workerId: 1, clock: new ManualClock(T0), onWarning: quiet }).nextId();
+    expect(quiet).not.toHaveBeenCalled();
+  });
+
+  it("refuses ids with Leaf code -4 while fenced, and resumes under a new lease after its timestamp", () => {
+    const clock = new ManualClock(T0);
+    const g = generator(clock);
+    g.nextId();
+    g.fence();
+    expect(g.state).toBe("fenced");
+    let error: unknown;
+    try {
+      g.nextId();
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toMatchObject({ code: ErrorCodes.LEASE_LOST, leafCode: -4 });
+    clock.advance(10);
+    g.setLease({ workerId: 9, lastTimestamp: T0 + 50 });
+    expect(g.state).toBe("active");
+    clock.set(T0 + 60);
+    const next = g.decode(g.nextId());
+    expect(next.workerId).toBe(9);
+    expect(next.timestampMs).toBe(T0 + 60);
+  });
+
+  it("rejects worker ids outside the layout and bad options, naming them", () => {
+    expect(() => new SnowflakeGenerator({ workerId: 1024 })).toThrow(/invalid workerId: 1024; expected an integer from 0 to 1023/);
+    expect(() => new SnowflakeGenerator({ workerId: -1 })).toThrow(/workerId/);
+    expect(() => new SnowflakeGenerator({ workerId: 1, rollbackToleranceMs: -5 })).toThrow(/rollbackToleranceMs/);
+    expect(() => new SnowflakeGenerator({ workerId: 1, backups: [{ workerId: 1, lastTimestamp: 0 }] })).toThrow(/distinct/);
+    const g = new SnowflakeGenerator({ workerId: 1 });
+    expect(() => g.nextIds(0)).toThrow(/invalid count: 0/);
+    expect(() => g.nextIds(1.5)).toThrow(/invalid count/);
+  });
+
+  it("decodes with its own layout and epoch", () => {
+    const layout = defineLayout({ timestampBits: 41, workerBits: 10, sequenceBits: 12, unitMillis: 1, epoch: Date.UTC(2024, 0, 1) });
+    const clock = new ManualClock(T0);
+    const g = new SnowflakeGenerator({ workerId: 3, layout, clock });
+    const decoded = g.decode(g.nextId());
+    expect(decoded.timestampMs).toBe(T0);
+    expect(decoded.workerId).toBe(3);
+  });
+});

@@ -1,0 +1,27 @@
+// Public entry of @leaf/testkit: private MariaDB, Redis and ZooKeeper servers for tests, faults on
+// demand, separate node processes, and cleanup that survives a killed test process.
+export { stopAll } from "./cleanup";
+export { TestkitError, type TestkitErrorCode } from "./errors";
+export { isExternal } from "./handle";
+export { startMysql } from "./mysql";
+export {
+  type RunNodeOptions,
+  type RunNodeResult,
+  runNode,
+  type SpawnNodeOptions,
+  spawnNode,
+} from "./node-process";
+export { freePort } from "./ports";
+export { startRedis } from "./redis";
+export type {
+  MysqlHandle,
+  MysqlOptions,
+  RedisHandle,
+  RedisOptions,
+  ServiceHandle,
+  ServiceKind,
+  StartOptions,
+  ZookeeperHandle,
+  ZookeeperOptions,
+} from "./types";
+export { startZookeeper } from "./zookeeper";

@@ -49,11 +49,21 @@ export class CachedSnowflakeGenerator {
     const layout = generator.layout;
     this.capacity = options.bufferSize ?? (layout.maxSequence + 1) * 8;
     if (!Number.isInteger(this.capacity) || this.capacity < 2 || this.capacity > 50_000_000) {
-      throw argumentError(COMPONENT, "bufferSize", options.bufferSize, "an integer from 2 to 50,000,000");
+      throw argumentError(
+        COMPONENT,
+        "bufferSize",
+        options.bufferSize,
+        "an integer from 2 to 50,000,000",
+      );
     }
     const padding = options.paddingFactor ?? 50;
     if (typeof padding !== "number" || !(padding > 0 && padding < 100)) {
-      throw argumentError(COMPONENT, "paddingFactor", padding, "a percentage between 0 and 100 (exclusive)");
+      throw argumentError(
+        COMPONENT,
+        "paddingFactor",
+        padding,
+        "a percentage between 0 and 100 (exclusive)",
+      );
     }
     this.threshold = Math.max(1, Math.floor((this.capacity * padding) / 100));
     this.maxAheadMs = options.maxAheadMs ?? 0;
@@ -65,7 +75,12 @@ export class CachedSnowflakeGenerator {
     const interval = options.scheduleIntervalMs;
     if (interval !== undefined) {
       if (!Number.isInteger(interval) || interval < 1) {
-        throw argumentError(COMPONENT, "scheduleIntervalMs", interval, "a whole number of ms, 1 or more");
+        throw argumentError(
+          COMPONENT,
+          "scheduleIntervalMs",
+          interval,
+          "a whole number of ms, 1 or more",
+        );
       }
       this.timer = setInterval(() => this.fill(this.capacity), interval);
       this.timer.unref();
@@ -130,7 +145,11 @@ export class CachedSnowflakeGenerator {
   /** Adds up to `wanted` ids, never more than the free space. */
   private fill(wanted: number): void {
     if (this.closed) {
-      throw new LeafError({ component: COMPONENT, code: ErrorCodes.CLOSED, message: "cached generator is closed" });
+      throw new LeafError({
+        component: COMPONENT,
+        code: ErrorCodes.CLOSED,
+        message: "cached generator is closed",
+      });
     }
     const n = Math.min(wanted, this.capacity - this.count);
     if (n <= 0) return;

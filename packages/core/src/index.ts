@@ -1,4 +1,5 @@
 export { type BackoffOptions, backoffDelay, delay } from "./backoff";
+export { type CachedGeneratorOptions, CachedSnowflakeGenerator } from "./cached-generator";
 export { type Clock, ManualClock, systemClock } from "./clock";
 export {
   argumentError,
@@ -56,4 +57,3 @@ export {
   type SnowflakeWorkerOptions,
   startSnowflakeWorker,
 } from "./snowflake-worker";
-export { CachedSnowflakeGenerator, type CachedGeneratorOptions } from "./cached-generator";

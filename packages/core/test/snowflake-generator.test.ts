@@ -11,7 +11,10 @@ import {
 
 const T0 = Date.UTC(2026, 0, 1);
 
-function generator(clock: ManualClock, extra: Partial<ConstructorParameters<typeof SnowflakeGenerator>[0]> = {}) {
+function generator(
+  clock: ManualClock,
+  extra: Partial<ConstructorParameters<typeof SnowflakeGenerator>[0]> = {},
+) {
   return new SnowflakeGenerator({ workerId: 7, clock, ...extra });
 }
 
@@ -120,7 +123,9 @@ describe("SnowflakeGenerator", () => {
     }
     expect(error).toBeInstanceOf(LeafError);
     expect(error).toMatchObject({ code: ErrorCodes.CLOCK_MOVED_BACKWARDS, leafCode: -3 });
-    expect((error as Error).message).toMatch(/\[leaf\] \[core\] clock moved backwards by 2000 ms \(tolerance 5 ms\)/);
+    expect((error as Error).message).toMatch(
+      /\[leaf\] \[core\] clock moved backwards by 2000 ms \(tolerance 5 ms\)/,
+    );
     clock.set(T0 + 1);
     expect(g.decode(g.nextId()).timestampMs).toBe(T0 + 1);
   });
@@ -209,7 +214,9 @@ describe("SnowflakeGenerator", () => {
     g.nextId();
     expect(onWarning).toHaveBeenCalledTimes(1);
     expect(onWarning.mock.calls[0]![0]).toMatchObject({ type: "layout-expiry" });
-    expect(onWarning.mock.calls[0]![0].message).toMatch(/runs out of time in 100 days, on 2080-07-10/);
+    expect(onWarning.mock.calls[0]![0].message).toMatch(
+      /runs out of time in 100 days, on 2080-07-10/,
+    );
     const quiet = vi.fn();
     new SnowflakeGenerator({ workerId: 1, clock: new ManualClock(T0), onWarning: quiet }).nextId();
     expect(quiet).not.toHaveBeenCalled();
@@ -238,17 +245,29 @@ describe("SnowflakeGenerator", () => {
   });
 
   it("rejects worker ids outside the layout and bad options, naming them", () => {
-    expect(() => new SnowflakeGenerator({ workerId: 1024 })).toThrow(/invalid workerId: 1024; expected an integer from 0 to 1023/);
+    expect(() => new SnowflakeGenerator({ workerId: 1024 })).toThrow(
+      /invalid workerId: 1024; expected an integer from 0 to 1023/,
+    );
     expect(() => new SnowflakeGenerator({ workerId: -1 })).toThrow(/workerId/);
-    expect(() => new SnowflakeGenerator({ workerId: 1, rollbackToleranceMs: -5 })).toThrow(/rollbackToleranceMs/);
-    expect(() => new SnowflakeGenerator({ workerId: 1, backups: [{ workerId: 1, lastTimestamp: 0 }] })).toThrow(/distinct/);
+    expect(() => new SnowflakeGenerator({ workerId: 1, rollbackToleranceMs: -5 })).toThrow(
+      /rollbackToleranceMs/,
+    );
+    expect(
+      () => new SnowflakeGenerator({ workerId: 1, backups: [{ workerId: 1, lastTimestamp: 0 }] }),
+    ).toThrow(/distinct/);
     const g = new SnowflakeGenerator({ workerId: 1 });
     expect(() => g.nextIds(0)).toThrow(/invalid count: 0/);
     expect(() => g.nextIds(1.5)).toThrow(/invalid count/);
   });
 
   it("decodes with its own layout and epoch", () => {
-    const layout = defineLayout({ timestampBits: 41, workerBits: 10, sequenceBits: 12, unitMillis: 1, epoch: Date.UTC(2024, 0, 1) });
+    const layout = defineLayout({
+      timestampBits: 41,
+      workerBits: 10,
+      sequenceBits: 12,
+      unitMillis: 1,
+      epoch: Date.UTC(2024, 0, 1),
+    });
     const clock = new ManualClock(T0);
     const g = new SnowflakeGenerator({ workerId: 3, layout, clock });
     const decoded = g.decode(g.nextId());

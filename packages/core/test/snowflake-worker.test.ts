@@ -1,0 +1,102 @@
+import { describe, expect, it } from "vitest";
+import {
+  ErrorCodes,
+  ManualClock,
+  MemoryRegistry,
+  MemoryRegistryStore,
+  type SnowflakeWorkerEvent,
+  startSnowflakeWorker,
+} from "../src/index";
+
+const node = { name: "orders", ip: "10.1.2.3", port: 8080 };
+
+async function seed(store: MemoryRegistryStore, timestamp: number) {
+  const registry = new MemoryRegistry({ store });
+  const lease = await registry.acquire({ node, maxWorkerId: 1023 });
+  await lease.release(timestamp);
+  return lease.workerId;
+}
+
+describe("startSnowflakeWorker", () => {
+  it("refuses to start when the clock is behind the lease's last timestamp, with both times", async () => {
+    const store = new MemoryRegistryStore();
+    const clock = new ManualClock(Date.UTC(2026, 0, 1));
+    await seed(store, clock.now() + 60_000);
+    const start = startSnowflakeWorker({ registry: new MemoryRegistry({ store }), node, clock });
+    await expect(start).rejects.toMatchObject({ code: ErrorCodes.CLOCK_BEHIND_LEASE });
+    await expect(start).rejects.toThrow(
+      /2026-01-01T00:00:00.000Z.*60000 ms behind.*2026-01-01T00:01:00.000Z/,
+    );
+    // The refused lease was given back: a correct clock can take the id.
+    clock.advance(61_000);
+    const worker = await startSnowflakeWorker({
+      registry: new MemoryRegistry({ store }),
+      node,
+      clock,
+    });
+    expect(worker.state).toBe("held");
+    await worker.close();
+  });
+
+  it("waits out a clock that is behind the lease by less than the tolerance", async () => {
+    const store = new MemoryRegistryStore();
+    const clock = new ManualClock(Date.UTC(2026, 0, 1));
+    await seed(store, clock.now() + 3);
+    const worker = await startSnowflakeWorker({
+      registry: new MemoryRegistry({ store }),
+      node,
+      clock,
+    });
+    const first = worker.generator.decode(worker.nextId());
+    expect(first.timestampMs).toBeGreaterThan(Date.UTC(2026, 0, 1) + 3);
+    await worker.close();
+  });
+
+  it("reports the generator's timestamp periodically and on close", async () => {
+    const store = new MemoryRegistryStore();
+    const events: SnowflakeWorkerEvent[] = [];
+    const worker = await startSnowflakeWorker({
+      registry: new MemoryRegistry({ store }),
+      node,
+      firstReportDelayMs: 10,
+      reportIntervalMs: 20,
+      onEvent: (e) => events.push(e),
+    });
+    await new Promise((resolve) => setTimeout(resolve, 120));
+    expect(events.filter((e) => e.type === "reported").length).toBeGreaterThanOrEqual(2);
+    expect(worker.lastReportAt).toBeGreaterThan(0);
+    const last = worker.generator.decode(worker.nextId());
+    const workerId = worker.lease!.workerId;
+    await worker.close();
+    expect(worker.state).toBe("closed");
+    expect(store.spaces.get("orders")!.get(workerId)!.lastTimestamp).toBeGreaterThanOrEqual(
+      last.timestampMs,
+    );
+  });
+
+  it("fences the generator the moment the lease is lost, then takes a new lease", async () => {
+    const store = new MemoryRegistryStore();
+    const events: string[] = [];
+    const worker = await startSnowflakeWorker({
+      registry: new MemoryRegistry({ store }),
+      node,
+      onEvent: (e) => events.push(e.type),
+    });
+    const before = worker.nextId();
+    store.revoke("orders", worker.lease!.workerId, "test");
+    expect(worker.state).toBe("fenced");
+    expect(() => worker.nextId()).toThrow(/lease lost/);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(worker.state).toBe("held");
+    expect(worker.nextId() > before).toBe(true);
+    expect(events).toEqual(["lease-acquired", "lease-lost", "lease-acquired"]);
+    await worker.close();
+  });
+
+  it("refuses ids after close", async () => {
+    const worker = await startSnowflakeWorker({ registry: new MemoryRegistry(), node });
+    await worker.close();
+    await worker.close();
+    expect(() => worker.nextId()).toThrow(/closed/);
+  });
+});

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the servers the test kit runs (MariaDB, Redis, ZooKeeper) from Debian's packages.
+# Installs the servers the test kit runs (MariaDB, Redis, ZooKeeper) from Debian's packages, and
+# Chromium for the server's browser test.
 # Needs root and apt-get; takes about 25 s. The packages' own services are not used: the test kit
 # starts private instances on free loopback ports.
 set -euo pipefail
@@ -13,4 +14,4 @@ if ! command -v apt-get >/dev/null 2>&1; then
 fi
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -q
-apt-get install -y -q mariadb-server redis-server zookeeper
+apt-get install -y -q mariadb-server redis-server zookeeper chromium

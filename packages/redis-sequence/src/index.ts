@@ -1,0 +1,21 @@
+// Public entry of @leaf/redis-sequence: ids with shard bits whose per-second sequences are
+// allocated in ranges by a Lua script in Redis (seed 002), fenced after a Redis restart.
+export {
+  checkSequenceLayout,
+  type ParsedSequenceId,
+  SequenceIdFormat,
+  type SequenceIdFormatOptions,
+} from "./id-format";
+export { type SequenceKeys, sequenceKeys } from "./keys";
+export { ALLOCATE_SCRIPT, PROBE_SCRIPT } from "./lua-scripts";
+export type {
+  RedisConnection,
+  RedisSequenceOptions,
+  RedisSequenceWarning,
+} from "./options";
+export {
+  createRedisSequence,
+  RedisSequence,
+  type RedisSequenceState,
+  type SlotState,
+} from "./redis-sequence";

@@ -1,0 +1,67 @@
+// Redis key names of one namespace. Every key carries the same hash tag `{namespace}`, so all keys
+// one allocation touches hash to one Redis Cluster slot and the Lua script may use them together.
+import { configError } from "@leaf/core";
+
+const COMPONENT = "redis-sequence";
+const NAMESPACE = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
+const PREFIX = /^[A-Za-z0-9._:-]{0,64}$/;
+
+/** The keys of one namespace, and how they are named. */
+export interface SequenceKeys {
+  /** The namespace, as validated. */
+  readonly namespace: string;
+  /** The prefix before the hash tag ("leaf:" by default). */
+  readonly keyPrefix: string;
+  /** The hash tag every key carries: `{namespace}`. */
+  readonly hashTag: string;
+  /**
+   * The counter of one second (Unix seconds), shared by all shards, or of one shard in that second
+   * when `shard` is given (sequenceScope "shard"). Expires `keyTtlSeconds` after its last use.
+   */
+  sequence(second: number, shard?: number): string;
+  /** The 1 s lock set when `sequence(second, shard)` has run out of sequence space. */
+  lock(second: number, shard?: number): string;
+  /**
+   * The marker without expiry: a hash holding the run id of the Redis process that last served
+   * the namespace and the second up to which allocations are refused after a restart.
+   */
+  marker(): string;
+}
+
+/** Checks a namespace: 1 to 128 characters, letters, digits and `. _ : -`, starting with a letter or digit. */
+export function checkNamespace(namespace: unknown): string {
+  if (typeof namespace !== "string" || !NAMESPACE.test(namespace)) {
+    throw configError(
+      COMPONENT,
+      "namespace",
+      namespace,
+      "1 to 128 characters of letters, digits, '.', '_', ':' or '-', starting with a letter or " +
+        "digit (no braces or spaces: it becomes the Redis Cluster hash tag {namespace})",
+    );
+  }
+  return namespace;
+}
+
+/** Key names for `namespace` under `keyPrefix`; both are validated. */
+export function sequenceKeys(namespace: string, keyPrefix = "leaf:"): SequenceKeys {
+  const ns = checkNamespace(namespace);
+  if (typeof keyPrefix !== "string" || !PREFIX.test(keyPrefix)) {
+    throw configError(
+      COMPONENT,
+      "keyPrefix",
+      keyPrefix,
+      "up to 64 characters of letters, digits, '.', '_', ':' or '-' (no braces: the hash tag must be the namespace)",
+    );
+  }
+  const base = `${keyPrefix}{${ns}}:`;
+  const suffix = (second: number, shard?: number) =>
+    shard === undefined ? `${second}` : `${second}:${shard}`;
+  return Object.freeze({
+    namespace: ns,
+    keyPrefix,
+    hashTag: `{${ns}}`,
+    sequence: (second: number, shard?: number) => `${base}seq:${suffix(second, shard)}`,
+    lock: (second: number, shard?: number) => `${base}lock:${suffix(second, shard)}`,
+    marker: () => `${base}marker`,
+  });
+}

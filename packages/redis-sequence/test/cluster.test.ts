@@ -1,0 +1,132 @@
+// Redis Cluster: three masters started through the test kit with --cluster-enabled. All keys of an
+// allocation carry the hash tag {namespace}, so they live in one slot on one master.
+import { spawnSync } from "node:child_process";
+import { freePort, type RedisHandle, startRedis } from "@leaf/testkit";
+import { Cluster, Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createRedisSequence, type RedisSequence } from "../src/index";
+import { duplicates, freshNamespace, sleep } from "./helpers";
+
+const nodes: RedisHandle[] = [];
+const open: RedisSequence[] = [];
+let cluster: Cluster | undefined;
+
+async function clusterReady(): Promise<void> {
+  for (let attempt = 0; attempt < 100; attempt++) {
+    const states = await Promise.all(
+      nodes.map(async (node) => {
+        const client = new Redis(node.url, { lazyConnect: true });
+        try {
+          await client.connect();
+          return /cluster_state:ok/.test(await client.cluster("INFO"));
+        } finally {
+          client.disconnect();
+        }
+      }),
+    );
+    if (states.every(Boolean)) return;
+    await sleep(100);
+  }
+  throw new Error("the test cluster did not reach cluster_state:ok");
+}
+
+beforeAll(async () => {
+  for (let i = 0; i < 3; i++) {
+    const busPort = await freePort();
+    nodes.push(
+      await startRedis({
+        useEnv: false,
+        args: ["--cluster-enabled", "yes", "--cluster-port", String(busPort)],
+      }),
+    );
+  }
+  const created = spawnSync(
+    "redis-cli",
+    [
+      "--cluster",
+      "create",
+      ...nodes.map((n) => `127.0.0.1:${n.port}`),
+      "--cluster-replicas",
+      "0",
+      "--cluster-yes",
+    ],
+    { encoding: "utf8", timeout: 30_000 },
+  );
+  if (created.status !== 0) {
+    throw new Error(`redis-cli --cluster create failed: ${created.stdout}${created.stderr}`);
+  }
+  await clusterReady();
+});
+
+afterAll(async () => {
+  await Promise.all(open.map((s) => s.close()));
+  cluster?.disconnect();
+  await Promise.all(nodes.map((n) => n.dispose()));
+});
+
+describe("Redis Cluster", () => {
+  it("hands out unique ids from node URLs, every key of the namespace in one slot", async () => {
+    const namespace = freshNamespace("cluster");
+    const seq = await createRedisSequence({
+      redis: nodes.map((n) => n.url),
+      namespace,
+      maxClockSkewMs: 500,
+      fenceMarginMs: 0,
+      batchSize: 100,
+      onWarning: () => {},
+    });
+    open.push(seq);
+    const ids: bigint[] = [];
+    for (let i = 0; i < 3000; i++) ids.push(await seq.nextId(i % 4096));
+    expect(duplicates(ids)).toEqual([]);
+    expect(seq.state().redis.topology).toBe("cluster");
+    const second = seq.parse(ids.at(-1)!).second;
+    const keys = [
+      seq.keys.sequence(second),
+      seq.keys.lock(second),
+      seq.keys.sequence(second, 17),
+      seq.keys.lock(second, 17),
+      seq.keys.marker(),
+    ];
+    const probe = new Redis(nodes[0]!.url);
+    try {
+      const slots = await Promise.all(keys.map((k) => probe.cluster("KEYSLOT", k)));
+      expect(new Set(slots).size).toBe(1);
+    } finally {
+      probe.disconnect();
+    }
+  });
+
+  it("works with an ioredis Cluster passed in, keeping per-shard counters in the same slot", async () => {
+    cluster = new Cluster(nodes.map((n) => ({ host: n.host, port: n.port })));
+    const namespace = freshNamespace("cluster-client");
+    const seq = await createRedisSequence({
+      redis: cluster,
+      namespace,
+      sequenceScope: "shard",
+      maxClockSkewMs: 500,
+      fenceMarginMs: 0,
+      onWarning: () => {},
+    });
+    open.push(seq);
+    const ids = [...(await seq.nextIds(5, 500)), ...(await seq.nextIds(6, 500))];
+    expect(duplicates(ids)).toEqual([]);
+    const second = seq.parse(ids[0]!).second;
+    // The per-shard counters and the marker share one slot, and that slot's master holds them.
+    const keys = [seq.keys.marker(), seq.keys.sequence(second, 5), seq.keys.sequence(second, 6)];
+    const slots = await Promise.all(keys.map((k) => cluster!.cluster("KEYSLOT", k)));
+    expect(new Set(slots).size).toBe(1);
+    const owners = await Promise.all(
+      // Other masters answer MOVED: the slot is not theirs.
+      cluster.nodes("master").map((node) =>
+        node.exists(...keys).then(
+          (count) => count === keys.length,
+          () => false,
+        ),
+      ),
+    );
+    expect(owners.filter(Boolean)).toHaveLength(1);
+    await seq.close();
+    expect(await cluster.ping()).toBe("PONG"); // a client passed in stays open
+  });
+});

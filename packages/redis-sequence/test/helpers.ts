@@ -1,0 +1,66 @@
+// Shared by the tests: unique namespaces (tests may share an external Redis), a raw ioredis client
+// for looking at the keys, warnings collected per sequence, and waiting out a new namespace's fence.
+import { randomBytes } from "node:crypto";
+import { type Clock, ManualClock } from "@leaf/core";
+import { Redis } from "ioredis";
+import type { RedisSequence, RedisSequenceWarning } from "../src/index";
+
+/** A namespace no other test uses. */
+export function freshNamespace(label: string): string {
+  return `t-${label}-${randomBytes(4).toString("hex")}`;
+}
+
+/** A plain client for reading and writing keys behind the sequence's back. */
+export function rawClient(url: string): Redis {
+  return new Redis(url, { maxRetriesPerRequest: 1, lazyConnect: false });
+}
+
+/** Collects warnings instead of printing them. */
+export function warningSink(): {
+  warnings: RedisSequenceWarning[];
+  onWarning: (w: RedisSequenceWarning) => void;
+} {
+  const warnings: RedisSequenceWarning[] = [];
+  return { warnings, onWarning: (w) => warnings.push(w) };
+}
+
+/** Resolves after `ms` of real time. */
+export function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/**
+ * For a sequence on a ManualClock: moves the clock to 100 ms into the first second after the
+ * namespace's fence and waits until real time (Redis TIME) is close enough to it that Redis
+ * accepts that second (within `maxSkewMs`). Returns the second the clock now shows.
+ */
+export async function passFenceManually(
+  sequence: RedisSequence,
+  clock: ManualClock,
+  maxSkewMs: number,
+): Promise<number> {
+  const fence = sequence.state().fence?.untilSecond ?? Math.floor(Date.now() / 1000);
+  const second = fence + 1;
+  clock.set(second * 1000 + 100);
+  const readyAt = second * 1000 + 100 - maxSkewMs + 100;
+  while (Date.now() < readyAt) await sleep(Math.min(200, readyAt - Date.now()));
+  return second;
+}
+
+/** A ManualClock at the current wall-clock time. */
+export function manualClockNow(): ManualClock {
+  return new ManualClock(Date.now());
+}
+
+/** Asserts-free duplicate finder: the ids seen more than once. */
+export function duplicates(ids: Iterable<bigint>): bigint[] {
+  const seen = new Set<bigint>();
+  const twice: bigint[] = [];
+  for (const id of ids) {
+    if (seen.has(id)) twice.push(id);
+    else seen.add(id);
+  }
+  return twice;
+}
+
+export type { Clock };

@@ -37,6 +37,8 @@ export const ErrorCodes = {
   SEGMENTS_EXHAUSTED: "SEGMENTS_EXHAUSTED",
   /** The sequence space of a time slot is used up. */
   SEQUENCE_EXHAUSTED: "SEQUENCE_EXHAUSTED",
+  /** A resource (tag, node) already exists; nothing was changed. */
+  ALREADY_EXISTS: "ALREADY_EXISTS",
   /** A resource (data folder, cache file) is locked by another process. */
   LOCKED: "LOCKED",
   /** Stored data is corrupt or not in the expected format. */

@@ -1,0 +1,239 @@
+// `pnpm bench segment`: segment mode's id paths in one run. In process (memory store): the
+// synchronous and async paths against a bare `x++` bigint loop. With MariaDB behind (started here
+// by the test kit, Leaf's example step of 2,000 so that ranges switch often): the latency of every
+// id, across range switches, and ids per database round trip.
+import { performance } from "node:perf_hooks";
+import { MemorySegmentStore, MysqlSegmentStore, SegmentIdGenerator } from "@leaf/segment";
+import { startMysql } from "@leaf/testkit";
+import { type BenchRow, report } from "./_report";
+
+const ROUNDS = 5;
+const IN_PROCESS_IDS = 10_000_000;
+/** Ids drawn between two event-loop turns, so that background loads can complete. */
+const CHUNK = 10_000;
+const MYSQL_IDS = 1_000_000;
+/** Twice this many ids are drawn before measuring (20 ranges), so that the code paths are compiled. */
+const MYSQL_WARMUP_IDS = 20_000;
+/** Java Leaf's example row (leaf-segment-test) has step 2,000. */
+const MYSQL_STEP = 2_000;
+/** Not a divisor of the step, so that range switches do not always fall right after a turn. */
+const MYSQL_CHUNK = 128;
+/**
+ * Ids per second drawn in the fixed-step runs: a busy node (Meituan quotes ~50,000 QPS per Leaf
+ * node). A range then lasts 40 ms and its preload, started after 10%, has 36 ms to arrive.
+ */
+const MYSQL_RATE = 50_000;
+
+const yieldToLoop = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+/** Best of ROUNDS runs of `run`, which returns ids per second. */
+async function best(run: () => Promise<number> | number): Promise<number> {
+  let top = 0;
+  for (let i = 0; i < ROUNDS; i++) top = Math.max(top, await run());
+  return top;
+}
+
+let sink = 0n;
+
+function bareLoop(): number {
+  let x = 0n;
+  const started = performance.now();
+  for (let i = 0; i < IN_PROCESS_IDS; i++) x++;
+  const seconds = (performance.now() - started) / 1000;
+  sink ^= x;
+  return IN_PROCESS_IDS / seconds;
+}
+
+async function syncPath(generator: SegmentIdGenerator): Promise<number> {
+  let last = 0n;
+  const started = performance.now();
+  for (let done = 0; done < IN_PROCESS_IDS; done += CHUNK) {
+    for (let i = 0; i < CHUNK; i++) last = generator.nextIdSync("bench");
+    await yieldToLoop();
+  }
+  const seconds = (performance.now() - started) / 1000;
+  sink ^= last;
+  return IN_PROCESS_IDS / seconds;
+}
+
+async function asyncPath(generator: SegmentIdGenerator): Promise<number> {
+  const count = IN_PROCESS_IDS / 5;
+  let last = 0n;
+  const started = performance.now();
+  for (let done = 0; done < count; done += CHUNK) {
+    for (let i = 0; i < CHUNK; i++) last = await generator.nextId("bench");
+    await yieldToLoop();
+  }
+  const seconds = (performance.now() - started) / 1000;
+  sink ^= last;
+  return count / seconds;
+}
+
+function percentile(sorted: Float64Array, p: number): number {
+  if (sorted.length === 0) return 0;
+  return sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))]!;
+}
+
+/**
+ * Latency of each of `count` ids, drawn at `rate` ids/s (0: as fast as possible) with an event-loop
+ * turn every MYSQL_CHUNK ids. With `step`, switch calls (the first id of each range) are also
+ * reported apart.
+ */
+async function latency(
+  generator: SegmentIdGenerator,
+  mode: "sync" | "async",
+  rate: number,
+  count: number,
+  step?: bigint,
+) {
+  for (let i = 0; i < MYSQL_WARMUP_IDS; i++) {
+    try {
+      generator.nextIdSync("bench");
+    } catch {
+      await generator.nextId("bench");
+    }
+    await generator.nextId("bench");
+    if (i % MYSQL_CHUNK === 0) await yieldToLoop();
+  }
+  const all = new Float64Array(count);
+  const switches: number[] = [];
+  let n = 0;
+  let misses = 0;
+  const started = performance.now();
+  while (n < count) {
+    for (let i = 0; i < MYSQL_CHUNK && n < count; i++) {
+      const t0 = performance.now();
+      let id: bigint;
+      if (mode === "sync") {
+        try {
+          id = generator.nextIdSync("bench");
+        } catch {
+          misses++;
+          id = await generator.nextId("bench");
+        }
+      } else {
+        id = await generator.nextId("bench");
+      }
+      const micros = (performance.now() - t0) * 1000;
+      all[n++] = micros;
+      if (step !== undefined && id % step === 0n) switches.push(micros);
+    }
+    const ahead = rate > 0 ? started + (n / rate) * 1000 - performance.now() : 0;
+    if (ahead >= 1) await new Promise((resolve) => setTimeout(resolve, ahead));
+    else await yieldToLoop();
+  }
+  const seconds = (performance.now() - started) / 1000;
+  all.sort();
+  const sortedSwitches = Float64Array.from(switches).sort();
+  return {
+    idsPerSecond: Math.round(count / seconds),
+    p50Micros: percentile(all, 0.5),
+    p999Micros: percentile(all, 0.999),
+    maxMicros: all[all.length - 1]!,
+    ...(step === undefined
+      ? {}
+      : {
+          rangeSwitches: switches.length,
+          switchP50Micros: percentile(sortedSwitches, 0.5),
+          switchP99Micros: percentile(sortedSwitches, 0.99),
+          switchP999Micros: percentile(sortedSwitches, 0.999),
+          switchMaxMicros: sortedSwitches[sortedSwitches.length - 1] ?? 0,
+        }),
+    syncMisses: misses,
+  };
+}
+
+async function main(): Promise<void> {
+  const rows: BenchRow[] = [];
+
+  // In process: a memory store, Leaf's defaults (dynamic step from 100,000).
+  const memory = new MemorySegmentStore();
+  await memory.createTag({ tag: "bench", step: 100_000 });
+  const inProcess = new SegmentIdGenerator({ store: memory });
+  await inProcess.start();
+  // Warm up both loops so that each is measured optimised.
+  bareLoop();
+  await syncPath(inProcess);
+  const bare = await best(bareLoop);
+  const sync = await best(() => syncPath(inProcess));
+  const asyncRate = await best(() => asyncPath(inProcess));
+  await inProcess.close();
+  rows.push({
+    name: "bare bigint x++ loop (reference)",
+    idsPerSecond: Math.round(bare),
+    ratioToBare: 1,
+  });
+  rows.push({
+    name: "nextIdSync, in process (memory store)",
+    idsPerSecond: Math.round(sync),
+    ratioToBare: Number((sync / bare).toFixed(2)),
+  });
+  rows.push({
+    name: "await nextId, in process (memory store)",
+    idsPerSecond: Math.round(asyncRate),
+    ratioToBare: Number((asyncRate / bare).toFixed(2)),
+  });
+
+  // The cost of a range switch alone: memory store, the same small step, flat out.
+  const switching = new MemorySegmentStore();
+  await switching.createTag({ tag: "bench", step: MYSQL_STEP, startId: 0n });
+  const switcher = new SegmentIdGenerator({ store: switching, dynamicStep: false });
+  await switcher.start();
+  rows.push({
+    name: `nextIdSync, memory store, step ${MYSQL_STEP}, flat out`,
+    ...(await latency(switcher, "sync", 0, IN_PROCESS_IDS, BigInt(MYSQL_STEP))),
+  });
+  await switcher.close();
+
+  // MariaDB behind: fixed small step, so a range switch every MYSQL_STEP ids.
+  const db = await startMysql();
+  try {
+    const database = await db.createDatabase("bench_segment");
+    const run = async (name: string, mode: "sync" | "async", dynamic: boolean) => {
+      const table = `leaf_alloc_${rows.length}`;
+      const store = new MysqlSegmentStore({ url: db.urlFor(database), table });
+      await store.createSchema();
+      await store.createTag({ tag: "bench", step: MYSQL_STEP, startId: 0n });
+      const generator = new SegmentIdGenerator({ store, dynamicStep: dynamic });
+      await generator.start();
+      const result = dynamic
+        ? await latency(generator, mode, 0, MYSQL_IDS)
+        : await latency(generator, mode, MYSQL_RATE, MYSQL_IDS, BigInt(MYSQL_STEP));
+      const trips = store.stats().roundTrips;
+      await generator.close();
+      rows.push({
+        name,
+        ...result,
+        idsPerRoundTrip: Math.round((MYSQL_IDS + 2 * MYSQL_WARMUP_IDS) / trips),
+      });
+    };
+    await run(
+      `nextIdSync, MariaDB, step ${MYSQL_STEP}, ${MYSQL_RATE / 1000}k ids/s`,
+      "sync",
+      false,
+    );
+    await run(
+      `await nextId, MariaDB, step ${MYSQL_STEP}, ${MYSQL_RATE / 1000}k ids/s`,
+      "async",
+      false,
+    );
+    await run(`nextIdSync, MariaDB, dynamic step from ${MYSQL_STEP}, flat out`, "sync", true);
+  } finally {
+    await db.dispose();
+  }
+
+  report(
+    "segment",
+    rows,
+    `In process: best of ${ROUNDS} runs of ${IN_PROCESS_IDS.toLocaleString("en-US")} ids (async: a fifth), ` +
+      `an event-loop turn every ${CHUNK.toLocaleString("en-US")} ids. MariaDB (private server on this machine): ` +
+      `${MYSQL_IDS.toLocaleString("en-US")} ids per row; latency rows time each call, with an event-loop turn every ${MYSQL_CHUNK} ids; ` +
+      `switch* columns are the calls that switched to the next range; syncMisses counts sync calls that found ` +
+      `no id ready (then served by nextId, waiting for the load). Round trips include start-up.` +
+      ` (${(2 * MYSQL_WARMUP_IDS).toLocaleString("en-US")} ids drawn first, unmeasured.)`,
+  );
+  // Keeps the measured loops' results alive, so that no engine could drop them.
+  if (sink === -1n) console.log("sink", sink);
+}
+
+await main();

@@ -1,0 +1,36 @@
+export {
+  type SegmentConformanceContext,
+  type SegmentConformanceOptions,
+  type SegmentTestFunction,
+  segmentStoreConformance,
+  type Unsupported,
+} from "./conformance";
+export { type DynamicStepOptions, nextDynamicStep, resolveDynamicStep } from "./dynamic-step";
+export {
+  EmbeddedSegmentStore,
+  type EmbeddedSegmentStoreOptions,
+  JOURNAL_FILE,
+  LOCK_FILE,
+} from "./embedded-store";
+export { DEFAULT_TABLE, LEAF_ALLOC_SCHEMA, leafAllocSchema } from "./leaf-alloc-schema";
+export {
+  MemorySegmentData,
+  MemorySegmentStore,
+  type MemorySegmentStoreOptions,
+} from "./memory-store";
+export {
+  createSchema,
+  MysqlSegmentStore,
+  type MysqlSegmentStoreOptions,
+  type MysqlStoreStats,
+} from "./mysql-store";
+export { type MysqlHost, type ParsedMysqlUrl, parseMysqlUrl } from "./mysql-url";
+export type { RangeSnapshot } from "./segment-buffer";
+export {
+  type GeneratorStatus,
+  type SegmentGeneratorOptions,
+  SegmentIdGenerator,
+  type TagSnapshot,
+} from "./segment-generator";
+export type { NewTag, SegmentRange, SegmentStore, TagRecord } from "./segment-store";
+export { checkTag, isValidTag, MAX_ID, MAX_STEP, MAX_TAG_LENGTH } from "./validation";

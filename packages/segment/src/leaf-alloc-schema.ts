@@ -1,0 +1,45 @@
+// Java Leaf's leaf_alloc table, column for column, so that a team moving from Java Leaf points the
+// MySQL store at the table it already has. The same text ships as sql/leaf_alloc.sql.
+import { configError } from "@leaf/core";
+import { COMPONENT } from "./validation";
+
+/** The default table name, as in Java Leaf. */
+export const DEFAULT_TABLE = "leaf_alloc";
+
+/**
+ * The `CREATE TABLE` statement of Java Leaf's `leaf_alloc` table (with `IF NOT EXISTS`), for the
+ * given table name.
+ */
+export function leafAllocSchema(table: string = DEFAULT_TABLE): string {
+  return `CREATE TABLE IF NOT EXISTS ${quoteTable(table)} (
+  \`biz_tag\` varchar(128) NOT NULL DEFAULT '',
+  \`max_id\` bigint(20) NOT NULL DEFAULT '1',
+  \`step\` int(11) NOT NULL,
+  \`description\` varchar(256) DEFAULT NULL,
+  \`update_time\` timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP,
+  PRIMARY KEY (\`biz_tag\`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`;
+}
+
+/** Java Leaf's schema with the default table name. */
+export const LEAF_ALLOC_SCHEMA: string = leafAllocSchema();
+
+/**
+ * Quotes a table name (`name` or `database.name`) for SQL, refusing anything but letters, digits,
+ * `_` and `$`: the name is configuration, never user input, but it is the one thing not passed as a
+ * query parameter.
+ */
+export function quoteTable(table: string): string {
+  if (typeof table !== "string" || !/^[A-Za-z0-9_$]{1,64}(\.[A-Za-z0-9_$]{1,64})?$/.test(table)) {
+    throw configError(
+      COMPONENT,
+      "table",
+      table,
+      "a table name of letters, digits, _ and $ (1 to 64 characters), optionally database.table",
+    );
+  }
+  return table
+    .split(".")
+    .map((part) => `\`${part}\``)
+    .join(".");
+}

@@ -1,0 +1,130 @@
+// A segment store in process memory: for tests, benches and embedding a generator where ids need
+// to be unique only while the process lives. Nothing survives a restart.
+
+import type { NewTag, SegmentRange, SegmentStore, TagRecord } from "./segment-store";
+import {
+  checkStep,
+  checkTag,
+  closedError,
+  MAX_ID,
+  normalizeNewTag,
+  rangeOverflow,
+  tagExists,
+  unknownTag,
+} from "./validation";
+
+interface MemoryRow {
+  maxId: bigint;
+  step: number;
+  description: string | null;
+  updatedAt: number;
+}
+
+/**
+ * Storage that several {@link MemorySegmentStore} instances may share, standing for several
+ * processes on one table. Create it with `new MemorySegmentData()`.
+ */
+export class MemorySegmentData {
+  /** @internal rows by tag */
+  readonly rows = new Map<string, MemoryRow>();
+}
+
+/** Options of {@link MemorySegmentStore}. */
+export interface MemorySegmentStoreOptions {
+  /** Storage shared with other instances (default: a new, empty one). */
+  data?: MemorySegmentData;
+  /** Milliseconds since the Unix epoch for `updatedAt` (default Date.now). */
+  now?: () => number;
+}
+
+/**
+ * A {@link SegmentStore} in memory. Every call completes in a microtask; ranges are disjoint across
+ * every instance sharing one {@link MemorySegmentData}. Not durable: ids repeat after a restart.
+ */
+export class MemorySegmentStore implements SegmentStore {
+  readonly kind = "memory";
+  private readonly data: MemorySegmentData;
+  private readonly now: () => number;
+  private closed = false;
+
+  constructor(options: MemorySegmentStoreOptions = {}) {
+    this.data = options.data ?? new MemorySegmentData();
+    this.now = options.now ?? Date.now;
+  }
+
+  async listTags(): Promise<string[]> {
+    this.checkOpen();
+    return [...this.data.rows.keys()];
+  }
+
+  async describeTags(): Promise<TagRecord[]> {
+    this.checkOpen();
+    return [...this.data.rows.entries()]
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+      .map(([tag, row]) => toRecord(tag, row));
+  }
+
+  async takeRange(tag: string, step?: number): Promise<SegmentRange> {
+    this.checkOpen();
+    checkTag(tag);
+    if (step !== undefined) checkStep(step);
+    const row = this.data.rows.get(tag);
+    if (!row) throw unknownTag(tag, "the memory store");
+    const used = step ?? row.step;
+    const end = row.maxId + BigInt(used);
+    if (end > MAX_ID) throw rangeOverflow(tag, row.maxId, used);
+    const start = row.maxId;
+    row.maxId = end;
+    row.updatedAt = this.now();
+    return { tag, start, end, step: used, tableStep: row.step };
+  }
+
+  async createTag(input: NewTag): Promise<TagRecord> {
+    this.checkOpen();
+    const tag = normalizeNewTag(input);
+    if (this.data.rows.has(tag.tag)) throw tagExists(tag.tag, "the memory store");
+    const row: MemoryRow = {
+      maxId: tag.startId,
+      step: tag.step,
+      description: tag.description,
+      updatedAt: this.now(),
+    };
+    this.data.rows.set(tag.tag, row);
+    return toRecord(tag.tag, row);
+  }
+
+  async updateStep(tag: string, step: number): Promise<TagRecord> {
+    this.checkOpen();
+    checkTag(tag);
+    checkStep(step);
+    const row = this.data.rows.get(tag);
+    if (!row) throw unknownTag(tag, "the memory store");
+    row.step = step;
+    row.updatedAt = this.now();
+    return toRecord(tag, row);
+  }
+
+  async deleteTag(tag: string): Promise<boolean> {
+    this.checkOpen();
+    checkTag(tag);
+    return this.data.rows.delete(tag);
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+  }
+
+  private checkOpen(): void {
+    if (this.closed) throw closedError("the memory segment store");
+  }
+}
+
+function toRecord(tag: string, row: MemoryRow): TagRecord {
+  return {
+    tag,
+    maxId: row.maxId,
+    step: row.step,
+    description: row.description,
+    updatedAt: row.updatedAt,
+  };
+}

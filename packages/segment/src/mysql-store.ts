@@ -1,0 +1,470 @@
+// The MySQL segment store: Java Leaf's leaf_alloc table on mysql2. A range is Leaf's
+// update-then-select in one transaction, sent as one round trip; several hosts in failover order,
+// and never a range from a read-only server (a replica), whatever the user's privileges.
+import { configError, ErrorCodes, LeafError } from "@leaf/core";
+import mysql, {
+  type PoolCluster,
+  type PoolConnection,
+  type PoolOptions,
+  type ResultSetHeader,
+  type RowDataPacket,
+} from "mysql2/promise";
+import { DEFAULT_TABLE, leafAllocSchema, quoteTable } from "./leaf-alloc-schema";
+import { type MysqlHost, parseMysqlUrl, redact } from "./mysql-url";
+import type { NewTag, SegmentRange, SegmentStore, TagRecord } from "./segment-store";
+import {
+  COMPONENT,
+  checkStep,
+  checkTag,
+  closedError,
+  MAX_ID,
+  normalizeNewTag,
+  rangeOverflow,
+  tagExists,
+  unknownTag,
+} from "./validation";
+
+/** Options of {@link MysqlSegmentStore}. Give `url`, or `hosts` (with user, password, database). */
+export interface MysqlSegmentStoreOptions {
+  /**
+   * `mysql://user:password@host:3306/leaf`, Java Leaf's `jdbc:mysql://host:3306/leaf?...`, or several
+   * hosts `mysql://user:pw@primary:3306,standby:3306/leaf`. Query parameters are ignored.
+   */
+  url?: string;
+  /** Hosts in failover order; used instead of the URL's hosts. */
+  hosts?: MysqlHost[];
+  /** Overrides the URL's user (Java Leaf: `leaf.jdbc.username`). */
+  user?: string;
+  /** Overrides the URL's password (Java Leaf: `leaf.jdbc.password`). */
+  password?: string;
+  /** Overrides the URL's database. */
+  database?: string;
+  /** Table name, optionally `database.table` (default "leaf_alloc"). */
+  table?: string;
+  /** Connections per host (default 4). */
+  connectionLimit?: number;
+  /** Time to open a connection before trying the next host, in ms (default 5,000). */
+  connectTimeoutMs?: number;
+  /** Time a statement may take before the connection is dropped and the next host tried, in ms (default 5,000). */
+  queryTimeoutMs?: number;
+  /** Further mysql2 pool options (ssl, charset, ...). The store's own settings win. */
+  poolOptions?: PoolOptions;
+}
+
+/** Counters of a {@link MysqlSegmentStore}, for monitoring and benches. */
+export interface MysqlStoreStats {
+  /** Statements sent to a server (a range is one). */
+  roundTrips: number;
+  /** Ranges taken. */
+  rangesTaken: number;
+  /** Times the store moved to another host (failure or read-only). */
+  failovers: number;
+  /** Index in the host list of the host in use. */
+  currentHost: number;
+  hosts: string[];
+}
+
+/** MySQL error numbers that mean "this server does not take writes". */
+const READ_ONLY_ERRNOS = new Set([
+  1290, // ER_OPTION_PREVENTS_STATEMENT (--read-only)
+  1792, // ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION
+  1036, // ER_OPEN_AS_READONLY (innodb_read_only)
+  1015, // ER_CANT_LOCK
+  1874, // ER_INNODB_READ_ONLY
+]);
+
+/** Raised inside a host attempt when the server is read-only: move to the next host. */
+class ReadOnlyHost extends Error {}
+
+interface RangeRow extends RowDataPacket {
+  biz_tag: string;
+  max_id: string;
+  step: number;
+  read_only: number | string;
+}
+
+interface TagRow extends RowDataPacket {
+  biz_tag: string;
+  max_id: string;
+  step: number;
+  description: string | null;
+  updated: string | number | null;
+}
+
+/**
+ * A {@link SegmentStore} on Java Leaf's `leaf_alloc` table.
+ *
+ * Taking a range sends `START TRANSACTION; UPDATE ... SET max_id = max_id + step WHERE biz_tag = ?
+ * AND @@global.read_only = 0; SELECT ...; COMMIT` as one multi-statement round trip; values are
+ * parameters, escaped by mysql2, never concatenated. BIGINTs travel as strings and become bigint.
+ * With several hosts the store uses one at a time and moves to the next when it fails or is
+ * read-only, staying there until that one fails (no flapping back).
+ */
+export class MysqlSegmentStore implements SegmentStore {
+  readonly kind = "mysql";
+  private readonly cluster: PoolCluster;
+  private readonly hostNames: string[];
+  private readonly table: string;
+  private readonly tableName: string;
+  private readonly database: string | undefined;
+  private readonly queryTimeoutMs: number;
+  private current = 0;
+  private closed = false;
+  private readonly counters = { roundTrips: 0, rangesTaken: 0, failovers: 0 };
+
+  constructor(options: MysqlSegmentStoreOptions) {
+    if (!options || typeof options !== "object") {
+      throw configError(
+        COMPONENT,
+        "options",
+        options,
+        "{url} or {hosts, user, password, database}",
+      );
+    }
+    const parsed = options.url === undefined ? undefined : parseMysqlUrl(options.url);
+    const hosts = options.hosts ?? parsed?.hosts;
+    if (!Array.isArray(hosts) || hosts.length === 0) {
+      throw configError(
+        COMPONENT,
+        "url",
+        redact(options.url),
+        "a mysql:// URL or a non-empty hosts list",
+      );
+    }
+    for (const [i, h] of hosts.entries()) {
+      const port = h?.port ?? 3306;
+      if (
+        !h ||
+        typeof h.host !== "string" ||
+        h.host.length === 0 ||
+        !Number.isInteger(port) ||
+        port < 1 ||
+        port > 65_535
+      ) {
+        throw configError(COMPONENT, `hosts[${i}]`, h, "{host: string, port?: 1..65535}");
+      }
+    }
+    this.database = options.database ?? parsed?.database;
+    this.tableName = options.table ?? DEFAULT_TABLE;
+    this.table = quoteTable(this.tableName);
+    if (this.database === undefined && !this.tableName.includes(".")) {
+      throw configError(
+        COMPONENT,
+        "database",
+        undefined,
+        "a database name (in the URL path or the database option)",
+      );
+    }
+    const limit = options.connectionLimit ?? 4;
+    if (!Number.isInteger(limit) || limit < 1) {
+      throw configError(COMPONENT, "connectionLimit", limit, "an integer of at least 1");
+    }
+    const connectTimeout = options.connectTimeoutMs ?? 5_000;
+    this.queryTimeoutMs = options.queryTimeoutMs ?? 5_000;
+    for (const [key, value] of [
+      ["connectTimeoutMs", connectTimeout],
+      ["queryTimeoutMs", this.queryTimeoutMs],
+    ] as const) {
+      if (!Number.isInteger(value) || value < 1)
+        throw configError(COMPONENT, key, value, "a positive integer of ms");
+    }
+    this.cluster = mysql.createPoolCluster({
+      canRetry: false,
+      // Never drop a host for good: a restarted primary must be usable again.
+      removeNodeErrorCount: Number.MAX_SAFE_INTEGER,
+      defaultSelector: "ORDER",
+    });
+    this.hostNames = hosts.map((h) => `${h.host}:${h.port ?? 3306}`);
+    hosts.forEach((h, i) => {
+      this.cluster.add(nodeId(i), {
+        ...options.poolOptions,
+        host: h.host,
+        port: h.port ?? 3306,
+        user: options.user ?? parsed?.user ?? options.poolOptions?.user,
+        password: options.password ?? parsed?.password ?? options.poolOptions?.password,
+        database: this.database,
+        connectionLimit: limit,
+        connectTimeout,
+        multipleStatements: true,
+        supportBigNumbers: true,
+        bigNumberStrings: true,
+        dateStrings: true,
+        enableKeepAlive: true,
+        maxIdle: limit,
+        idleTimeout: 60_000,
+      });
+    });
+    // The pool cluster reports connection errors as events too; they reach callers as rejections.
+    this.cluster.on("warn", () => {});
+  }
+
+  /** Creates the `leaf_alloc` table (Java Leaf's, column for column) when it does not exist. */
+  async createSchema(): Promise<void> {
+    await this.withHost("create the table", async (conn) => {
+      await this.checkWritable(conn);
+      await this.send(conn, leafAllocSchema(this.tableName));
+    });
+  }
+
+  async listTags(): Promise<string[]> {
+    const rows = await this.withHost("list tags", async (conn) => {
+      const [result] = await this.send<RowDataPacket[]>(conn, `SELECT biz_tag FROM ${this.table}`);
+      return result;
+    });
+    return rows.map((row) => String(row.biz_tag));
+  }
+
+  async describeTags(): Promise<TagRecord[]> {
+    const rows = await this.withHost("describe tags", async (conn) => {
+      const [result] = await this.send<TagRow[]>(
+        conn,
+        `SELECT biz_tag, max_id, step, description, CAST(UNIX_TIMESTAMP(update_time) AS SIGNED) AS updated FROM ${this.table} ORDER BY biz_tag`,
+      );
+      return result;
+    });
+    return rows.map(toRecord);
+  }
+
+  async takeRange(tag: string, step?: number): Promise<SegmentRange> {
+    checkTag(tag);
+    if (step !== undefined) checkStep(step);
+    const range = await this.withHost(
+      `take a range of tag ${JSON.stringify(tag)}`,
+      async (conn) => {
+        // The max_id bound refuses a range past 2^63 - 1 before MySQL would raise "out of range".
+        const update =
+          step === undefined
+            ? `UPDATE ${this.table} SET max_id = max_id + step WHERE biz_tag = ? AND max_id <= ${MAX_ID} - step AND @@global.read_only = 0`
+            : `UPDATE ${this.table} SET max_id = max_id + ? WHERE biz_tag = ? AND max_id <= ? AND @@global.read_only = 0`;
+        const values = step === undefined ? [tag] : [step, tag, MAX_ID - BigInt(step)];
+        const [results] = await this.send<
+          [ResultSetHeader, ResultSetHeader, RangeRow[], ResultSetHeader]
+        >(
+          conn,
+          `START TRANSACTION; ${update}; SELECT biz_tag, max_id, step, @@global.read_only AS read_only FROM ${this.table} WHERE biz_tag = ?; COMMIT`,
+          [...values, tag],
+        );
+        const changed = results[1].affectedRows;
+        const row = results[2][0];
+        if (!row) throw unknownTag(tag, this.where());
+        if (changed !== 1) {
+          if (Number(row.read_only) !== 0) throw new ReadOnlyHost("@@global.read_only is ON");
+          const maxId = BigInt(row.max_id);
+          const used = step ?? row.step;
+          if (maxId > MAX_ID - BigInt(used)) throw rangeOverflow(tag, maxId, used);
+          throw new Error(`the row of tag ${JSON.stringify(tag)} did not change (${changed} rows)`);
+        }
+        const end = BigInt(row.max_id);
+        const used = step ?? row.step;
+        return { tag, start: end - BigInt(used), end, step: used, tableStep: row.step };
+      },
+    );
+    this.counters.rangesTaken++;
+    return range;
+  }
+
+  async createTag(input: NewTag): Promise<TagRecord> {
+    const tag = normalizeNewTag(input);
+    return this.withHost(`create tag ${JSON.stringify(tag.tag)}`, async (conn) => {
+      let results: [ResultSetHeader, TagRow[]];
+      try {
+        [results] = await this.send<[ResultSetHeader, TagRow[]]>(
+          conn,
+          `INSERT INTO ${this.table} (biz_tag, max_id, step, description) SELECT ?, ?, ?, ? FROM DUAL WHERE @@global.read_only = 0; ${this.selectOne()}`,
+          [tag.tag, tag.startId, tag.step, tag.description, tag.tag],
+        );
+      } catch (error) {
+        if ((error as { errno?: number }).errno === 1062) throw tagExists(tag.tag, this.where());
+        throw error;
+      }
+      if (results[0].affectedRows !== 1) throw new ReadOnlyHost("@@global.read_only is ON");
+      return toRecord(results[1][0]!);
+    });
+  }
+
+  async updateStep(tag: string, step: number): Promise<TagRecord> {
+    checkTag(tag);
+    checkStep(step);
+    return this.withHost(`change the step of tag ${JSON.stringify(tag)}`, async (conn) => {
+      const [results] = await this.send<[ResultSetHeader, (TagRow & { read_only: number })[]]>(
+        conn,
+        `UPDATE ${this.table} SET step = ? WHERE biz_tag = ? AND @@global.read_only = 0; ${this.selectOne(", @@global.read_only AS read_only")}`,
+        [step, tag, tag],
+      );
+      const row = results[1][0];
+      if (!row) throw unknownTag(tag, this.where());
+      if (results[0].affectedRows !== 1) throw new ReadOnlyHost("@@global.read_only is ON");
+      return toRecord(row);
+    });
+  }
+
+  async deleteTag(tag: string): Promise<boolean> {
+    checkTag(tag);
+    return this.withHost(`delete tag ${JSON.stringify(tag)}`, async (conn) => {
+      const [results] = await this.send<[ResultSetHeader, RowDataPacket[]]>(
+        conn,
+        `DELETE FROM ${this.table} WHERE biz_tag = ? AND @@global.read_only = 0; SELECT @@global.read_only AS read_only`,
+        [tag],
+      );
+      if (results[0].affectedRows === 1) return true;
+      if (Number(results[1][0]?.read_only) !== 0)
+        throw new ReadOnlyHost("@@global.read_only is ON");
+      return false;
+    });
+  }
+
+  /** Counters: round trips, ranges taken, failovers, the host in use. */
+  stats(): MysqlStoreStats {
+    return { ...this.counters, currentHost: this.current, hosts: [...this.hostNames] };
+  }
+
+  /** Closes every pool. Idempotent. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.cluster.end().catch(() => {});
+  }
+
+  private selectOne(extra = ""): string {
+    return `SELECT biz_tag, max_id, step, description, CAST(UNIX_TIMESTAMP(update_time) AS SIGNED) AS updated${extra} FROM ${this.table} WHERE biz_tag = ?`;
+  }
+
+  private where(): string {
+    return `table ${this.tableName}${this.database ? ` of database ${this.database}` : ""}`;
+  }
+
+  private async checkWritable(conn: PoolConnection): Promise<void> {
+    const [rows] = await this.send<RowDataPacket[]>(
+      conn,
+      "SELECT @@global.read_only AS read_only, @@global.innodb_read_only AS innodb_read_only",
+    );
+    if (Number(rows[0]?.read_only) !== 0 || Number(rows[0]?.innodb_read_only) !== 0) {
+      throw new ReadOnlyHost("the server is read-only");
+    }
+  }
+
+  private async send<T>(conn: PoolConnection, sql: string, values?: unknown[]): Promise<[T]> {
+    this.counters.roundTrips++;
+    const [result] = await conn.query({ sql, values, timeout: this.queryTimeoutMs });
+    return [result as T];
+  }
+
+  /**
+   * Runs `body` on a connection to the host in use; on a connection failure, a timeout or a
+   * read-only server, moves to the next host (a lone host gets a second try, for a pooled
+   * connection the server dropped). LeafErrors from `body` (unknown tag, exists, overflow) and SQL
+   * errors about the statement itself are final. All hosts failing gives UNAVAILABLE.
+   */
+  private async withHost<T>(what: string, body: (conn: PoolConnection) => Promise<T>): Promise<T> {
+    if (this.closed) throw closedError("the MySQL segment store");
+    const n = this.hostNames.length;
+    const attempts = n === 1 ? 2 : n;
+    const failures: string[] = [];
+    let lastError: unknown;
+    for (let i = 0; i < attempts; i++) {
+      const index = (this.current + i) % n;
+      let conn: PoolConnection;
+      try {
+        conn = await this.cluster.getConnection(nodeId(index));
+      } catch (error) {
+        if (this.closed) throw closedError("the MySQL segment store");
+        failures.push(`${this.hostNames[index]}: ${describe(error)}`);
+        lastError = error;
+        continue;
+      }
+      try {
+        const result = await body(conn);
+        conn.release();
+        if (index !== this.current) {
+          this.current = index;
+          this.counters.failovers++;
+        }
+        return result;
+      } catch (error) {
+        // A LeafError or a read-only answer comes after every statement ran: the connection is
+        // clean. A failed statement may leave a transaction open: that connection is dropped.
+        if (error instanceof LeafError || error instanceof ReadOnlyHost) conn.release();
+        else conn.destroy();
+        if (error instanceof LeafError) throw error;
+        const errno = (error as { errno?: number }).errno;
+        if (errno === 1146) {
+          throw new LeafError({
+            component: COMPONENT,
+            code: ErrorCodes.INVALID_CONFIG,
+            message: `the table ${this.tableName} does not exist on ${this.hostNames[index]}${this.database ? ` in database ${this.database}` : ""}; create it with createSchema() or sql/leaf_alloc.sql`,
+            details: { key: "table", value: this.tableName },
+            cause: error,
+          });
+        }
+        const readOnly =
+          error instanceof ReadOnlyHost || (errno !== undefined && READ_ONLY_ERRNOS.has(errno));
+        if (!readOnly && isStatementError(error)) throw statementError(what, error);
+        failures.push(
+          `${this.hostNames[index]}: ${readOnly ? `read-only (${describe(error)})` : describe(error)}`,
+        );
+        lastError = error;
+      }
+    }
+    throw new LeafError({
+      component: COMPONENT,
+      code: ErrorCodes.UNAVAILABLE,
+      message: `could not ${what}: no writable MySQL host answered (${failures.join("; ")}); check that the primary is up and not read-only`,
+      details: { hosts: this.hostNames, failures },
+      cause: lastError,
+    });
+  }
+}
+
+function nodeId(index: number): string {
+  return `leaf-host-${index}`;
+}
+
+function toRecord(row: TagRow): TagRecord {
+  const updated =
+    row.updated === null || row.updated === undefined ? null : Number(row.updated) * 1000;
+  return {
+    tag: String(row.biz_tag),
+    maxId: BigInt(row.max_id),
+    step: Number(row.step),
+    description: row.description ?? null,
+    updatedAt: updated !== null && Number.isFinite(updated) ? updated : null,
+  };
+}
+
+function describe(error: unknown): string {
+  const e = error as { code?: string; message?: string };
+  const message = e?.message ?? String(error);
+  return e?.code && !message.includes(e.code) ? `${e.code}: ${message}` : message;
+}
+
+/** An SQL error about the statement or data (not the connection): retrying elsewhere won't help. */
+function isStatementError(error: unknown): boolean {
+  const e = error as { errno?: number; sqlState?: string; fatal?: boolean };
+  if (e.fatal || e.errno === undefined || e.sqlState === undefined) return false;
+  // Class 08 is connection exceptions, 40 transaction rollback (deadlock: retry), HY000 is generic.
+  return !/^(08|40|HY)/.test(e.sqlState);
+}
+
+function statementError(what: string, error: unknown): LeafError {
+  const e = error as { errno?: number; code?: string; message?: string };
+  return new LeafError({
+    component: COMPONENT,
+    code: ErrorCodes.INVALID_ARGUMENT,
+    message: `could not ${what}: MySQL refused the statement (${e.code} ${e.errno}: ${e.message})`,
+    details: { errno: e.errno, sqlCode: e.code },
+    cause: error,
+  });
+}
+
+/**
+ * Creates Java Leaf's `leaf_alloc` table (or `options.table`) when it does not exist, through a
+ * short-lived store on the same options.
+ */
+export async function createSchema(options: MysqlSegmentStoreOptions): Promise<void> {
+  const store = new MysqlSegmentStore({ ...options, connectionLimit: 1 });
+  try {
+    await store.createSchema();
+  } finally {
+    await store.close();
+  }
+}

@@ -1,0 +1,135 @@
+// One tag's double buffer: the range ids are handed out from, and the next range loaded in the
+// background. The current range's counter is a JS number while the range ends at or below 2^53
+// (a number add and one BigInt() per id) and a bigint above, so every id stays exact.
+import type { SegmentRange } from "./segment-store";
+
+/** Ranges that end at or below this are counted with JS numbers. */
+const NUMBER_LIMIT = 2n ** 53n;
+
+/** Someone waiting in `nextId` for the next range. */
+export interface Waiter {
+  /** performance.now() past which the wait fails. */
+  deadline: number;
+  resolve(): void;
+  reject(error: unknown): void;
+  timer: ReturnType<typeof setTimeout>;
+}
+
+/** A range's state, as Java Leaf's Segment shows it: next id, end (exclusive) and step. */
+export interface RangeSnapshot {
+  /** The next id this range hands out (its start when unused). */
+  value: bigint;
+  /** One past the last id of the range. */
+  max: bigint;
+  /** Ids in the range. */
+  step: number;
+}
+
+/** The double buffer of one tag. Fields are public to the generator, which owns every change. */
+export class TagBuffer {
+  // The current range. Hot fields first; `limit` is 0 when the range is empty or counted in bigint.
+  /** Next id, number mode. */
+  value = 0;
+  /** One past the last id, number mode; 0 otherwise. */
+  limit = 0;
+  /** The value at which the next range is loaded (Infinity when loaded, loading or disarmed). */
+  preloadAt = Number.POSITIVE_INFINITY;
+  /** The range is counted in bigint (it ends above 2^53). */
+  big = false;
+  bigValue = 0n;
+  /** The bigint value at which the next range is loaded, when `bigArmed`. */
+  bigPreloadAt = 0n;
+  bigArmed = false;
+  start = 0n;
+  end = 0n;
+  step = 0;
+  /** Java Leaf's currentPos: which of the two segment slots is current; flips on every switch. */
+  pos: 0 | 1 = 0;
+  /** A range has been handed to the buffer at least once. */
+  initialized = false;
+
+  /** The loaded next range, when ready. */
+  next: SegmentRange | undefined = undefined;
+  /** A load is in flight (cleared by the load itself before it wakes anyone). */
+  loading = false;
+  /** The retry after a failed load. */
+  retryTimer: ReturnType<typeof setTimeout> | undefined = undefined;
+  /** When the retry runs, in performance.now() ms. */
+  retryAt: number | undefined = undefined;
+  /** One past the highest id of any range accepted: a range starting below it is refused. */
+  floor: bigint;
+
+  // Dynamic step and monitoring.
+  /** Step of the last range taken. */
+  lastStep = 0;
+  /** The store's step for the tag, as of the last range taken. */
+  tableStep = 0;
+  /** Clock time (ms) of the last successful load. */
+  lastLoadAt: number | undefined = undefined;
+  lastLoadDurationMs: number | undefined = undefined;
+  loads = 0;
+  loadFailures = 0;
+  consecutiveFailures = 0;
+  lastError: unknown = undefined;
+  waiters: Waiter[] = [];
+  removed = false;
+
+  constructor(
+    readonly tag: string,
+    floor: bigint,
+  ) {
+    this.floor = floor;
+  }
+
+  /** True when the current range has no id left. */
+  currentEmpty(): boolean {
+    return this.big ? this.bigValue >= this.end : this.value >= this.limit;
+  }
+
+  /** Ids left in the current range. */
+  currentLeft(): bigint {
+    if (!this.initialized) return 0n;
+    return this.big ? this.end - this.bigValue : BigInt(this.limit - this.value);
+  }
+
+  /** Makes `range` current (no I/O) and arms the preload at `threshold` of it. */
+  promote(range: SegmentRange, threshold: number): void {
+    const offset = Math.ceil(range.step * threshold);
+    this.start = range.start;
+    this.end = range.end;
+    this.step = range.step;
+    if (this.initialized) this.pos = this.pos === 0 ? 1 : 0;
+    this.initialized = true;
+    this.next = undefined;
+    if (range.end <= NUMBER_LIMIT) {
+      this.big = false;
+      this.value = Number(range.start);
+      this.limit = Number(range.end);
+      this.preloadAt = this.value + offset;
+    } else {
+      this.big = true;
+      this.value = 0;
+      this.limit = 0;
+      this.bigValue = range.start;
+      this.bigPreloadAt = range.start + BigInt(offset);
+      this.bigArmed = true;
+      this.preloadAt = Number.POSITIVE_INFINITY;
+    }
+  }
+
+  /** Disarms the preload trigger (a load is starting). */
+  disarm(): void {
+    this.preloadAt = Number.POSITIVE_INFINITY;
+    this.bigArmed = false;
+  }
+
+  /** The current range as Java Leaf's Segment shows it, or null before the first range. */
+  currentSnapshot(): RangeSnapshot | null {
+    if (!this.initialized) return null;
+    return {
+      value: this.big ? this.bigValue : BigInt(Math.min(this.value, this.limit)),
+      max: this.end,
+      step: this.step,
+    };
+  }
+}

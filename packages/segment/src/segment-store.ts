@@ -1,0 +1,97 @@
+// The segment-store contract: where segment mode takes its id ranges from. Implemented by the MySQL
+// store (Java Leaf's leaf_alloc table), the embedded store and the in-memory store; checked by
+// segmentStoreConformance, which third-party stores run unchanged.
+
+/**
+ * A range of ids taken from a store: `[start, end)`, that is `start` up to `end - 1`.
+ * Java Leaf calls `end` the segment's `max` and `start` its initial `value` (`max_id - step`).
+ */
+export interface SegmentRange {
+  /** The tag the range belongs to. */
+  readonly tag: string;
+  /** First id of the range (the tag's stored max id before this range was taken). */
+  readonly start: bigint;
+  /** One past the last id of the range: the tag's stored max id once this range was taken. */
+  readonly end: bigint;
+  /** Ids in the range (`end - start`): the step this range was taken with. */
+  readonly step: number;
+  /** The step stored for the tag when the range was taken (Java Leaf's `step` column). */
+  readonly tableStep: number;
+}
+
+/** One stored tag, as the admin API and Java Leaf's `/db` page show it. */
+export interface TagRecord {
+  readonly tag: string;
+  /**
+   * The tag's stored max id (`max_id`): the first id of the next range taken, and one past the last
+   * id of every range handed out so far.
+   */
+  readonly maxId: bigint;
+  /** The stored step (`step`): ids per range when no step is asked for. */
+  readonly step: number;
+  /** Free text (`description`), or null. */
+  readonly description: string | null;
+  /** When the row last changed, in ms since the Unix epoch (`update_time`); null when unknown. */
+  readonly updatedAt: number | null;
+}
+
+/** What {@link SegmentStore.createTag} is asked for. */
+export interface NewTag {
+  /** 1 to 128 characters, no control characters. */
+  tag: string;
+  /** Ids per range when no step is asked for; an integer from 1 to 2,147,483,647 (SQL `int`). */
+  step: number;
+  /** First id the tag hands out: 0 .. 2^63 - 1 (default 1, as Java Leaf's `max_id` default). */
+  startId?: bigint;
+  /** Free text, up to 256 characters. */
+  description?: string | null;
+}
+
+/**
+ * A store of tags and their next free id, from which generators take ranges.
+ *
+ * Invariants every store guarantees:
+ * - **Disjoint ranges.** Two `takeRange` calls that resolve, from any instance or process sharing the
+ *   storage, never return overlapping ranges: each range starts at the stored max id and moves it
+ *   forward by the step, atomically.
+ * - **Durable before returned.** A range is returned only after the new max id is durable (committed,
+ *   or fsynced to disk), so after a crash of the store or of the caller no range that was returned is
+ *   ever returned again.
+ * - **Never backwards.** A tag's max id only grows (until the tag is deleted).
+ * - **Exact.** Ids are bigint end to end, exact up to 2^63 - 1; a range that would pass 2^63 - 1 is
+ *   refused, never wrapped or rounded.
+ *
+ * Failures reject with a `LeafError` (from @leaf/core): `INVALID_ARGUMENT` for a malformed tag, step,
+ * start id or description (nothing is changed); `UNKNOWN_TAG` (Leaf code -2) for a tag the store
+ * does not hold; `SEGMENTS_EXHAUSTED` when a range would pass 2^63 - 1; `UNAVAILABLE` when the
+ * backing storage cannot be reached or is read-only (a range may have been consumed without being
+ * returned: a gap, never a duplicate; callers retry with backoff); `CLOSED` after `close()`.
+ */
+export interface SegmentStore {
+  /** Short name for messages and metrics: "mysql", "embedded", "memory". */
+  readonly kind: string;
+  /** Names of every stored tag, in no particular order. An empty store answers `[]`. */
+  listTags(): Promise<string[]>;
+  /** Every stored tag with its max id, step, description and update time, ordered by tag. */
+  describeTags(): Promise<TagRecord[]>;
+  /**
+   * Atomically takes the next range of `tag`: `[maxId, maxId + step)`, moving the stored max id to
+   * `maxId + step`. `step` (an integer from 1 to 2,147,483,647) overrides the stored step for this
+   * range only (Leaf's dynamic step); without it the stored step is used.
+   */
+  takeRange(tag: string, step?: number): Promise<SegmentRange>;
+  /**
+   * Creates a tag whose first range starts at `startId` (default 1). Rejects with
+   * `ALREADY_EXISTS` (`details.reason` "exists") when the tag already exists, leaving it as it was.
+   */
+  createTag(tag: NewTag): Promise<TagRecord>;
+  /** Changes the stored step of `tag` for the ranges taken after; returns the updated record. */
+  updateStep(tag: string, step: number): Promise<TagRecord>;
+  /**
+   * Deletes `tag`; answers false when there was no such tag. Generators drop the tag at their next
+   * refresh. Re-creating a deleted tag below ids already handed out would repeat ids: don't.
+   */
+  deleteTag(tag: string): Promise<boolean>;
+  /** Releases connections, files and locks. Idempotent; later calls reject with `CLOSED`. */
+  close(): Promise<void>;
+}

@@ -1,0 +1,175 @@
+// Checks of tags, steps, start ids and descriptions, shared by every store and the generator, so
+// that bad input gets the same clear INVALID_ARGUMENT error wherever it enters.
+import { argumentError, ErrorCodes, LeafCodes, LeafError } from "@leaf/core";
+import type { NewTag } from "./segment-store";
+
+/** Component name in every error of this package. */
+export const COMPONENT = "segment";
+
+/** Longest tag, in characters (Java Leaf's `biz_tag varchar(128)`). */
+export const MAX_TAG_LENGTH = 128;
+/** Longest description, in characters (`description varchar(256)`). */
+export const MAX_DESCRIPTION_LENGTH = 256;
+/** Largest step: the SQL `int` column's maximum. */
+export const MAX_STEP = 2_147_483_647;
+/** Largest id a range may reach: 2^63 - 1 (SQL `bigint`). */
+export const MAX_ID = (1n << 63n) - 1n;
+
+// C0 and C1 control characters, DEL included.
+// biome-ignore lint/suspicious/noControlCharactersInRegex: matching control characters is the point
+const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
+
+/**
+ * Throws INVALID_ARGUMENT unless `tag` is a string of 1 to 128 characters (code points) without
+ * control characters or lone surrogates. Says which rule failed.
+ */
+export function checkTag(tag: unknown, name = "tag"): asserts tag is string {
+  if (typeof tag !== "string") {
+    throw argumentError(COMPONENT, name, tag, "a string of 1 to 128 characters");
+  }
+  if (tag.length === 0) {
+    throw argumentError(COMPONENT, name, tag, "a non-empty string of up to 128 characters");
+  }
+  if (tag.length > MAX_TAG_LENGTH && countCodePoints(tag) > MAX_TAG_LENGTH) {
+    throw argumentError(
+      COMPONENT,
+      name,
+      tag,
+      `at most ${MAX_TAG_LENGTH} characters (got ${countCodePoints(tag)})`,
+    );
+  }
+  if (CONTROL.test(tag)) {
+    throw argumentError(COMPONENT, name, tag, "no control characters (tabs, newlines, NUL, ...)");
+  }
+  if (!isWellFormed(tag)) {
+    throw argumentError(COMPONENT, name, tag, "well-formed Unicode (no lone surrogates)");
+  }
+}
+
+/** True when `tag` passes {@link checkTag}. */
+export function isValidTag(tag: unknown): tag is string {
+  try {
+    checkTag(tag);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Throws INVALID_ARGUMENT unless `step` is an integer from 1 to 2,147,483,647. */
+export function checkStep(step: unknown, name = "step"): asserts step is number {
+  if (typeof step !== "number" || !Number.isInteger(step) || step < 1 || step > MAX_STEP) {
+    throw argumentError(COMPONENT, name, step, `an integer from 1 to ${MAX_STEP}`);
+  }
+}
+
+/** Throws INVALID_ARGUMENT unless `id` is a bigint from 0 to 2^63 - 1. */
+export function checkStartId(id: unknown, name = "startId"): asserts id is bigint {
+  if (typeof id !== "bigint" || id < 0n || id > MAX_ID) {
+    throw argumentError(COMPONENT, name, id, `a bigint from 0n to ${MAX_ID}n`);
+  }
+}
+
+/** Throws INVALID_ARGUMENT unless `description` is null, undefined or up to 256 characters. */
+export function checkDescription(description: unknown): void {
+  if (description === undefined || description === null) return;
+  if (typeof description !== "string" || countCodePoints(description) > MAX_DESCRIPTION_LENGTH) {
+    throw argumentError(
+      COMPONENT,
+      "description",
+      description,
+      `null or a string of up to ${MAX_DESCRIPTION_LENGTH} characters`,
+    );
+  }
+  if (!isWellFormed(description)) {
+    throw argumentError(COMPONENT, "description", description, "well-formed Unicode");
+  }
+}
+
+/** Checks a {@link NewTag} and returns it with defaults applied. */
+export function normalizeNewTag(input: NewTag): Required<NewTag> {
+  if (input === null || typeof input !== "object") {
+    throw argumentError(COMPONENT, "tag", input, "an object {tag, step, startId?, description?}");
+  }
+  checkTag(input.tag);
+  checkStep(input.step);
+  const startId = input.startId ?? 1n;
+  checkStartId(startId);
+  checkDescription(input.description);
+  return {
+    tag: input.tag,
+    step: input.step,
+    startId,
+    description: input.description ?? null,
+  };
+}
+
+/** The UNKNOWN_TAG error (Leaf code -2). */
+export function unknownTag(tag: string, where: string): LeafError {
+  return new LeafError({
+    component: COMPONENT,
+    code: ErrorCodes.UNKNOWN_TAG,
+    leafCode: LeafCodes.SEGMENT_UNKNOWN_TAG,
+    message: `unknown tag ${JSON.stringify(tag)} in ${where}; create it first (createTag, or a leaf_alloc row)`,
+    details: { tag },
+  });
+}
+
+/** The error for creating a tag that exists. */
+export function tagExists(tag: string, where: string): LeafError {
+  return new LeafError({
+    component: COMPONENT,
+    code: ErrorCodes.ALREADY_EXISTS,
+    message: `tag ${JSON.stringify(tag)} already exists in ${where}; change its step with updateStep, or pick another name`,
+    details: { tag, reason: "exists" },
+  });
+}
+
+/** The error for a range that would pass 2^63 - 1. */
+export function rangeOverflow(tag: string, maxId: bigint, step: number): LeafError {
+  return new LeafError({
+    component: COMPONENT,
+    code: ErrorCodes.SEGMENTS_EXHAUSTED,
+    leafCode: LeafCodes.SEGMENTS_EXHAUSTED,
+    message:
+      `tag ${JSON.stringify(tag)} is out of ids: a range of ${step} from max id ${maxId} would pass ` +
+      `2^63 - 1; use a smaller step or a new tag`,
+    details: { tag, maxId: maxId.toString(), step },
+  });
+}
+
+/** The error for any call on a closed store or generator. */
+export function closedError(what: string): LeafError {
+  return new LeafError({
+    component: COMPONENT,
+    code: ErrorCodes.CLOSED,
+    message: `${what} is closed; create a new one`,
+  });
+}
+
+function countCodePoints(value: string): number {
+  let count = 0;
+  for (let i = 0; i < value.length; i++) {
+    const c = value.charCodeAt(i);
+    if (c >= 0xd800 && c <= 0xdbff && i + 1 < value.length) {
+      const d = value.charCodeAt(i + 1);
+      if (d >= 0xdc00 && d <= 0xdfff) i++;
+    }
+    count++;
+  }
+  return count;
+}
+
+function isWellFormed(value: string): boolean {
+  for (let i = 0; i < value.length; i++) {
+    const c = value.charCodeAt(i);
+    if (c >= 0xd800 && c <= 0xdbff) {
+      const d = value.charCodeAt(i + 1);
+      if (!(d >= 0xdc00 && d <= 0xdfff)) return false;
+      i++;
+    } else if (c >= 0xdc00 && c <= 0xdfff) {
+      return false;
+    }
+  }
+  return true;
+}

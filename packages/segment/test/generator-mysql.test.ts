@@ -1,0 +1,271 @@
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { ErrorCodes, isLeafError, LeafCodes, ManualClock } from "@leaf/core";
+import { type MysqlHandle, runNode, startMysql } from "@leaf/testkit";
+import mysql from "mysql2/promise";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+
+/** Retries `check` until it passes; generous, since these machines are shared (not a speed bound). */
+const eventually = <T>(check: () => T | Promise<T>) =>
+  vi.waitFor(check, { timeout: 20_000, interval: 20 });
+
+import {
+  MAX_ID,
+  MysqlSegmentStore,
+  type SegmentGeneratorOptions,
+  SegmentIdGenerator,
+} from "../src/index";
+
+let db: MysqlHandle;
+let database: string;
+let admin: mysql.Pool;
+let tables = 0;
+const scratch = mkdtempSync(join(tmpdir(), "leaf-segment-mysql-"));
+
+beforeAll(async () => {
+  db = await startMysql({ useEnv: false });
+  database = await db.createDatabase("segment_gen");
+  admin = mysql.createPool({
+    ...db.connectionOptions(database),
+    connectionLimit: 2,
+    supportBigNumbers: true,
+    bigNumberStrings: true,
+  });
+});
+
+afterAll(async () => {
+  await admin?.end().catch(() => {});
+  await db?.dispose();
+  rmSync(scratch, { recursive: true, force: true });
+});
+
+/** A fresh leaf_alloc-shaped table with the given rows (tag, max_id, step), and its name. */
+async function table(rows: [string, bigint, number][]): Promise<string> {
+  const name = `leaf_alloc_${tables++}`;
+  const store = new MysqlSegmentStore({ url: db.urlFor(database), table: name });
+  await store.createSchema();
+  await store.close();
+  for (const [tag, maxId, step] of rows) {
+    await admin.query(`INSERT INTO ${name} (biz_tag, max_id, step) VALUES (?, ?, ?)`, [
+      tag,
+      maxId,
+      step,
+    ]);
+  }
+  return name;
+}
+
+async function generatorOn(name: string, options: Partial<SegmentGeneratorOptions> = {}) {
+  const store = new MysqlSegmentStore({
+    url: db.urlFor(database),
+    table: name,
+    queryTimeoutMs: 2_000,
+    connectTimeoutMs: 2_000,
+  });
+  const generator = new SegmentIdGenerator({ store, dynamicStep: false, ...options });
+  await generator.start();
+  return { generator, store };
+}
+
+function expectIncreasing(ids: bigint[]): void {
+  for (let i = 1; i < ids.length; i++) {
+    if (ids[i]! <= ids[i - 1]!) throw new Error(`id ${ids[i]} at ${i} is not above ${ids[i - 1]}`);
+  }
+}
+
+describe("SegmentIdGenerator on MariaDB", () => {
+  it("gives two processes on one table 1,000,000 ids between them, none twice", async () => {
+    const name = await table([["shared", 1n, 500]]);
+    const outs = [join(scratch, "a.bin"), join(scratch, "b.bin")];
+    const script = join(import.meta.dirname, "fixtures", "draw-ids.ts");
+    const results = await Promise.all(
+      outs.map((out) =>
+        runNode(script, [db.urlFor(database), name, "shared", "500000", out], {
+          timeoutMs: 100_000,
+        }),
+      ),
+    );
+    for (const r of results) expect(r.stdout + r.stderr).toContain("done 500000");
+    const all = new BigInt64Array(1_000_000);
+    outs.forEach((out, i) => {
+      const ids = new BigInt64Array(new Uint8Array(readFileSync(out)).buffer);
+      expect(ids.length).toBe(500_000);
+      expectIncreasing([...ids]);
+      all.set(ids, i * 500_000);
+    });
+    all.sort();
+    for (let i = 1; i < all.length; i++)
+      if (all[i] === all[i - 1]) throw new Error(`id ${all[i]} handed out twice`);
+    const [rows] = await admin.query<mysql.RowDataPacket[]>(`SELECT max_id FROM ${name}`);
+    expect(BigInt(rows[0]!.max_id)).toBeGreaterThan(all[all.length - 1]!);
+  }, 120_000);
+
+  it("keeps handing out loaded ids while the database is down, then -3, then resumes after restart", async () => {
+    const name = await table([["t", 1n, 300]]);
+    const { generator } = await generatorOn(name, {
+      exhaustedWaitMs: 200,
+      retry: { initialMs: 20, maxMs: 200 },
+    });
+    const ids: bigint[] = [];
+    try {
+      for (let i = 0; i < 100; i++) ids.push(await generator.nextId("t"));
+      await eventually(() => expect(generator.snapshot("t")?.nextReady).toBe(true));
+      const buffered = Number(generator.snapshot("t")!.idsLeft);
+      await db.kill();
+      let error: unknown;
+      let afterKill = 0;
+      for (;;) {
+        try {
+          ids.push(await generator.nextId("t"));
+          afterKill++;
+        } catch (e) {
+          error = e;
+          break;
+        }
+      }
+      // Every buffered id was handed out, and the preload of the range after failed.
+      expect(afterKill).toBe(buffered);
+      expect(error).toSatisfy((e: unknown) => isLeafError(e, ErrorCodes.SEGMENTS_EXHAUSTED));
+      expect((error as { leafCode: number }).leafCode).toBe(LeafCodes.SEGMENTS_EXHAUSTED);
+      expect(generator.snapshot("t")!.loadFailures).toBeGreaterThan(0);
+      expect(() => generator.nextIdSync("t")).toThrow(expect.objectContaining({ leafCode: -3 }));
+      await db.start();
+      await eventually(async () => ids.push(await generator.nextId("t")));
+      for (let i = 0; i < 1000; i++) ids.push(await generator.nextId("t"));
+      expectIncreasing(ids);
+      expect(generator.snapshot("t")).toMatchObject({
+        consecutiveFailures: 0,
+        lastError: expect.any(String),
+      });
+    } finally {
+      await generator.close();
+    }
+  }, 60_000);
+
+  it("fails a request with -3 after the configured wait while the database hangs, and recovers", async () => {
+    const name = await table([["t", 1n, 50]]);
+    const { generator } = await generatorOn(name, {
+      exhaustedWaitMs: 300,
+      retry: { initialMs: 20, maxMs: 100 },
+    });
+    try {
+      // Two ranges used up and 10 ids into the third: the fourth is preloaded.
+      await generator.nextIds("t", 110);
+      await eventually(() => expect(generator.snapshot("t")?.nextReady).toBe(true));
+      db.pause();
+      const drawn = await generator.nextIds("t", Number(generator.snapshot("t")!.idsLeft));
+      await expect(generator.nextId("t")).rejects.toSatisfy((e: unknown) =>
+        isLeafError(e, ErrorCodes.SEGMENTS_EXHAUSTED),
+      );
+      db.resume();
+      const after = await eventually(() => generator.nextId("t"));
+      expect(after).toBeGreaterThan(drawn[drawn.length - 1]!);
+    } finally {
+      db.resume();
+      await generator.close();
+    }
+  }, 60_000);
+
+  it("doubles and halves the step by how long ranges last, on a controllable clock", async () => {
+    const name = await table([["t", 0n, 10]]);
+    const clock = new ManualClock();
+    const { generator, store } = await generatorOn(name, {
+      clock,
+      preloadThreshold: 0,
+      dynamicStep: { maxStep: 40, segmentDurationMs: 15 * 60_000 },
+    });
+    const nextLoaded = () =>
+      eventually(() => expect(generator.snapshot("t")?.nextReady).toBe(true));
+    const maxId = async () => {
+      const [rows] = await admin.query<mysql.RowDataPacket[]>(`SELECT max_id, step FROM ${name}`);
+      return [BigInt(rows[0]!.max_id), Number(rows[0]!.step)];
+    };
+    try {
+      generator.nextIdSync("t");
+      await nextLoaded();
+      const steps: number[] = [];
+      for (const minutes of [1, 1, 1, 20, 40, 40, 40]) {
+        clock.advance(minutes * 60_000);
+        const snap = generator.snapshot("t")!;
+        const current = snap.segments[snap.currentPos]!;
+        await generator.nextIds("t", Number(current.max - current.value) + 1);
+        await nextLoaded();
+        steps.push(generator.snapshot("t")!.step);
+      }
+      // Loads: 10 (the table's step), 20 (taken right after: doubled), then per round 40, 40 (capped),
+      // 40, 40 (20 min: kept), 20, 10, 10 (40 min: halved, down to the table's step).
+      expect(steps).toEqual([40, 40, 40, 40, 20, 10, 10]);
+      const [max, tableStep] = await maxId();
+      expect(tableStep).toBe(10);
+      expect(max).toBe(10n + 20n + 40n + 40n + 40n + 40n + 20n + 10n + 10n);
+      expect(store.stats().rangesTaken).toBe(9);
+    } finally {
+      await generator.close();
+    }
+  });
+
+  it("serves a tag added to the table and drops tags removed, down to none, at each refresh", async () => {
+    const name = await table([["a", 1n, 10]]);
+    const { generator } = await generatorOn(name, { refreshIntervalMs: 50 });
+    try {
+      await admin.query(`INSERT INTO ${name} (biz_tag, max_id, step) VALUES ('b', 100, 10)`);
+      await eventually(() => expect(generator.tags().sort()).toEqual(["a", "b"]));
+      expect(await generator.nextId("b")).toBe(100n);
+      await admin.query(`DELETE FROM ${name} WHERE biz_tag = 'a'`);
+      await eventually(() => expect(generator.tags()).toEqual(["b"]));
+      await expect(generator.nextId("a")).rejects.toSatisfy((e: unknown) =>
+        isLeafError(e, ErrorCodes.UNKNOWN_TAG),
+      );
+      await admin.query(`DELETE FROM ${name}`);
+      await eventually(() => expect(generator.tags()).toEqual([]));
+      expect(() => generator.nextIdSync("b")).toThrow(
+        expect.objectContaining({ code: ErrorCodes.UNKNOWN_TAG, leafCode: -2 }),
+      );
+    } finally {
+      await generator.close();
+    }
+  });
+
+  it("keeps ids above 2^53 exact, and refuses to pass 2^63 - 1", async () => {
+    const big = 2n ** 53n - 10n;
+    const name = await table([
+      ["big", big, 7],
+      ["edge", MAX_ID - 12n, 5],
+    ]);
+    const { generator } = await generatorOn(name, {
+      exhaustedWaitMs: 100,
+      retry: { initialMs: 1_000 },
+    });
+    try {
+      const ids = await generator.nextIds("big", 40);
+      expect(ids).toEqual(Array.from({ length: 40 }, (_, i) => big + BigInt(i)));
+      expect(ids.map(String)).toContain("9007199254740993");
+      const edge = await generator.nextIds("edge", 10);
+      expect(edge[9]).toBe(MAX_ID - 3n);
+      const error = await generator.nextId("edge").catch((e: unknown) => e);
+      expect(error).toSatisfy((e: unknown) => isLeafError(e, ErrorCodes.SEGMENTS_EXHAUSTED));
+      expect(generator.snapshot("edge")?.lastError).toMatch(/would pass 2\^63 - 1/);
+    } finally {
+      await generator.close();
+    }
+  });
+
+  it("refuses to start, with a clear error, when the database cannot be reached", async () => {
+    const store = new MysqlSegmentStore({
+      url: `mysql://root@127.0.0.1:1/${database}`,
+      connectTimeoutMs: 1_000,
+    });
+    const generator = new SegmentIdGenerator({ store });
+    try {
+      await expect(generator.start()).rejects.toSatisfy(
+        (e: unknown) =>
+          isLeafError(e, ErrorCodes.UNAVAILABLE) &&
+          /could not start.*127\.0\.0\.1:1/.test((e as Error).message),
+      );
+      expect(generator.status().state).toBe("new");
+    } finally {
+      await generator.close();
+    }
+  });
+});

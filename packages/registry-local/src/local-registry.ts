@@ -1,0 +1,438 @@
+// A worker-id registry without a server: the id comes from configuration (one id, or the fork's
+// workIdMap), a lock file per id keeps a second process on this machine off it, and a cache file per
+// id, rewritten atomically on every report, keeps its last timestamp across restarts.
+import { mkdirSync } from "node:fs";
+import { homedir, hostname } from "node:os";
+import { join } from "node:path";
+import {
+  type AcquireRequest,
+  argumentError,
+  type BackupWorker,
+  type Clock,
+  checkClockNotBehind,
+  configError,
+  ErrorCodes,
+  isLeafError,
+  LeafCodes,
+  LeafError,
+  type NodeIdentity,
+  readLeaseCache,
+  systemClock,
+  type WorkerIdRegistry,
+  type WorkerLease,
+  writeLeaseCache,
+} from "@leaf/core";
+import { type LockOwner, newOwner, ownsLock, tryLock, unlock } from "./lock-file";
+import {
+  COMPONENT,
+  parseWorkIdMap,
+  toWorkerId,
+  type WorkIdMap,
+  type WorkIdMapValue,
+} from "./work-id-map";
+
+/** Options of {@link LocalRegistry}. Give exactly one of `workerId` and `workIdMap`. */
+export interface LocalRegistryOptions {
+  /**
+   * The worker id of every node this registry serves (one process, one node), or a list: the
+   * primary id, then backup ids.
+   */
+  workerId?: WorkIdMapValue;
+  /**
+   * The fork's `leaf.snowflake.local.workIdMap`: `{"ip:port": workerId}` as an object or JSON text.
+   * A node missing from it is refused with INVALID_CONFIG.
+   */
+  workIdMap?: WorkIdMap;
+  /**
+   * Folder of the lock and cache files; processes share a worker id space through it. Default
+   * `~/.leaf/registry-local`. Put it on persistent local storage: the cache is what refuses a start
+   * with a clock behind the last issued id after a reboot.
+   */
+  dir?: string;
+  /**
+   * How far (ms) the clock may be behind the cached timestamp at acquire and still be waited out by
+   * the generator; further behind, acquire rejects with CLOCK_BEHIND_LEASE (default 5, as the
+   * generator's rollback tolerance).
+   */
+  toleranceMs?: number;
+  /** Clock read for the start check (default: the system clock). */
+  clock?: Clock;
+}
+
+/**
+ * A {@link WorkerIdRegistry} whose ids come from configuration. Each worker id has, under
+ * `dir/<service name>/`, a lock file (`worker-N.lock`, held while a lease lives, taken over only
+ * from a dead process) and a cache file (`worker-N.json`, the highest timestamp reported for it).
+ */
+export class LocalRegistry implements WorkerIdRegistry {
+  readonly kind = "local";
+  /** The folder holding every service's lock and cache files. */
+  readonly dir: string;
+  private readonly fixedIds: number[] | undefined;
+  private readonly map: Map<string, number[]> | undefined;
+  private readonly toleranceMs: number;
+  private readonly clock: Clock;
+  private closed = false;
+
+  constructor(options: LocalRegistryOptions) {
+    if ((options.workerId === undefined) === (options.workIdMap === undefined)) {
+      throw configError(
+        COMPONENT,
+        "workerId / workIdMap",
+        { workerId: options.workerId, workIdMap: options.workIdMap },
+        "exactly one of them: workerId for a single node, workIdMap for several",
+      );
+    }
+    if (options.workerId !== undefined) {
+      const list: readonly unknown[] = Array.isArray(options.workerId)
+        ? options.workerId
+        : [options.workerId];
+      if (list.length === 0) {
+        throw configError(COMPONENT, "workerId", options.workerId, "a worker id");
+      }
+      this.fixedIds = list.map((value) => toWorkerId(value, "workerId"));
+      if (new Set(this.fixedIds).size !== this.fixedIds.length) {
+        throw configError(COMPONENT, "workerId", options.workerId, "distinct worker ids");
+      }
+    } else {
+      this.map = parseWorkIdMap(options.workIdMap as WorkIdMap);
+    }
+    this.dir = options.dir ?? join(homedir(), ".leaf", "registry-local");
+    if (typeof this.dir !== "string" || this.dir === "") {
+      throw configError(COMPONENT, "dir", options.dir, "a folder path");
+    }
+    const tolerance = options.toleranceMs ?? 5;
+    if (!Number.isSafeInteger(tolerance) || tolerance < 0) {
+      throw configError(
+        COMPONENT,
+        "toleranceMs",
+        options.toleranceMs,
+        "an integer of 0 or more ms",
+      );
+    }
+    this.toleranceMs = tolerance;
+    this.clock = options.clock ?? systemClock;
+  }
+
+  /** Folder of one service's lock and cache files. */
+  serviceDir(name: string): string {
+    return join(this.dir, encodeURIComponent(name));
+  }
+
+  async acquire(request: AcquireRequest): Promise<LocalLease> {
+    if (this.closed) {
+      throw new LeafError({
+        component: COMPONENT,
+        code: ErrorCodes.CLOSED,
+        message: "registry is closed: create a new LocalRegistry to acquire again",
+      });
+    }
+    request.signal?.throwIfAborted();
+    const { node, maxWorkerId, backups } = checkRequest(request);
+    const ids = this.idsFor(node, backups);
+    const key = `${node.ip}:${node.port}`;
+    for (const id of ids) {
+      if (id > maxWorkerId) {
+        throw new LeafError({
+          component: COMPONENT,
+          code: ErrorCodes.WORKER_IDS_EXHAUSTED,
+          message:
+            `worker id ${id} configured for ${key} is outside the layout's range 0..${maxWorkerId}; ` +
+            "configure an id inside the range (or a layout with more worker bits)",
+          details: { workerId: id, maxWorkerId, node: key },
+        });
+      }
+    }
+    const folder = this.serviceDir(node.name);
+    const holds: Hold[] = [];
+    try {
+      for (const id of ids) holds.push(this.lock(folder, id, key));
+      for (const hold of holds) hold.stored = readStored(hold, node);
+      const primary = holds[0]!;
+      checkClockNotBehind({
+        component: COMPONENT,
+        lastTimestamp: primary.stored,
+        now: this.clock.now(),
+        toleranceMs: this.toleranceMs,
+        source: `cache file ${primary.cacheFile}`,
+        workerId: primary.workerId,
+      });
+      for (const hold of holds) writeStored(hold, node);
+    } catch (error) {
+      for (const hold of holds) unlock(hold.lockFile, hold.owner.token);
+      throw error;
+    }
+    return new LocalLease(node, holds);
+  }
+
+  /** Stops nothing (the registry has no timers) and refuses further acquires; leases stay held. */
+  async close(): Promise<void> {
+    this.closed = true;
+  }
+
+  private idsFor(node: NodeIdentity, backups: number): number[] {
+    const key = `${node.ip}:${node.port}`;
+    let ids = this.fixedIds;
+    if (!ids) {
+      ids = this.map!.get(key);
+      if (!ids) {
+        const known = [...this.map!.keys()];
+        const listed = known.slice(0, 5).join(", ") + (known.length > 5 ? ", ..." : "");
+        throw new LeafError({
+          component: COMPONENT,
+          code: ErrorCodes.INVALID_CONFIG,
+          message:
+            `node ${key} is not in workIdMap (it lists ${listed}); add "${key}": <worker id> to ` +
+            "workIdMap (leaf.snowflake.local.workIdMap), or check the ip and port this node reports",
+          details: { key: "workIdMap", node: key },
+        });
+      }
+    }
+    if (ids.length < backups + 1) {
+      throw new LeafError({
+        component: COMPONENT,
+        code: ErrorCodes.WORKER_IDS_EXHAUSTED,
+        message:
+          `${backups} backup worker id(s) requested for ${key}, but the configuration gives it ` +
+          `${ids.length - 1}; list backup ids after the primary one, e.g. "${key}": [${ids[0]}, ...]`,
+        details: { node: key, configured: ids, backups },
+      });
+    }
+    return ids.slice(0, backups + 1);
+  }
+
+  private lock(folder: string, workerId: number, key: string): Hold {
+    const lockFile = join(folder, `worker-${workerId}.lock`);
+    const owner = newOwner(key);
+    let attempt: ReturnType<typeof tryLock>;
+    try {
+      mkdirSync(folder, { recursive: true });
+      attempt = tryLock(lockFile, owner);
+    } catch (error) {
+      throw new LeafError({
+        component: COMPONENT,
+        code: ErrorCodes.INVALID_CONFIG,
+        message:
+          `cannot use ${folder} for worker id locks: ${(error as Error).message}; set dir to a ` +
+          "writable folder on local storage",
+        details: { key: "dir", value: this.dir },
+        cause: error,
+      });
+    }
+    if (!attempt.acquired) throw inUse(workerId, lockFile, attempt.owner, attempt.unreadable);
+    return {
+      workerId,
+      lockFile,
+      cacheFile: join(folder, `worker-${workerId}.json`),
+      owner,
+      stored: 0,
+    };
+  }
+}
+
+/** One worker id held by a lease: its files, its lock owner record, its highest timestamp. */
+interface Hold {
+  workerId: number;
+  lockFile: string;
+  cacheFile: string;
+  owner: LockOwner;
+  stored: number;
+}
+
+/** A worker id (and its backups) held through a {@link LocalRegistry}. */
+export class LocalLease implements WorkerLease {
+  readonly workerId: number;
+  readonly lastTimestamp: number;
+  readonly backups: readonly BackupWorker[];
+  readonly lost: AbortSignal;
+  /** The lock file of the primary id: while it names this lease, no other process holds the id. */
+  readonly lockFile: string;
+  /** The cache file of the primary id, holding the highest timestamp reported for it. */
+  readonly cacheFile: string;
+  private readonly controller = new AbortController();
+  private released = false;
+
+  constructor(
+    readonly node: NodeIdentity,
+    private readonly holds: Hold[],
+  ) {
+    const primary = holds[0]!;
+    this.workerId = primary.workerId;
+    this.lastTimestamp = primary.stored;
+    this.backups = holds.slice(1).map((h) => ({ workerId: h.workerId, lastTimestamp: h.stored }));
+    this.lockFile = primary.lockFile;
+    this.cacheFile = primary.cacheFile;
+    this.lost = this.controller.signal;
+  }
+
+  /**
+   * Checks that this process still holds every lock (a lock file removed or taken over means the
+   * lease is lost: `lost` aborts and this rejects with LEASE_LOST), then rewrites the cache files
+   * atomically with the highest timestamp seen. Rejects with UNAVAILABLE when a file cannot be
+   * written.
+   */
+  async report(timestampMs: number, backups: readonly BackupWorker[] = []): Promise<void> {
+    this.checkUsable();
+    checkTimestamp("timestampMs", timestampMs);
+    const updates = new Map<Hold, number>([[this.holds[0]!, timestampMs]]);
+    for (const backup of backups) {
+      const hold = this.holds.find((h, i) => i > 0 && h.workerId === backup.workerId);
+      if (!hold) {
+        throw argumentError(
+          COMPONENT,
+          "backups",
+          backup.workerId,
+          `one of this lease's backup worker ids (${this.backups.map((b) => b.workerId).join(", ") || "none"})`,
+        );
+      }
+      checkTimestamp("backups[].lastTimestamp", backup.lastTimestamp);
+      updates.set(hold, backup.lastTimestamp);
+    }
+    this.checkLocks();
+    for (const [hold, timestamp] of updates) {
+      hold.stored = Math.max(hold.stored, timestamp);
+      writeStored(hold, this.node);
+    }
+  }
+
+  /**
+   * Writes the final timestamp (when given and the lease is not lost) and removes the locks that
+   * still name this lease. Idempotent.
+   */
+  async release(finalTimestampMs?: number): Promise<void> {
+    if (this.released) return;
+    try {
+      if (finalTimestampMs !== undefined && !this.lost.aborted) await this.report(finalTimestampMs);
+    } catch (error) {
+      // A lease found lost while releasing has nothing left to release.
+      if (!isLeafError(error, ErrorCodes.LEASE_LOST)) throw error;
+    } finally {
+      this.released = true;
+      for (const hold of this.holds) unlock(hold.lockFile, hold.owner.token);
+    }
+  }
+
+  private checkUsable(): void {
+    if (this.lost.aborted) throw this.lost.reason;
+    if (this.released) {
+      throw new LeafError({
+        component: COMPONENT,
+        code: ErrorCodes.CLOSED,
+        message: `worker id ${this.workerId} lease was released: acquire a new one`,
+      });
+    }
+  }
+
+  private checkLocks(): void {
+    for (const hold of this.holds) {
+      if (ownsLock(hold.lockFile, hold.owner.token)) continue;
+      const reason = new LeafError({
+        component: COMPONENT,
+        code: ErrorCodes.LEASE_LOST,
+        leafCode: LeafCodes.LEASE_LOST,
+        message:
+          `worker id ${hold.workerId} lease lost: lock file ${hold.lockFile} was removed or taken ` +
+          "over by another process; stop issuing ids under this id",
+        details: { workerId: hold.workerId, lockFile: hold.lockFile },
+      });
+      this.controller.abort(reason);
+      throw reason;
+    }
+  }
+}
+
+function checkRequest(request: AcquireRequest): {
+  node: NodeIdentity;
+  maxWorkerId: number;
+  backups: number;
+} {
+  const { node, maxWorkerId } = request;
+  const backups = request.backups ?? 0;
+  if (!node || typeof node.name !== "string" || node.name === "") {
+    throw argumentError(COMPONENT, "node.name", node?.name, "a non-empty service name");
+  }
+  if (typeof node.ip !== "string" || node.ip === "") {
+    throw argumentError(COMPONENT, "node.ip", node.ip, "the node's address, e.g. 10.1.46.33");
+  }
+  if (!Number.isInteger(node.port) || node.port < 0 || node.port > 65535) {
+    throw argumentError(COMPONENT, "node.port", node.port, "a port from 0 to 65535");
+  }
+  if (!Number.isSafeInteger(maxWorkerId) || maxWorkerId < 0) {
+    throw argumentError(COMPONENT, "maxWorkerId", maxWorkerId, "an integer of 0 or more");
+  }
+  if (!Number.isInteger(backups) || backups < 0) {
+    throw argumentError(COMPONENT, "backups", backups, "an integer of 0 or more");
+  }
+  return { node, maxWorkerId, backups };
+}
+
+function checkTimestamp(name: string, value: number): void {
+  if (!Number.isSafeInteger(value) || value < 0) {
+    throw argumentError(COMPONENT, name, value, "a timestamp in ms since the Unix epoch");
+  }
+}
+
+/** The highest timestamp in a worker id's cache file (0 when there is none). */
+function readStored(hold: Hold, node: NodeIdentity): number {
+  const cached = readLeaseCache(hold.cacheFile, COMPONENT);
+  if (!cached) return 0;
+  if (cached.workerId !== hold.workerId) {
+    throw new LeafError({
+      component: COMPONENT,
+      code: ErrorCodes.CORRUPT_DATA,
+      message:
+        `cache file ${hold.cacheFile} holds worker id ${cached.workerId}, not ${hold.workerId}; ` +
+        `it was copied or edited by hand: restore it or delete it (node ${node.ip}:${node.port})`,
+      details: { path: hold.cacheFile },
+    });
+  }
+  return cached.timestamp;
+}
+
+function writeStored(hold: Hold, node: NodeIdentity): void {
+  try {
+    writeLeaseCache(hold.cacheFile, {
+      node: { name: node.name, ip: node.ip, port: node.port },
+      workerId: hold.workerId,
+      timestamp: hold.stored,
+      registry: "local",
+    });
+  } catch (error) {
+    throw new LeafError({
+      component: COMPONENT,
+      code: ErrorCodes.UNAVAILABLE,
+      message: `could not write cache file ${hold.cacheFile}: ${(error as Error).message}`,
+      details: { path: hold.cacheFile },
+      cause: error,
+    });
+  }
+}
+
+function inUse(
+  workerId: number,
+  lockFile: string,
+  owner: LockOwner | undefined,
+  unreadable: boolean | undefined,
+): LeafError {
+  let holder: string;
+  if (unreadable || !owner) {
+    holder = `lock file ${lockFile} is unreadable; remove it if no process uses worker id ${workerId}`;
+  } else {
+    const since = Number.isFinite(owner.acquiredAt)
+      ? new Date(owner.acquiredAt).toISOString()
+      : "?";
+    const foreign =
+      owner.host === hostname()
+        ? ""
+        : "; a lock written on another host is never taken over: remove it once that process is gone";
+    holder =
+      `it is held by pid ${owner.pid} on host ${owner.host} for node ${owner.node} since ${since} ` +
+      `(lock file ${lockFile}); stop that process, or give this node another worker id${foreign}`;
+  }
+  return new LeafError({
+    component: COMPONENT,
+    code: ErrorCodes.WORKER_ID_IN_USE,
+    message: `worker id ${workerId} is in use: ${holder}`,
+    details: { workerId, lockFile, owner },
+  });
+}

@@ -1,0 +1,285 @@
+// The MySQL side of the registry: where the database is (a URL, a JDBC url as Leaf's leaf.jdbc.url,
+// mysql2 options or a ready pool), statements with a hard time limit so that a hung server never
+// stalls a lease, and MySQL errors turned into LeafErrors that say what to do.
+import { configError, ErrorCodes, LeafError } from "@leaf/core";
+import {
+  type Connection,
+  createConnection,
+  createPool,
+  type Pool,
+  type PoolConnection,
+  type PoolOptions,
+  type ResultSetHeader,
+  type RowDataPacket,
+} from "mysql2/promise";
+
+/** The component name in error messages. */
+export const COMPONENT = "registry-mysql";
+
+/**
+ * Where the database is: a mysql2 pool (left open by `close()`), mysql2 pool options, or a URL:
+ * `mysql://user:password@host:3306/leaf` or Leaf's JDBC url `jdbc:mysql://host:3306/leaf?...`
+ * (its query parameters are JDBC driver settings and are ignored).
+ */
+export type MysqlConnection = string | PoolOptions | Pool;
+
+/** Error codes of a server that cannot be reached or stopped answering: a fallback may apply. */
+const UNREACHABLE_CODES = new Set([
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "ETIMEDOUT",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+  "EPIPE",
+  "ER_CON_COUNT_ERROR",
+  "ER_SERVER_SHUTDOWN",
+  "LEAF_TIMEOUT",
+]);
+
+/** Errors that mean the configuration (database, table, user) is wrong, not the network. */
+const CONFIG_CODES = new Set([
+  "ER_NO_SUCH_TABLE",
+  "ER_BAD_DB_ERROR",
+  "ER_ACCESS_DENIED_ERROR",
+  "ER_DBACCESS_DENIED_ERROR",
+  "ER_TABLEACCESS_DENIED_ERROR",
+  "ER_BAD_FIELD_ERROR",
+]);
+
+/** True when `error` says the server could not be reached or did not answer in time. */
+export function isUnreachable(error: unknown): boolean {
+  if (error instanceof LeafError) return error.details.unreachable === true;
+  const code = (error as { code?: unknown } | undefined)?.code;
+  if (typeof code !== "string") return false;
+  return UNREACHABLE_CODES.has(code) || code.startsWith("PROTOCOL_");
+}
+
+/** Turns a mysql2 error into a LeafError naming what was being done. */
+export function toLeafError(error: unknown, doing: string): LeafError {
+  if (error instanceof LeafError) return error;
+  const code = String((error as { code?: unknown } | undefined)?.code ?? "");
+  const text = (error as Error | undefined)?.message ?? String(error);
+  if (isUnreachable(error)) {
+    return new LeafError({
+      component: COMPONENT,
+      code: ErrorCodes.UNAVAILABLE,
+      message: `MySQL unreachable while ${doing}: ${text} (${code}); check the server and the network`,
+      details: { unreachable: true, mysqlCode: code },
+      cause: error,
+    });
+  }
+  if (CONFIG_CODES.has(code)) {
+    const hint =
+      code === "ER_NO_SUCH_TABLE" || code === "ER_BAD_FIELD_ERROR"
+        ? "create the table with createSchema() (or the package's sql/ file) first"
+        : "check the database name, user and grants in the connection settings";
+    return new LeafError({
+      component: COMPONENT,
+      code: ErrorCodes.INVALID_CONFIG,
+      message: `MySQL refused ${doing}: ${text} (${code}); ${hint}`,
+      details: { key: "connection", mysqlCode: code },
+      cause: error,
+    });
+  }
+  return new LeafError({
+    component: COMPONENT,
+    code: ErrorCodes.UNAVAILABLE,
+    message: `MySQL error while ${doing}: ${text}${code ? ` (${code})` : ""}`,
+    details: { mysqlCode: code },
+    cause: error,
+  });
+}
+
+/** Turns a URL or options into mysql2 pool options. */
+export function poolOptions(
+  connection: string | PoolOptions,
+  user: string | undefined,
+  password: string | undefined,
+): PoolOptions {
+  let options: PoolOptions;
+  if (typeof connection === "string") {
+    const text = connection.startsWith("jdbc:") ? connection.slice(5) : connection;
+    let url: URL;
+    try {
+      url = new URL(text);
+    } catch {
+      throw configError(
+        COMPONENT,
+        "connection",
+        connection,
+        "a URL like mysql://user:password@host:3306/leaf or jdbc:mysql://host:3306/leaf",
+      );
+    }
+    if (url.protocol !== "mysql:" && url.protocol !== "mariadb:") {
+      throw configError(COMPONENT, "connection", connection, "a mysql:// or jdbc:mysql:// URL");
+    }
+    const database = decodeURIComponent(url.pathname.replace(/^\//, ""));
+    options = {
+      host: url.hostname,
+      port: url.port ? Number(url.port) : 3306,
+      ...(url.username ? { user: decodeURIComponent(url.username) } : {}),
+      ...(url.password ? { password: decodeURIComponent(url.password) } : {}),
+      ...(database ? { database } : {}),
+    };
+  } else if (typeof connection === "object" && connection !== null) {
+    options = { ...connection };
+  } else {
+    throw configError(COMPONENT, "connection", connection, "a URL, mysql2 options or a pool");
+  }
+  if (user !== undefined) options.user = user;
+  if (password !== undefined) options.password = password;
+  return options;
+}
+
+/** Settings of {@link Database}. */
+export interface DatabaseSettings {
+  connection: MysqlConnection;
+  user?: string;
+  password?: string;
+  /** Time limit of every statement and connection attempt, ms. */
+  timeoutMs: number;
+}
+
+/** A pool with time-limited statements. */
+export class Database {
+  readonly pool: Pool;
+  readonly timeoutMs: number;
+  /** Connection options when this registry made the pool (undefined for a pool it was given). */
+  private readonly options: PoolOptions | undefined;
+
+  constructor(settings: DatabaseSettings) {
+    this.timeoutMs = settings.timeoutMs;
+    if (isPool(settings.connection)) {
+      this.pool = settings.connection;
+      this.options = undefined;
+    } else {
+      this.options = {
+        connectTimeout: settings.timeoutMs,
+        enableKeepAlive: true,
+        supportBigNumbers: true,
+        ...poolOptions(settings.connection, settings.user, settings.password),
+      };
+      this.pool = createPool({ connectionLimit: 4, ...this.options });
+    }
+  }
+
+  /** Runs one statement on a pooled connection; a connection that failed is thrown away. */
+  async query<T extends RowDataPacket[] | ResultSetHeader>(
+    sql: string,
+    params: unknown[],
+    doing: string,
+  ): Promise<T> {
+    const connection = await limit(this.pool.getConnection(), this.timeoutMs, doing, (late) =>
+      late.release(),
+    );
+    try {
+      const result = await runOn<T>(connection, sql, params, this.timeoutMs, doing);
+      connection.release();
+      return result;
+    } catch (error) {
+      if (isUnreachable(error)) connection.destroy();
+      else connection.release();
+      throw error;
+    }
+  }
+
+  /**
+   * A connection of the caller's own until {@link giveBack} (named locks live in one session): a new
+   * one when this registry made the pool, so held locks never starve the pool; else one taken out
+   * of the given pool.
+   */
+  hold(doing: string): Promise<Connection> {
+    const pending: Promise<Connection> = this.options
+      ? createConnection(this.options)
+      : this.pool.getConnection();
+    return limit(pending, this.timeoutMs, doing, (late) => this.giveBack(late)).then(
+      (connection) => {
+        // An idle connection the server closes emits "error"; without a listener it would crash.
+        connection.on("error", () => {});
+        return connection;
+      },
+    );
+  }
+
+  /** Returns a held connection: back to the given pool, or closed. */
+  giveBack(connection: Connection): void {
+    const pooled = connection as Partial<PoolConnection>;
+    if (!this.options && typeof pooled.release === "function") pooled.release();
+    else connection.end().catch(() => connection.destroy());
+  }
+
+  /** Closes the pool when this registry created it. */
+  async end(): Promise<void> {
+    if (this.options) await this.pool.end();
+  }
+}
+
+/** `pending`, or a timeout error after `ms`; a result arriving late is handed to `late`. */
+async function limit<T>(
+  pending: Promise<T>,
+  ms: number,
+  doing: string,
+  late: (value: T) => void,
+): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  let timedOut = false;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      timedOut = true;
+      reject(timeoutError(ms, `connecting for ${doing}`));
+    }, ms);
+  });
+  try {
+    return await Promise.race([pending, timeout]);
+  } catch (error) {
+    if (timedOut) pending.then(late).catch(() => {});
+    throw toLeafError(error, doing);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Runs one statement on `connection` with a time limit; errors come back as LeafErrors. */
+export async function runOn<T extends RowDataPacket[] | ResultSetHeader>(
+  connection: Connection,
+  sql: string,
+  params: unknown[],
+  timeoutMs: number,
+  doing: string,
+): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(timeoutError(timeoutMs, doing)), timeoutMs);
+  });
+  const pending = connection.query(sql, params);
+  // After a timeout the connection is destroyed and the statement fails late: nobody waits for it.
+  pending.catch(() => {});
+  try {
+    const [result] = await Promise.race([pending, timeout]);
+    return result as T;
+  } catch (error) {
+    throw toLeafError(error, doing);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+function timeoutError(ms: number, doing: string): LeafError {
+  return new LeafError({
+    component: COMPONENT,
+    code: ErrorCodes.UNAVAILABLE,
+    message: `MySQL did not answer within ${ms} ms while ${doing}; check the server and the network`,
+    details: { unreachable: true, mysqlCode: "LEAF_TIMEOUT", timeoutMs: ms },
+  });
+}
+
+function isPool(value: unknown): value is Pool {
+  return (
+    typeof value === "object" &&
+    value !== null &&
+    typeof (value as Pool).getConnection === "function" &&
+    typeof (value as Pool).end === "function"
+  );
+}

@@ -1,0 +1,454 @@
+// Lease mode: worker ids recycled through leaf_worker_lease. Taking an id is one guarded statement
+// judged by the database's clock, so two nodes never win the same id; the holder renews well within
+// the lease and fences itself (lease.lost) at lease - margin after its last successful renewal, by
+// its own monotonic clock, which is before the database lets anyone else take the id.
+import { randomBytes } from "node:crypto";
+import { performance } from "node:perf_hooks";
+import {
+  argumentError,
+  type BackupWorker,
+  type Clock,
+  checkClockNotBehind,
+  delay,
+  ErrorCodes,
+  isLeafError,
+  LeafCodes,
+  LeafError,
+  type NodeIdentity,
+  type WorkerLease,
+} from "@leaf/core";
+import type { ResultSetHeader, RowDataPacket } from "mysql2/promise";
+import { COMPONENT, type Database, isUnreachable } from "./database";
+import { type CheckedRequest, checkTimestamp, toMs } from "./request";
+
+/** What lease mode needs from the registry. */
+export interface LeaseSettings {
+  db: Database;
+  table: string;
+  clock: Clock;
+  toleranceMs: number;
+  leaseMs: number;
+  safetyMarginMs: number;
+  renewIntervalMs: number;
+  /** Called when a lease ends (released or lost), so the registry stops tracking it. */
+  forget(lease: LeasedLease): void;
+}
+
+/** Rounds of "look for free ids, try to take them" before concluding that none is left. */
+const MAX_ROUNDS = 10;
+
+/** Takes 1 + backups worker ids for `request.node`; all or none. */
+export async function acquireLeased(
+  settings: LeaseSettings,
+  request: CheckedRequest,
+): Promise<LeasedLease> {
+  const { db, table, leaseMs } = settings;
+  const name = request.node.name;
+  const need = 1 + request.backups;
+  const token = `${request.key}#${process.pid}#${randomBytes(8).toString("hex")}`;
+  const leaseMicros = leaseMs * 1000;
+  const taken: number[] = [];
+  let firstSentAt: number | undefined;
+
+  /**
+   * The holder's own clock + lease: it fences at lease - margin without a renewal, so it issues
+   * nothing later than that even when its fence timer fires late by up to the margin.
+   */
+  const horizon = () => settings.clock.now() + leaseMs;
+
+  const takeFree = async (workerId: number): Promise<void> => {
+    const sentAt = performance.now();
+    // One guarded statement: only a released row or one whose lease ended by the database's clock
+    // matches. The previous holder's horizon is folded into last_timestamp before it is replaced.
+    const result = await db.query<ResultSetHeader>(
+      `UPDATE \`${table}\` SET holder = ?, holder_ip = ?, holder_port = ?, ` +
+        "lease_until = UTC_TIMESTAMP(3) + INTERVAL ? MICROSECOND, " +
+        "last_timestamp = GREATEST(last_timestamp, issue_horizon), issue_horizon = ?, " +
+        "acquired_at = UTC_TIMESTAMP(3), updated_at = UTC_TIMESTAMP(3) " +
+        "WHERE leaf_name = ? AND worker_id = ? AND (holder IS NULL OR lease_until < UTC_TIMESTAMP(3))",
+      [token, request.node.ip, request.node.port, leaseMicros, horizon(), name, workerId],
+      `taking worker id ${workerId}`,
+    );
+    if (result.affectedRows === 1) {
+      taken.push(workerId);
+      firstSentAt ??= sentAt;
+    }
+  };
+
+  const takeNew = async (workerId: number): Promise<void> => {
+    const sentAt = performance.now();
+    try {
+      await db.query<ResultSetHeader>(
+        `INSERT INTO \`${table}\` (leaf_name, worker_id, holder, holder_ip, holder_port, lease_until, ` +
+          "last_timestamp, issue_horizon, acquired_at, updated_at) VALUES (?, ?, ?, ?, ?, " +
+          "UTC_TIMESTAMP(3) + INTERVAL ? MICROSECOND, 0, ?, UTC_TIMESTAMP(3), UTC_TIMESTAMP(3))",
+        [name, workerId, token, request.node.ip, request.node.port, leaseMicros, horizon()],
+        `taking new worker id ${workerId}`,
+      );
+      taken.push(workerId);
+      firstSentAt ??= sentAt;
+    } catch (error) {
+      // Another node inserted the same id first: the primary key decided.
+      if (!(isLeafError(error) && error.details.mysqlCode === "ER_DUP_ENTRY")) throw error;
+    }
+  };
+
+  try {
+    for (let round = 0; round < MAX_ROUNDS && taken.length < need; round++) {
+      request.signal?.throwIfAborted();
+      // Released or expired ids: this node's former ids first, then released ones (no horizon to
+      // wait out), lowest first.
+      const free = await db.query<RowDataPacket[]>(
+        `SELECT worker_id FROM \`${table}\` WHERE leaf_name = ? AND worker_id <= ? ` +
+          "AND (holder IS NULL OR lease_until < UTC_TIMESTAMP(3)) " +
+          "ORDER BY (holder_ip = ? AND holder_port = ?) DESC, holder IS NULL DESC, worker_id LIMIT ?",
+        [name, request.maxWorkerId, request.node.ip, request.node.port, need * 4 + 8],
+        "looking for free worker ids",
+      );
+      for (const row of free) {
+        if (taken.length >= need) break;
+        const id = Number(row.worker_id);
+        if (!taken.includes(id)) await takeFree(id);
+      }
+      if (taken.length >= need) break;
+      const used = await db.query<RowDataPacket[]>(
+        `SELECT worker_id FROM \`${table}\` WHERE leaf_name = ? AND worker_id <= ? ORDER BY worker_id`,
+        [name, request.maxWorkerId],
+        "looking for never-used worker ids",
+      );
+      const fresh = neverUsed(
+        new Set(used.map((r) => Number(r.worker_id))),
+        request.maxWorkerId,
+        need - taken.length + 4,
+      );
+      if (free.length === 0 && fresh.length === 0) break;
+      for (const id of fresh) {
+        if (taken.length >= need) break;
+        await takeNew(id);
+      }
+    }
+    if (taken.length < need) throw await exhausted(settings, request, need);
+    const rows = await db.query<RowDataPacket[]>(
+      `SELECT worker_id, last_timestamp FROM \`${table}\` WHERE leaf_name = ? AND holder = ?`,
+      [name, token],
+      "reading the taken worker ids",
+    );
+    const stored = new Map(rows.map((r) => [Number(r.worker_id), toMs(r.last_timestamp)]));
+    const held = taken.map((workerId) => ({ workerId, lastTimestamp: stored.get(workerId) ?? 0 }));
+    const primary = held[0]!;
+    // An id recycled from a holder whose clock ran ahead starts a little in this clock's future:
+    // up to the safety margin, wait it out here rather than refuse the start.
+    const wait = checkClockNotBehind({
+      component: COMPONENT,
+      lastTimestamp: primary.lastTimestamp,
+      now: settings.clock.now(),
+      toleranceMs: Math.max(settings.toleranceMs, settings.safetyMarginMs),
+      source: `${table}.last_timestamp`,
+      workerId: primary.workerId,
+    });
+    const lease = new LeasedLease(settings, request.node, token, held, firstSentAt!);
+    if (wait > 0) {
+      try {
+        await delay(wait + 1, request.signal);
+      } catch (error) {
+        await lease.release().catch(() => {});
+        throw error;
+      }
+      if (lease.lost.aborted) throw lease.lost.reason;
+    }
+    return lease;
+  } catch (error) {
+    if (taken.length > 0) await giveBack(settings, name, token).catch(() => {});
+    if (isUnreachable(error)) {
+      const cause = error as LeafError;
+      throw new LeafError({
+        component: COMPONENT,
+        code: ErrorCodes.UNAVAILABLE,
+        message:
+          `${cause.message.replace(/^\[leaf\] \[[^\]]+\] /, "")}; lease mode has no local ` +
+          "fallback: another node may have taken this node's last id while it was away, and only " +
+          "the database can tell",
+        details: { ...cause.details },
+        cause,
+      });
+    }
+    throw error;
+  }
+}
+
+/** The first `count` ids in 0..max not in `used`. */
+function neverUsed(used: Set<number>, max: number, count: number): number[] {
+  const ids: number[] = [];
+  for (let id = 0; id <= max && ids.length < count; id++) if (!used.has(id)) ids.push(id);
+  return ids;
+}
+
+/** Frees ids taken by an acquire that then failed; they issued nothing, so timestamps stay. */
+async function giveBack(settings: LeaseSettings, name: string, token: string): Promise<void> {
+  await settings.db.query(
+    `UPDATE \`${settings.table}\` SET holder = NULL, lease_until = NULL, issue_horizon = 0 ` +
+      "WHERE leaf_name = ? AND holder = ?",
+    [name, token],
+    "giving back worker ids",
+  );
+}
+
+async function exhausted(
+  settings: LeaseSettings,
+  request: CheckedRequest,
+  need: number,
+): Promise<LeafError> {
+  const [soonest] = await settings.db.query<RowDataPacket[]>(
+    "SELECT worker_id, holder_ip, holder_port, " +
+      "GREATEST(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(3), lease_until) DIV 1000, 0) AS ms " +
+      `FROM \`${settings.table}\` WHERE leaf_name = ? AND worker_id <= ? AND holder IS NOT NULL ` +
+      "ORDER BY lease_until LIMIT 1",
+    [request.node.name, request.maxWorkerId],
+    "looking for the next lease to end",
+  );
+  const next = soonest
+    ? `; the soonest lease to end is worker id ${soonest.worker_id} (${soonest.holder_ip}:${soonest.holder_port}) in ${soonest.ms} ms unless renewed`
+    : "";
+  return new LeafError({
+    component: COMPONENT,
+    code: ErrorCodes.WORKER_IDS_EXHAUSTED,
+    message:
+      `no ${need === 1 ? "free worker id" : `${need} free worker ids`} in 0..${request.maxWorkerId} ` +
+      `for ${request.key} (service ${request.node.name}): all are leased${next}. Ids come back ` +
+      `${settings.leaseMs} ms after their holder stops renewing; use a layout with more worker bits ` +
+      "if the fleet is larger than the range",
+    details: { maxWorkerId: request.maxWorkerId, node: request.key, backups: need - 1 },
+  });
+}
+
+interface HeldId {
+  workerId: number;
+  /** Highest timestamp reported for this id while held (or stored before). */
+  reported: number;
+}
+
+/** Worker ids leased through {@link MysqlRegistry} in lease mode. */
+export class LeasedLease implements WorkerLease {
+  readonly workerId: number;
+  readonly lastTimestamp: number;
+  readonly backups: readonly BackupWorker[];
+  readonly lost: AbortSignal;
+  /** This lease's holder token in the table's `holder` column. */
+  readonly token: string;
+  private readonly controller = new AbortController();
+  private readonly ids: HeldId[];
+  /** performance.now() at which the lease fences itself unless renewed. */
+  private deadline: number;
+  private fenceTimer: NodeJS.Timeout | undefined;
+  private renewTimer: NodeJS.Timeout | undefined;
+  private lastRenewedAt: number;
+  private released = false;
+  private queue: Promise<unknown> = Promise.resolve();
+
+  constructor(
+    private readonly settings: LeaseSettings,
+    readonly node: NodeIdentity,
+    token: string,
+    held: BackupWorker[],
+    sentAt: number,
+  ) {
+    this.token = token;
+    this.workerId = held[0]!.workerId;
+    this.lastTimestamp = held[0]!.lastTimestamp;
+    this.backups = held.slice(1);
+    this.ids = held.map((h) => ({ workerId: h.workerId, reported: h.lastTimestamp }));
+    this.lost = this.controller.signal;
+    this.lastRenewedAt = sentAt;
+    this.deadline = sentAt + settings.leaseMs - settings.safetyMarginMs;
+    this.armFence();
+    this.scheduleRenewal();
+  }
+
+  /**
+   * When this lease fences itself unless a renewal succeeds first, in performance.now() ms: the send
+   * time of the last successful renewal + leaseMs - safetyMarginMs.
+   */
+  get fenceAt(): number {
+    return this.deadline;
+  }
+
+  /**
+   * Records the timestamps and renews the lease at once. Rejects with UNAVAILABLE when MySQL cannot
+   * be reached (the lease fences itself if that lasts until the deadline), or with LEASE_LOST when
+   * the id was taken away.
+   */
+  async report(timestampMs: number, backups: readonly BackupWorker[] = []): Promise<void> {
+    this.checkUsable();
+    checkTimestamp("timestampMs", timestampMs);
+    const updates: [HeldId, number][] = [[this.ids[0]!, timestampMs]];
+    for (const backup of backups) {
+      const held = this.ids.find((h, i) => i > 0 && h.workerId === backup.workerId);
+      if (!held) {
+        throw argumentError(
+          COMPONENT,
+          "backups",
+          backup.workerId,
+          `one of this lease's backup worker ids (${this.backups.map((b) => b.workerId).join(", ") || "none"})`,
+        );
+      }
+      checkTimestamp("backups[].lastTimestamp", backup.lastTimestamp);
+      updates.push([held, backup.lastTimestamp]);
+    }
+    for (const [held, timestamp] of updates) held.reported = Math.max(held.reported, timestamp);
+    await this.serial(() => this.renew());
+  }
+
+  /**
+   * Frees the ids for other nodes: writes the final timestamp (default: the later of the last report
+   * and the clock), clears the holder. Idempotent. Rejects with UNAVAILABLE when MySQL cannot be
+   * reached; the ids then come back when the lease ends, and the stored horizon still covers every id
+   * this holder could have issued.
+   */
+  async release(finalTimestampMs?: number): Promise<void> {
+    if (this.released) return;
+    if (finalTimestampMs !== undefined) checkTimestamp("finalTimestampMs", finalTimestampMs);
+    this.released = true;
+    this.stopTimers();
+    try {
+      if (this.lost.aborted) return;
+      const primary = this.ids[0]!;
+      primary.reported = Math.max(primary.reported, finalTimestampMs ?? this.settings.clock.now());
+      for (const held of this.ids.slice(1)) {
+        if (finalTimestampMs === undefined) {
+          held.reported = Math.max(held.reported, this.settings.clock.now());
+        }
+      }
+      await this.serial(async () => {
+        for (const held of this.ids) {
+          await this.settings.db.query<ResultSetHeader>(
+            `UPDATE \`${this.settings.table}\` SET holder = NULL, lease_until = NULL, issue_horizon = 0, ` +
+              "last_timestamp = GREATEST(last_timestamp, ?), updated_at = UTC_TIMESTAMP(3) " +
+              "WHERE leaf_name = ? AND worker_id = ? AND holder = ?",
+            [held.reported, this.node.name, held.workerId, this.token],
+            `releasing worker id ${held.workerId}`,
+          );
+        }
+      });
+    } finally {
+      this.settings.forget(this);
+    }
+  }
+
+  /** Ends the lease without releasing it (the registry is closing): it is lost from here on. */
+  abandon(reason: LeafError): void {
+    this.stopTimers();
+    if (!this.lost.aborted && !this.released) this.controller.abort(reason);
+  }
+
+  private checkUsable(): void {
+    if (this.lost.aborted) throw this.lost.reason;
+    if (this.released) {
+      throw new LeafError({
+        component: COMPONENT,
+        code: ErrorCodes.CLOSED,
+        message: `worker id ${this.workerId} lease was released: acquire a new one`,
+      });
+    }
+  }
+
+  private serial<T>(task: () => Promise<T>): Promise<T> {
+    const next = this.queue.then(task, task);
+    this.queue = next.catch(() => {});
+    return next;
+  }
+
+  /** Extends the lease of every held id by one guarded UPDATE each; moves the deadline on success. */
+  private async renew(): Promise<void> {
+    if (this.lost.aborted) throw this.lost.reason;
+    if (performance.now() >= this.deadline) throw this.fence();
+    const sentAt = performance.now();
+    // Past the latest timestamp this holder may issue if this is its last successful renewal: it
+    // fences at lease - margin, and the margin absorbs a late fence timer. Reported timestamps count
+    // too, in case the generator reads a clock ahead of this registry's.
+    const now = Math.max(this.settings.clock.now(), ...this.ids.map((h) => h.reported));
+    const horizon = now + this.settings.leaseMs;
+    for (const held of this.ids) {
+      const result = await this.settings.db.query<ResultSetHeader>(
+        `UPDATE \`${this.settings.table}\` SET lease_until = UTC_TIMESTAMP(3) + INTERVAL ? MICROSECOND, ` +
+          "last_timestamp = GREATEST(last_timestamp, ?), issue_horizon = GREATEST(issue_horizon, ?), " +
+          "updated_at = UTC_TIMESTAMP(3) WHERE leaf_name = ? AND worker_id = ? AND holder = ?",
+        [
+          this.settings.leaseMs * 1000,
+          held.reported,
+          horizon,
+          this.node.name,
+          held.workerId,
+          this.token,
+        ],
+        `renewing worker id ${held.workerId}`,
+      );
+      if (this.lost.aborted) throw this.lost.reason;
+      if (result.affectedRows !== 1) {
+        throw this.lose(
+          `worker id ${held.workerId} is no longer held by this node in ${this.settings.table} ` +
+            "(taken over or removed)",
+        );
+      }
+    }
+    if (this.lost.aborted || this.released) return;
+    this.lastRenewedAt = sentAt;
+    this.deadline = sentAt + this.settings.leaseMs - this.settings.safetyMarginMs;
+    this.armFence();
+  }
+
+  private scheduleRenewal(): void {
+    clearTimeout(this.renewTimer);
+    this.renewTimer = setTimeout(() => {
+      this.serial(() => this.renew())
+        .catch(() => {})
+        .finally(() => {
+          if (!this.lost.aborted && !this.released) this.scheduleRenewal();
+        });
+    }, this.settings.renewIntervalMs);
+    this.renewTimer.unref();
+  }
+
+  private armFence(): void {
+    clearTimeout(this.fenceTimer);
+    this.fenceTimer = setTimeout(
+      () => {
+        if (performance.now() >= this.deadline) this.fence();
+        else this.armFence();
+      },
+      Math.max(0, this.deadline - performance.now()),
+    );
+    this.fenceTimer.unref();
+  }
+
+  /** No successful renewal for lease - margin: stop before the database may give the id away. */
+  private fence(): LeafError {
+    const silentMs = Math.round(performance.now() - this.lastRenewedAt);
+    return this.lose(
+      `no successful renewal for ${silentMs} ms (lease ${this.settings.leaseMs} ms, safety margin ` +
+        `${this.settings.safetyMarginMs} ms): fenced before the database may give the id to another node`,
+    );
+  }
+
+  /** Aborts `lost` (once) and returns the reason. */
+  private lose(why: string): LeafError {
+    if (!this.lost.aborted) {
+      this.stopTimers();
+      this.controller.abort(
+        new LeafError({
+          component: COMPONENT,
+          code: ErrorCodes.LEASE_LOST,
+          leafCode: LeafCodes.LEASE_LOST,
+          message: `worker id ${this.workerId} lease lost: ${why}; no ids may be issued under it`,
+          details: { workerId: this.workerId, backups: this.backups.map((b) => b.workerId) },
+        }),
+      );
+      this.settings.forget(this);
+    }
+    return this.lost.reason as LeafError;
+  }
+
+  private stopTimers(): void {
+    clearTimeout(this.fenceTimer);
+    clearTimeout(this.renewTimer);
+  }
+}

@@ -1,0 +1,680 @@
+// Normal mode, compatible with Java Leaf: one persistent sequential node per ip:port under
+// `/snowflake/{name}/forever`, whose sequence number is the worker id for good. Added to what Java
+// Leaf does: an ephemeral marker per live ip:port (`temporary`, after Meituan's blog) that keeps a
+// second process off the same id and tells which peers are live, the peer clock check, and a cache
+// file that is used only after its timestamp check passes (Java Leaf #97).
+//
+// The id belongs to the ip:port, not to the session: when the session is lost the lease is not
+// fenced (as in Java Leaf, ids keep flowing), reports go to the cache file, and the next report
+// opens a new session, takes the marker again and checks the id is still this node's.
+import {
+  type BackupWorker,
+  type CachedLease,
+  checkClockNotBehind,
+  delay,
+  ErrorCodes,
+  isLeafError,
+  LeafError,
+  type NodeIdentity,
+  readLeaseCache,
+  type WorkerLease,
+  writeLeaseCache,
+} from "@leaf/core";
+import {
+  type CheckedRequest,
+  checkTimestamp,
+  clockPair,
+  leaseLost,
+  releasedError,
+  Serial,
+} from "./lease-support";
+import { COMPONENT, type ResolvedOptions } from "./options";
+import {
+  decodeEndpoint,
+  decodeHolder,
+  encodeEndpoint,
+  encodeHolder,
+  type ForeverChild,
+  type LeafTree,
+  leafTree,
+  nodeKey,
+  parseForeverChild,
+} from "./paths";
+import { checkPeerClocks, type PeerReport } from "./peer-clock";
+import { ZkCodes, type ZkSession, zkCode } from "./zk-session";
+import type { RegistryContext, TrackedLease } from "./zookeeper-registry";
+
+/** One worker id of a lease (the primary or a backup) and its `forever` node. */
+interface Slot {
+  key: string;
+  workerId: number;
+  path: string;
+  /** Highest timestamp known to be stored in ZooKeeper (or the cache). */
+  stored: number;
+  /** Highest timestamp reported through this lease. */
+  reported: number;
+  /** Version of the `forever` node for compare-and-set writes; undefined: read it first. */
+  version: number | undefined;
+}
+
+/** Grants `request.node` its fixed worker id (and backups), creating them on first use. */
+export async function acquireNormal(
+  context: RegistryContext,
+  request: CheckedRequest,
+): Promise<WorkerLease> {
+  const { node } = request;
+  const options = context.options;
+  const cachePath = options.cacheFile?.(node);
+  let session: ZkSession;
+  try {
+    session = await context.openSession(request.signal!);
+  } catch (error) {
+    if (!isLeafError(error, ErrorCodes.UNAVAILABLE)) throw error;
+    return leaseFromCache(context, request, cachePath, error);
+  }
+  try {
+    return await acquireFromZookeeper(context, request, session, cachePath);
+  } catch (error) {
+    await session.close();
+    // ZooKeeper stopped answering half-way: the cache is as good a start as a failed connect.
+    if (isLeafError(error, ErrorCodes.UNAVAILABLE)) {
+      return leaseFromCache(context, request, cachePath, error);
+    }
+    throw error;
+  }
+}
+
+async function acquireFromZookeeper(
+  context: RegistryContext,
+  request: CheckedRequest,
+  session: ZkSession,
+  cachePath: string | undefined,
+): Promise<WorkerLease> {
+  const { node } = request;
+  const options = context.options;
+  const tree = leafTree(node.name);
+  await session.ensurePath(tree.forever);
+  await session.ensurePath(tree.temporary);
+  await refuseRecycleTree(session, tree);
+  const marker = await claimMarker(session, tree, node, options, {
+    previousSessions: [],
+    wait: true,
+    signal: request.signal,
+  });
+  const listing = await session.getChildren(tree.forever);
+  const children = (listing?.children ?? []).map(parseForeverChild).filter((c) => c !== undefined);
+  if (options.peerClockCheck) {
+    const peers = await readPeers(session, tree, node, children);
+    checkPeerClocks({ ...marker.clock, peers, ...options.peerClockCheck });
+  }
+  const slots: Slot[] = [];
+  for (let k = 0; k <= request.backups; k++) {
+    const key = nodeKey(node, k);
+    const own = lowestFor(children, key);
+    slots.push(
+      own
+        ? await readSlot(session, tree, key, own, request.maxWorkerId, node)
+        : await createSlot(session, tree, node, key, listing?.stat.cversion ?? 0, request, options),
+    );
+  }
+  const primary = slots[0]!;
+  const cached = readCacheQuietly(cachePath);
+  const useCache = cached && sameNode(cached.node, node) && cached.workerId === primary.workerId;
+  if (useCache) primary.stored = Math.max(primary.stored, cached.timestamp);
+  checkClockNotBehind({
+    component: COMPONENT,
+    lastTimestamp: primary.stored,
+    now: options.clock.now(),
+    toleranceMs: options.clockToleranceMs,
+    source: `ZooKeeper node ${primary.path}${useCache ? ` and cache file ${cachePath}` : ""}`,
+    workerId: primary.workerId,
+  });
+  await session.setData(marker.path, holderData(node, primary.workerId, session, options), -1);
+  const lease = new NormalLease(context, node, tree, slots, cachePath);
+  try {
+    lease.writeCache();
+  } catch (error) {
+    throw new LeafError({
+      component: COMPONENT,
+      code: ErrorCodes.INVALID_CONFIG,
+      message: `cannot write the cache file ${cachePath}: ${(error as Error).message}; fix the path or its permissions, or set cacheFile: false`,
+      details: { key: "cacheFile", value: cachePath },
+      cause: error,
+    });
+  }
+  lease.attach(session, marker.path);
+  context.track(lease);
+  return lease;
+}
+
+/** Java Leaf's start without ZooKeeper: the cached id, only when the clock is past its timestamp. */
+function leaseFromCache(
+  context: RegistryContext,
+  request: CheckedRequest,
+  cachePath: string | undefined,
+  cause: LeafError,
+): WorkerLease {
+  const { node } = request;
+  const unusable = (why: string) =>
+    new LeafError({
+      component: COMPONENT,
+      code: ErrorCodes.UNAVAILABLE,
+      message: `${cause.message.replace(/^\[leaf\] \[registry-zk\] /, "")}, and ${why}`,
+      details: { ...cause.details, cacheFile: cachePath },
+      cause,
+    });
+  if (!cachePath) throw unusable("the cache file is switched off (cacheFile: false)");
+  const cached = readLeaseCache(cachePath, COMPONENT);
+  if (!cached) throw unusable(`there is no cache file at ${cachePath} to start from`);
+  if (cached.registry !== "zk" || !sameNode(cached.node, node)) {
+    throw unusable(
+      `the cache file ${cachePath} belongs to ${cached.registry} ${cached.node.name} ` +
+        `${cached.node.ip}:${cached.node.port}, not to ${node.name} ${nodeKey(node)}`,
+    );
+  }
+  if ((cached.backups?.length ?? 0) < request.backups) {
+    throw unusable(
+      `the cache file ${cachePath} holds ${cached.backups?.length ?? 0} backup id(s), ` +
+        `${request.backups} asked for`,
+    );
+  }
+  const ids = [cached.workerId, ...(cached.backups ?? []).map((b) => b.workerId)];
+  const tooHigh = ids.find((id) => id > request.maxWorkerId);
+  if (tooHigh !== undefined) throw exhausted(node, tooHigh, request.maxWorkerId);
+  const options = context.options;
+  checkClockNotBehind({
+    component: COMPONENT,
+    lastTimestamp: cached.timestamp,
+    now: options.clock.now(),
+    toleranceMs: options.clockToleranceMs,
+    source: `cache file ${cachePath} (ZooKeeper unreachable)`,
+    workerId: cached.workerId,
+  });
+  const tree = leafTree(node.name);
+  const slotOf = (k: number, workerId: number, stored: number): Slot => {
+    const key = nodeKey(node, k);
+    return {
+      key,
+      workerId,
+      path: `${tree.forever}/${key}-${String(workerId).padStart(10, "0")}`,
+      stored,
+      reported: 0,
+      version: undefined,
+    };
+  };
+  const slots = [
+    slotOf(0, cached.workerId, cached.timestamp),
+    ...(cached.backups ?? [])
+      .slice(0, request.backups)
+      .map((b, i) => slotOf(i + 1, b.workerId, b.lastTimestamp)),
+  ];
+  const lease = new NormalLease(context, node, tree, slots, cachePath);
+  context.track(lease);
+  return lease;
+}
+
+/** A fixed worker id held by this node. */
+class NormalLease implements WorkerLease, TrackedLease {
+  readonly workerId: number;
+  readonly lastTimestamp: number;
+  readonly backups: readonly BackupWorker[];
+  readonly lost: AbortSignal;
+  private readonly lostController = new AbortController();
+  private readonly serial = new Serial();
+  private readonly previousSessions: string[] = [];
+  private session: ZkSession | undefined;
+  private markerPath: string | undefined;
+  private released = false;
+  private releasing: Promise<void> | undefined;
+
+  constructor(
+    private readonly context: RegistryContext,
+    private readonly node: NodeIdentity,
+    private readonly tree: LeafTree,
+    private readonly slots: Slot[],
+    private readonly cachePath: string | undefined,
+  ) {
+    this.lost = this.lostController.signal;
+    const [primary, ...backups] = slots;
+    this.workerId = primary!.workerId;
+    this.lastTimestamp = primary!.stored;
+    this.backups = backups.map((s) => ({ workerId: s.workerId, lastTimestamp: s.stored }));
+  }
+
+  report(timestampMs: number, backups?: readonly BackupWorker[]): Promise<void> {
+    return this.serial.run(async () => {
+      if (this.lost.aborted) throw this.lost.reason;
+      if (this.released) throw releasedError(this.workerId);
+      await this.store(timestampMs, backups);
+    });
+  }
+
+  release(finalTimestampMs?: number): Promise<void> {
+    if (finalTimestampMs !== undefined) checkTimestamp("finalTimestampMs", finalTimestampMs);
+    this.releasing ??= this.serial.run(async () => {
+      if (!this.lost.aborted && finalTimestampMs !== undefined) {
+        // The cache file keeps the final timestamp when ZooKeeper cannot be reached; a detached
+        // lease does not wait for a new session just to say goodbye.
+        await this.store(finalTimestampMs, undefined, false).catch(() => {});
+      }
+      this.released = true;
+      this.context.untrack(this);
+      const session = this.session;
+      this.session = undefined;
+      if (session && this.markerPath) {
+        await session.remove(this.markerPath, -1).catch(() => {});
+      }
+      await session?.close();
+    });
+    return this.releasing;
+  }
+
+  async shutdown(why: string): Promise<void> {
+    const session = this.session;
+    this.lose(why);
+    await session?.close();
+  }
+
+  /** Takes `session` as the lease's connection; a lost session detaches it again. */
+  attach(session: ZkSession, markerPath: string): void {
+    this.session = session;
+    this.markerPath = markerPath;
+    session.lost.addEventListener(
+      "abort",
+      () => {
+        if (this.session !== session) return;
+        this.previousSessions.push(session.sessionId);
+        this.session = undefined;
+      },
+      { once: true },
+    );
+    this.watchMarker(session, markerPath);
+  }
+
+  /** Writes the cache file with the highest timestamps known. */
+  writeCache(): void {
+    if (!this.cachePath) return;
+    const [primary, ...backups] = this.slots;
+    const cached: CachedLease = {
+      node: { name: this.node.name, ip: this.node.ip, port: this.node.port },
+      workerId: primary!.workerId,
+      timestamp: Math.max(primary!.stored, primary!.reported),
+      backups: backups.map((s) => ({
+        workerId: s.workerId,
+        lastTimestamp: Math.max(s.stored, s.reported),
+      })),
+      registry: "zk",
+    };
+    writeLeaseCache(this.cachePath, cached);
+  }
+
+  private async store(
+    timestampMs: number,
+    backups: readonly BackupWorker[] | undefined,
+    reattach = true,
+  ) {
+    checkTimestamp("timestampMs", timestampMs);
+    const primary = this.slots[0]!;
+    primary.reported = Math.max(primary.reported, timestampMs);
+    for (const backup of backups ?? []) {
+      const slot = this.slots.find((s) => s.workerId === backup?.workerId);
+      if (slot && slot !== primary) {
+        slot.reported = Math.max(slot.reported, checkTimestamp("backups", backup.lastTimestamp));
+      }
+    }
+    let cacheError: unknown;
+    try {
+      this.writeCache();
+    } catch (error) {
+      cacheError = error;
+    }
+    const session = this.session ?? (reattach ? await this.reattach() : undefined);
+    if (session) for (const slot of this.slots) await this.writeSlot(session, slot);
+    if (cacheError) {
+      throw new LeafError({
+        component: COMPONENT,
+        code: ErrorCodes.UNAVAILABLE,
+        message: `worker id ${this.workerId}: reported to ZooKeeper, but the cache file ${this.cachePath} could not be written: ${(cacheError as Error).message}`,
+        details: { cacheFile: this.cachePath },
+        cause: cacheError,
+      });
+    }
+  }
+
+  /** Compare-and-set of the stored timestamp: it only ever moves forward. */
+  private async writeSlot(session: ZkSession, slot: Slot): Promise<void> {
+    for (let attempt = 0; attempt < 5; attempt++) {
+      if (slot.version === undefined) {
+        const current = await session.getData(slot.path);
+        if (!current) throw this.lose(`its ZooKeeper node ${slot.path} was deleted`);
+        slot.stored = Math.max(slot.stored, decodeEndpoint(slot.path, current.data).timestamp);
+        slot.version = current.stat.version;
+      }
+      const target = Math.max(slot.stored, slot.reported);
+      try {
+        const stat = await session.setData(
+          slot.path,
+          encodeEndpoint(this.node, target),
+          slot.version,
+        );
+        slot.version = stat.version;
+        slot.stored = target;
+        return;
+      } catch (error) {
+        const code = zkCode(error);
+        if (code === ZkCodes.BAD_VERSION) slot.version = undefined;
+        else if (code === ZkCodes.NO_NODE) {
+          throw this.lose(`its ZooKeeper node ${slot.path} was deleted`);
+        } else throw error;
+      }
+    }
+    throw new LeafError({
+      component: COMPONENT,
+      code: ErrorCodes.UNAVAILABLE,
+      message: `worker id ${slot.workerId}: ${slot.path} kept changing under the report; another writer uses it`,
+      details: { path: slot.path },
+    });
+  }
+
+  /** Opens a new session after the last was lost, takes the marker again, checks the ids. */
+  private async reattach(): Promise<ZkSession> {
+    const options = this.context.options;
+    const session = await this.context.openSession(this.context.closed);
+    try {
+      const marker = await claimMarker(session, this.tree, this.node, options, {
+        previousSessions: this.previousSessions,
+        wait: false,
+        signal: this.context.closed,
+      }).catch((error) => {
+        if (isLeafError(error, ErrorCodes.WORKER_ID_IN_USE)) {
+          throw this.lose(`another process took ${nodeKey(this.node)}: ${error.message}`);
+        }
+        throw error;
+      });
+      const listing = await session.getChildren(this.tree.forever);
+      const children = (listing?.children ?? [])
+        .map(parseForeverChild)
+        .filter((c) => c !== undefined);
+      for (const slot of this.slots) {
+        const own = lowestFor(children, slot.key);
+        if (!own || own.sequence !== slot.workerId) {
+          throw this.lose(
+            own
+              ? `ZooKeeper now gives ${slot.key} worker id ${own.sequence}`
+              : `ZooKeeper has no node for ${slot.key} under ${this.tree.forever} any more`,
+          );
+        }
+        slot.path = `${this.tree.forever}/${own.name}`;
+        slot.version = undefined;
+      }
+      await session.setData(
+        marker.path,
+        holderData(this.node, this.workerId, session, options),
+        -1,
+      );
+      if (this.lost.aborted || this.released)
+        throw this.lost.reason ?? releasedError(this.workerId);
+      this.attach(session, marker.path);
+      return session;
+    } catch (error) {
+      await session.close();
+      throw error;
+    }
+  }
+
+  private watchMarker(session: ZkSession, path: string): void {
+    const current = () => this.session === session && !this.released && !session.lost.aborted;
+    session
+      .exists(path, (type) => {
+        if (!current()) return;
+        if (type === "deleted") this.lose(`its live marker ${path} was deleted by another client`);
+        else this.watchMarker(session, path);
+      })
+      .then((stat) => {
+        // Deleted before the watch was set: the watch waits for a creation instead.
+        if (!stat && current()) this.lose(`its live marker ${path} was deleted by another client`);
+      })
+      .catch(() => {});
+  }
+
+  /** Aborts `lost` (once) and ends the session; returns the reason. */
+  private lose(why: string): LeafError {
+    if (!this.lost.aborted) {
+      this.lostController.abort(leaseLost(this.workerId, why));
+      this.context.untrack(this);
+      const session = this.session;
+      this.session = undefined;
+      void session?.close();
+    }
+    return this.lost.reason as LeafError;
+  }
+}
+
+/**
+ * Creates the ephemeral marker `temporary/{ip}:{port}`. When another session holds it: a session of
+ * this lease's past is cleared away; else, with `wait`, waits for it to expire (a crashed previous
+ * process), and otherwise fails with WORKER_ID_IN_USE. Returns its path and the clocks at creation.
+ */
+async function claimMarker(
+  session: ZkSession,
+  tree: LeafTree,
+  node: NodeIdentity,
+  options: ResolvedOptions,
+  how: { previousSessions: readonly string[]; wait: boolean; signal: AbortSignal | undefined },
+): Promise<{ path: string; clock: { now: number; serverNow: number } }> {
+  const path = `${tree.temporary}/${nodeKey(node)}`;
+  let waited = false;
+  for (;;) {
+    try {
+      const clock = await clockPair(options.clock, async () => {
+        await session.create(path, holderData(node, -1, session, options), "ephemeral");
+        const stat = await session.exists(path);
+        return stat?.ctime ?? Date.now();
+      });
+      return { path, clock };
+    } catch (error) {
+      if (zkCode(error) !== ZkCodes.NODE_EXISTS) throw error;
+    }
+    const current = await session.getData(path);
+    if (!current) continue;
+    const owner = current.stat.ephemeralOwner;
+    if (owner === session.sessionId || how.previousSessions.includes(owner)) {
+      await session.remove(path, current.stat.version).catch((error) => {
+        const code = zkCode(error);
+        if (code !== ZkCodes.NO_NODE && code !== ZkCodes.BAD_VERSION) throw error;
+      });
+      continue;
+    }
+    const holder = decodeHolder(current.data);
+    const waitMs =
+      options.inUseWaitMs ??
+      (typeof holder?.sessionTimeoutMs === "number" ? holder.sessionTimeoutMs : 0) + 1_000;
+    if (how.wait && !waited && waitMs > 0) {
+      waited = true;
+      const deadline = Date.now() + waitMs;
+      while (Date.now() < deadline && (await session.exists(path))) {
+        await delay(Math.min(200, Math.max(10, deadline - Date.now())), how.signal);
+      }
+      continue;
+    }
+    throw new LeafError({
+      component: COMPONENT,
+      code: ErrorCodes.WORKER_ID_IN_USE,
+      message:
+        `${node.name} ${nodeKey(node)} is held by another live process: ZooKeeper session ` +
+        `0x${owner} holds ${path}${holder?.pid ? ` (pid ${holder.pid}` : " ("}` +
+        `${typeof holder?.workerId === "number" && holder.workerId >= 0 ? `, worker id ${holder.workerId}` : ""})` +
+        `${how.wait ? ` and did not go within ${waitMs} ms` : ""}; stop that process or give this node another port`,
+      details: { path, owner, holder },
+    });
+  }
+}
+
+async function readSlot(
+  session: ZkSession,
+  tree: LeafTree,
+  key: string,
+  own: ForeverChild,
+  maxWorkerId: number,
+  node: NodeIdentity,
+): Promise<Slot> {
+  if (own.sequence > maxWorkerId) throw exhausted(node, own.sequence, maxWorkerId);
+  const path = `${tree.forever}/${own.name}`;
+  const current = await session.getData(path);
+  if (!current) {
+    throw new LeafError({
+      component: COMPONENT,
+      code: ErrorCodes.UNAVAILABLE,
+      message: `${path} was deleted while this node started; try again`,
+      details: { path },
+    });
+  }
+  const endpoint = decodeEndpoint(path, current.data);
+  return {
+    key,
+    workerId: own.sequence,
+    path,
+    stored: endpoint.timestamp,
+    reported: 0,
+    version: current.stat.version,
+  };
+}
+
+/** Java Leaf's first start of an ip:port: a persistent sequential node holding the clock. */
+async function createSlot(
+  session: ZkSession,
+  tree: LeafTree,
+  node: NodeIdentity,
+  key: string,
+  cversion: number,
+  request: CheckedRequest,
+  options: ResolvedOptions,
+): Promise<Slot> {
+  // The next sequence number is at least the parent's child version: refuse before wasting one.
+  if (cversion > request.maxWorkerId) throw exhausted(node, cversion, request.maxWorkerId);
+  const created = await session.create(
+    `${tree.forever}/${key}-`,
+    encodeEndpoint(node, options.clock.now()),
+    "persistent-sequential",
+  );
+  const child = parseForeverChild(created.slice(created.lastIndexOf("/") + 1));
+  if (!child) {
+    throw new LeafError({
+      component: COMPONENT,
+      code: ErrorCodes.CORRUPT_DATA,
+      message: `ZooKeeper created ${created}, which has no sequence number`,
+      details: { path: created },
+    });
+  }
+  if (child.sequence > request.maxWorkerId) {
+    throw exhausted(node, child.sequence, request.maxWorkerId);
+  }
+  // A new id was never used: lastTimestamp 0. The first report reads the node (version and the
+  // creation timestamp) before writing, so even that one never moves the stored value back.
+  return {
+    key,
+    workerId: child.sequence,
+    path: created,
+    stored: 0,
+    reported: 0,
+    version: undefined,
+  };
+}
+
+/** The live peers' last reports: `forever` nodes whose ip:port holds a live marker. */
+async function readPeers(
+  session: ZkSession,
+  tree: LeafTree,
+  node: NodeIdentity,
+  children: readonly ForeverChild[],
+): Promise<PeerReport[]> {
+  const live = new Set((await session.getChildren(tree.temporary))?.children ?? []);
+  live.delete(nodeKey(node));
+  const peers = children.filter((c) => live.has(c.key));
+  const reports = await Promise.all(
+    peers.map(async (peer) => {
+      const path = `${tree.forever}/${peer.name}`;
+      const current = await session.getData(path);
+      if (!current) return undefined;
+      try {
+        const endpoint = decodeEndpoint(path, current.data);
+        return { key: peer.key, timestamp: endpoint.timestamp, storedAt: current.stat.mtime };
+      } catch {
+        return undefined;
+      }
+    }),
+  );
+  return reports.filter((r) => r !== undefined);
+}
+
+/** Normal and recycle ids of one leaf name would collide: refuse a name the other mode uses. */
+async function refuseRecycleTree(session: ZkSession, tree: LeafTree): Promise<void> {
+  const records = await session.getChildren(tree.recycleWorkers);
+  const fork = await session.getChildren(tree.forkInUse);
+  const used = records?.children.length
+    ? tree.recycleWorkers
+    : fork?.children.length
+      ? tree.forkInUse
+      : undefined;
+  if (used) {
+    throw new LeafError({
+      component: COMPONENT,
+      code: ErrorCodes.INVALID_CONFIG,
+      message:
+        `leaf name ${tree.root.slice("/snowflake/".length)} is used in recycle mode (${used} has ` +
+        'children): normal-mode ids would collide with its ids. Use mode "recycle" or another leaf name',
+      details: { key: "mode", path: used },
+    });
+  }
+}
+
+function lowestFor(children: readonly ForeverChild[], key: string): ForeverChild | undefined {
+  let best: ForeverChild | undefined;
+  for (const child of children) {
+    if (child.key === key && (!best || child.sequence < best.sequence)) best = child;
+  }
+  return best;
+}
+
+function exhausted(node: NodeIdentity, workerId: number, maxWorkerId: number): LeafError {
+  return new LeafError({
+    component: COMPONENT,
+    code: ErrorCodes.WORKER_IDS_EXHAUSTED,
+    message:
+      `ZooKeeper's worker ids for leaf name ${node.name} are used up: ${nodeKey(node)} would get ` +
+      `worker id ${workerId}, but the layout holds 0..${maxWorkerId}. Normal mode never reuses an id ` +
+      "(Java Leaf's rule: one forever node per ip:port ever seen). Recover with a new leaf name once " +
+      'every node has moved to it, or with mode "recycle", which reuses the ids of nodes that are gone',
+    details: { name: node.name, node: nodeKey(node), workerId, maxWorkerId },
+  });
+}
+
+function holderData(
+  node: NodeIdentity,
+  workerId: number,
+  session: ZkSession,
+  options: ResolvedOptions,
+): Buffer {
+  return encodeHolder({
+    ip: node.ip,
+    port: String(node.port),
+    workerId,
+    pid: process.pid,
+    sessionTimeoutMs: session.sessionTimeoutMs,
+    since: options.clock.now(),
+  });
+}
+
+function sameNode(a: NodeIdentity, b: NodeIdentity): boolean {
+  return a.name === b.name && a.ip === b.ip && a.port === b.port;
+}
+
+function readCacheQuietly(path: string | undefined): CachedLease | undefined {
+  if (!path) return undefined;
+  try {
+    return readLeaseCache(path, COMPONENT);
+  } catch {
+    // ZooKeeper answered: a broken cache file is rewritten below.
+    return undefined;
+  }
+}

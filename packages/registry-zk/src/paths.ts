@@ -1,0 +1,191 @@
+// The ZooKeeper tree and the data of its nodes. Normal mode writes exactly what Java Leaf writes
+// (`/snowflake/{name}/forever/{ip}:{port}-{10-digit sequence}`, `{"ip","port","timestamp"}`), so
+// both can share a tree; everything else lives beside `forever` where Java Leaf never looks.
+import { argumentError, ErrorCodes, LeafError, type NodeIdentity } from "@leaf/core";
+import { COMPONENT } from "./options";
+
+/** Paths of one leaf name's tree. */
+export interface LeafTree {
+  /** `/snowflake/{name}` */
+  root: string;
+  /** `/snowflake/{name}/forever`: Java Leaf's persistent sequential node per ip:port. */
+  forever: string;
+  /** `/snowflake/{name}/temporary`: ephemeral marker per live ip:port (normal mode). */
+  temporary: string;
+  /** `/snowflake/{name}/recycle/workers`: persistent record per recyclable worker id. */
+  recycleWorkers: string;
+  /** `/snowflake/{name}/recycle/leases`: ephemeral lease per held recyclable worker id. */
+  recycleLeases: string;
+  /** `/snowflake/{name}/recycle/inuse`: the Leaf fork's in-use pool, never mixed with ours. */
+  forkInUse: string;
+}
+
+/** The tree of leaf name `name`. */
+export function leafTree(name: string): LeafTree {
+  const root = `/snowflake/${name}`;
+  return {
+    root,
+    forever: `${root}/forever`,
+    temporary: `${root}/temporary`,
+    recycleWorkers: `${root}/recycle/workers`,
+    recycleLeases: `${root}/recycle/leases`,
+    forkInUse: `${root}/recycle/inuse`,
+  };
+}
+
+/** Checks a node identity; throws INVALID_ARGUMENT naming the bad field. */
+export function checkNode(node: NodeIdentity | undefined): NodeIdentity {
+  if (!node || typeof node !== "object") {
+    throw argumentError(COMPONENT, "node", node, "{ name, ip, port }");
+  }
+  const { name, ip, port } = node;
+  if (
+    typeof name !== "string" ||
+    name === "" ||
+    name === "." ||
+    name === ".." ||
+    name.includes("/") ||
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it rejects
+    /[\u0000-\u001f\u007f]/.test(name)
+  ) {
+    throw argumentError(
+      COMPONENT,
+      "node.name",
+      name,
+      "a non-empty leaf name without '/' or control characters (one ZooKeeper path segment)",
+    );
+  }
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it rejects
+  if (typeof ip !== "string" || ip === "" || /[/\s\u0000-\u001f\u007f]/.test(ip)) {
+    throw argumentError(COMPONENT, "node.ip", ip, "an address such as 10.0.0.7, without '/'");
+  }
+  if (typeof port !== "number" || !Number.isInteger(port) || port < 1 || port > 65535) {
+    throw argumentError(COMPONENT, "node.port", port, "an integer port 1..65535");
+  }
+  return node;
+}
+
+/** Java Leaf's key of a node: `{ip}:{port}`. Backup ids get `{ip}:{port}~backup{k}` (k from 1). */
+export function nodeKey(node: NodeIdentity, backup = 0): string {
+  return backup === 0 ? `${node.ip}:${node.port}` : `${node.ip}:${node.port}~backup${backup}`;
+}
+
+/** A child of `forever`: `{key}-{sequence}`. */
+export interface ForeverChild {
+  /** The child's name. */
+  name: string;
+  /** `{ip}:{port}` (or a backup key). */
+  key: string;
+  /** The sequence number: the worker id. */
+  sequence: number;
+}
+
+/** Parses a child name of `forever`; undefined when it is not `{key}-{digits}`. */
+export function parseForeverChild(name: string): ForeverChild | undefined {
+  const dash = name.lastIndexOf("-");
+  if (dash <= 0) return undefined;
+  const digits = name.slice(dash + 1);
+  if (!/^\d{1,10}$/.test(digits)) return undefined;
+  return { name, key: name.slice(0, dash), sequence: Number(digits) };
+}
+
+/** Java Leaf's data of a `forever` node. */
+export interface Endpoint {
+  ip: string;
+  port: string;
+  /** ms since the Unix epoch. */
+  timestamp: number;
+}
+
+/** Java Leaf's JSON: `{"ip":"10.0.0.7","port":"8080","timestamp":1588421624602}`. */
+export function encodeEndpoint(node: NodeIdentity, timestamp: number): Buffer {
+  const endpoint: Endpoint = { ip: node.ip, port: String(node.port), timestamp };
+  return Buffer.from(JSON.stringify(endpoint));
+}
+
+/** Parses a `forever` node's data; throws CORRUPT_DATA naming the path. */
+export function decodeEndpoint(path: string, data: Buffer): Endpoint {
+  const value = parseJson(path, data) as Partial<Endpoint> & { port?: unknown };
+  const timestamp = value.timestamp;
+  if (typeof timestamp !== "number" || !Number.isSafeInteger(timestamp) || timestamp < 0) {
+    throw corrupt(path, `"timestamp" is ${JSON.stringify(timestamp)}, not ms since the epoch`);
+  }
+  return { ip: String(value.ip ?? ""), port: String(value.port ?? ""), timestamp };
+}
+
+/** The persistent record of a recyclable worker id. */
+export interface WorkerRecord {
+  workerId: number;
+  /** Highest timestamp ever reported under this id, ms since the Unix epoch (0: never used). */
+  timestamp: number;
+  /** The last holder, for operators and for giving a restarting node its id back. */
+  ip: string;
+  port: string;
+}
+
+/** `{"workerId":7,"timestamp":1767225600000,"ip":"10.0.0.7","port":"8080"}` */
+export function encodeRecord(record: WorkerRecord): Buffer {
+  return Buffer.from(JSON.stringify(record));
+}
+
+/** Parses a worker record; throws CORRUPT_DATA naming the path. */
+export function decodeRecord(path: string, data: Buffer, workerId: number): WorkerRecord {
+  const value = parseJson(path, data) as Partial<WorkerRecord>;
+  const timestamp = value.timestamp;
+  if (typeof timestamp !== "number" || !Number.isSafeInteger(timestamp) || timestamp < 0) {
+    throw corrupt(path, `"timestamp" is ${JSON.stringify(timestamp)}, not ms since the epoch`);
+  }
+  if (value.workerId !== workerId) {
+    throw corrupt(path, `"workerId" is ${JSON.stringify(value.workerId)}, expected ${workerId}`);
+  }
+  return { workerId, timestamp, ip: String(value.ip ?? ""), port: String(value.port ?? "") };
+}
+
+/** Data of an ephemeral node (lease or live marker): who holds it, for operators and waiters. */
+export interface HolderInfo {
+  ip: string;
+  port: string;
+  /** Worker id held (normal mode: the primary). */
+  workerId: number;
+  pid: number;
+  /** Session timeout the holder negotiated, ms: how long its node can outlive a crash. */
+  sessionTimeoutMs: number;
+  /** When it was taken, ms since the Unix epoch (holder's clock). */
+  since: number;
+}
+
+/** `{"ip":..,"port":..,"workerId":..,"pid":..,"sessionTimeoutMs":..,"since":..}` */
+export function encodeHolder(holder: HolderInfo): Buffer {
+  return Buffer.from(JSON.stringify(holder));
+}
+
+/** Parses holder data leniently (it only informs): undefined when unreadable. */
+export function decodeHolder(data: Buffer | undefined): Partial<HolderInfo> | undefined {
+  if (!data || data.length === 0) return undefined;
+  try {
+    const value = JSON.parse(data.toString("utf8"));
+    return value && typeof value === "object" ? value : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function parseJson(path: string, data: Buffer): Record<string, unknown> {
+  let value: unknown;
+  try {
+    value = JSON.parse(data.toString("utf8"));
+  } catch {
+    throw corrupt(path, `data ${JSON.stringify(data.toString("utf8").slice(0, 80))} is not JSON`);
+  }
+  if (!value || typeof value !== "object") throw corrupt(path, "data is not a JSON object");
+  return value as Record<string, unknown>;
+}
+
+function corrupt(path: string, what: string): LeafError {
+  return new LeafError({
+    component: COMPONENT,
+    code: ErrorCodes.CORRUPT_DATA,
+    message: `ZooKeeper node ${path} is not usable: ${what}; fix or delete the node`,
+    details: { path },
+  });
+}

@@ -1,0 +1,549 @@
+// One ZooKeeper session, with promises, time limits on every request, and a local judgement of
+// when the session may be gone. node-zookeeper-client has no read timeout: against a hung server
+// it never reports a disconnection. So the session sends its own heartbeats and, when the server
+// has been silent for `silenceLimitMs` (measured on the monotonic clock from the moment the last
+// answered request was sent), declares itself lost: before the server can expire it, since the
+// server's expiry counts the full session timeout from a later instant.
+import { performance } from "node:perf_hooks";
+import { ErrorCodes, LeafCodes, LeafError } from "@leaf/core";
+import zookeeper from "node-zookeeper-client";
+import { toClientAcls, type ZkAcl } from "./acl";
+import { COMPONENT, type DigestAuth } from "./options";
+
+/** What a session needs to connect. */
+export interface SessionSettings {
+  /** `host:port[,host:port...]` without the chroot. */
+  servers: string;
+  /** "" or an absolute path. */
+  chroot: string;
+  sessionTimeoutMs: number;
+  connectTimeoutMs: number;
+  operationTimeoutMs: number | undefined;
+  silenceLimitMs: number | undefined;
+  auth: DigestAuth | undefined;
+  acls: readonly ZkAcl[];
+}
+
+/** A node's metadata, with the times as numbers (ms, ZooKeeper's clock). */
+export interface NodeStat {
+  version: number;
+  cversion: number;
+  numChildren: number;
+  /** Creation time on the server, ms since the Unix epoch. */
+  ctime: number;
+  /** Last modification time on the server, ms since the Unix epoch. */
+  mtime: number;
+  /** Session id (16 hex digits) of an ephemeral node's owner; "0000000000000000" otherwise. */
+  ephemeralOwner: string;
+}
+
+/** One operation of a multi (ZooKeeper transaction). */
+export type MultiOp =
+  | { op: "create"; path: string; data: Buffer; mode: "persistent" | "ephemeral" }
+  | { op: "setData"; path: string; data: Buffer; version: number }
+  | { op: "check"; path: string; version: number }
+  | { op: "remove"; path: string; version: number };
+
+/** ZooKeeper's error codes the registry branches on. */
+export const ZkCodes = {
+  NO_NODE: zookeeper.Exception.NO_NODE,
+  NODE_EXISTS: zookeeper.Exception.NODE_EXISTS,
+  BAD_VERSION: zookeeper.Exception.BAD_VERSION,
+  NOT_EMPTY: zookeeper.Exception.NOT_EMPTY,
+  NO_AUTH: zookeeper.Exception.NO_AUTH,
+} as const;
+
+/** The ZooKeeper error code carried by a LeafError from a session request, if any. */
+export function zkCode(error: unknown): number | undefined {
+  if (error instanceof LeafError && typeof error.details.zkCode === "number") {
+    return error.details.zkCode;
+  }
+  return undefined;
+}
+
+const CLIENT_SIDE_CODES = new Set<number>([
+  zookeeper.Exception.CONNECTION_LOSS,
+  zookeeper.Exception.SESSION_EXPIRED,
+  zookeeper.Exception.OPERATION_TIMEOUT,
+]);
+const AUTH_CODES = new Set<number>([
+  zookeeper.Exception.NO_AUTH,
+  zookeeper.Exception.AUTH_FAILED,
+  zookeeper.Exception.INVALID_ACL,
+]);
+/** Connection-manager state "closed" (node-zookeeper-client 1.x internals). */
+const CLOSED_STATE = -2;
+
+interface Internals {
+  connectionManager?: {
+    state: number;
+    socket?: { destroy(): void; destroyed?: boolean };
+    on(event: "state", listener: (state: number) => void): void;
+    removeListener(event: "state", listener: (state: number) => void): void;
+  };
+}
+
+/** A connected ZooKeeper session. Create with {@link ZkSession.open}. */
+export class ZkSession {
+  /** Aborted when the session is gone or may be gone; the reason is a LeafError (LEASE_LOST). */
+  readonly lost: AbortSignal;
+  /** Session id, 16 hex digits. */
+  readonly sessionId: string;
+  /** Session timeout the server granted, in ms. */
+  readonly sessionTimeoutMs: number;
+  /** Silence after which the session counts as lost, in ms. */
+  readonly silenceLimitMs: number;
+  private readonly lostController = new AbortController();
+  private readonly acls: zookeeper.ACL[];
+  private readonly operationTimeoutMs: number;
+  private readonly failPending = new Set<(error: LeafError) => void>();
+  private lastHeardSentAt: number;
+  private heartbeatTimer: NodeJS.Timeout | undefined;
+  private silenceTimer: NodeJS.Timeout | undefined;
+  private heartbeatInFlight = false;
+  private closed = false;
+  private closing: Promise<void> | undefined;
+
+  private constructor(
+    private readonly client: zookeeper.Client,
+    private readonly settings: SessionSettings,
+    heardAt: number,
+  ) {
+    this.lost = this.lostController.signal;
+    this.sessionId = client.getSessionId().toString("hex");
+    this.sessionTimeoutMs = client.getSessionTimeout();
+    this.silenceLimitMs = Math.min(
+      settings.silenceLimitMs ?? Math.floor((this.sessionTimeoutMs * 2) / 3),
+      this.sessionTimeoutMs - 1,
+    );
+    this.operationTimeoutMs = settings.operationTimeoutMs ?? this.sessionTimeoutMs;
+    this.acls = toClientAcls(settings.acls);
+    this.lastHeardSentAt = heardAt;
+    client.on("expired", () => this.lose("the server expired the session"));
+    client.on("authenticationFailed", () =>
+      this.lose("the server refused the credentials (authentication failed)"),
+    );
+    const heartbeatMs = Math.max(20, Math.floor(this.silenceLimitMs / 4));
+    this.heartbeatTimer = setInterval(() => this.heartbeat(), heartbeatMs);
+    this.heartbeatTimer.unref();
+    this.silenceTimer = setInterval(
+      () => this.checkSilence(),
+      Math.max(10, Math.min(100, Math.floor(heartbeatMs / 2))),
+    );
+    this.silenceTimer.unref();
+  }
+
+  /**
+   * Connects, waits for the session (at most `connectTimeoutMs`) and for one answered request.
+   * Rejects with UNAVAILABLE when no server answers in time, or with the signal's reason.
+   */
+  static async open(settings: SessionSettings, signal?: AbortSignal): Promise<ZkSession> {
+    signal?.throwIfAborted();
+    const where = `${settings.servers}${settings.chroot}`;
+    const client = zookeeper.createClient(`${settings.servers}${settings.chroot}`, {
+      sessionTimeout: settings.sessionTimeoutMs,
+      spinDelay: 200,
+      retries: 0,
+    });
+    if (settings.auth) {
+      client.addAuthInfo(
+        "digest",
+        Buffer.from(`${settings.auth.username}:${settings.auth.password}`),
+      );
+    }
+    try {
+      await new Promise<void>((resolve, reject) => {
+        const timer = setTimeout(() => {
+          cleanup();
+          reject(
+            new LeafError({
+              component: COMPONENT,
+              code: ErrorCodes.UNAVAILABLE,
+              message:
+                `could not connect to ZooKeeper at ${where} within ${settings.connectTimeoutMs} ms; ` +
+                "check that the servers run and the connection string is right (connectTimeoutMs)",
+              details: { connectionString: where, connectTimeoutMs: settings.connectTimeoutMs },
+            }),
+          );
+        }, settings.connectTimeoutMs);
+        const onConnected = () => {
+          cleanup();
+          resolve();
+        };
+        const onAbort = () => {
+          cleanup();
+          reject(signal?.reason);
+        };
+        const onAuthFailed = () => {
+          cleanup();
+          reject(
+            new LeafError({
+              component: COMPONENT,
+              code: ErrorCodes.INVALID_CONFIG,
+              message: `ZooKeeper at ${where} refused the credentials; check the auth option`,
+              details: { key: "auth" },
+            }),
+          );
+        };
+        const cleanup = () => {
+          clearTimeout(timer);
+          client.removeListener("connected", onConnected);
+          client.removeListener("authenticationFailed", onAuthFailed);
+          signal?.removeEventListener("abort", onAbort);
+        };
+        client.once("connected", onConnected);
+        client.once("authenticationFailed", onAuthFailed);
+        signal?.addEventListener("abort", onAbort, { once: true });
+        client.connect();
+      });
+    } catch (error) {
+      void forceClose(client);
+      throw error;
+    }
+    // The server's expiry clock for this session started after this instant.
+    const heardAt = performance.now();
+    const session = new ZkSession(client, settings, heardAt);
+    try {
+      await session.exists("/");
+    } catch (error) {
+      void session.close();
+      throw error;
+    }
+    return session;
+  }
+
+  /** Reads a node; undefined when it does not exist. */
+  async getData(
+    path: string,
+    watcher?: (type: "deleted" | "changed" | "created") => void,
+  ): Promise<{ data: Buffer; stat: NodeStat } | undefined> {
+    try {
+      return await this.request<{ data: Buffer; stat: NodeStat }>(`read ${path}`, (done) => {
+        const callback = (error: unknown, data: Buffer, stat: zookeeper.Stat) =>
+          done(error, error ? undefined : { data: data ?? Buffer.alloc(0), stat: toStat(stat) });
+        if (watcher) this.client.getData(path, toWatcher(watcher), callback);
+        else this.client.getData(path, callback);
+      });
+    } catch (error) {
+      if (zkCode(error) === ZkCodes.NO_NODE) return undefined;
+      throw error;
+    }
+  }
+
+  /** A node's metadata; undefined when it does not exist. A watcher fires once on change. */
+  exists(
+    path: string,
+    watcher?: (type: "deleted" | "changed" | "created") => void,
+  ): Promise<NodeStat | undefined> {
+    return this.request(`check ${path}`, (done) => {
+      const callback = (error: unknown, stat: zookeeper.Stat | null) =>
+        done(error, stat ? toStat(stat) : undefined);
+      if (watcher) this.client.exists(path, toWatcher(watcher), callback);
+      else this.client.exists(path, callback);
+    });
+  }
+
+  /** A node's children; undefined when the node does not exist. */
+  async getChildren(path: string): Promise<{ children: string[]; stat: NodeStat } | undefined> {
+    try {
+      return await this.request(`list ${path}`, (done) =>
+        this.client.getChildren(path, (error, children, stat) =>
+          done(error, error ? undefined : { children, stat: toStat(stat) }),
+        ),
+      );
+    } catch (error) {
+      if (zkCode(error) === ZkCodes.NO_NODE) return undefined;
+      throw error;
+    }
+  }
+
+  /** Creates a node with the session's ACLs; returns its path (with the sequence, if any). */
+  create(
+    path: string,
+    data: Buffer,
+    mode: "persistent" | "persistent-sequential" | "ephemeral",
+  ): Promise<string> {
+    const clientMode = {
+      persistent: zookeeper.CreateMode.PERSISTENT,
+      "persistent-sequential": zookeeper.CreateMode.PERSISTENT_SEQUENTIAL,
+      ephemeral: zookeeper.CreateMode.EPHEMERAL,
+    }[mode];
+    return this.request(`create ${path}`, (done) =>
+      this.client.create(path, data, this.acls, clientMode, (error, created) =>
+        done(error, created),
+      ),
+    );
+  }
+
+  /** Writes a node's data when its version is `version` (-1: any); returns the new metadata. */
+  setData(path: string, data: Buffer, version: number): Promise<NodeStat> {
+    return this.request(`write ${path}`, (done) =>
+      this.client.setData(path, data, version, (error, stat) =>
+        done(error, error ? undefined : toStat(stat)),
+      ),
+    );
+  }
+
+  /** Deletes a node when its version is `version` (-1: any). */
+  remove(path: string, version: number): Promise<void> {
+    return this.request(`delete ${path}`, (done) =>
+      this.client.remove(path, version, (error) => done(error, undefined)),
+    );
+  }
+
+  /** Runs `ops` atomically: all or none. Rejects with the first failing op's code. */
+  multi(ops: readonly MultiOp[]): Promise<void> {
+    return this.request(`commit ${ops.map((o) => `${o.op} ${o.path}`).join(", ")}`, (done) => {
+      const transaction = this.client.transaction();
+      for (const o of ops) {
+        if (o.op === "create") {
+          const mode =
+            o.mode === "ephemeral"
+              ? zookeeper.CreateMode.EPHEMERAL
+              : zookeeper.CreateMode.PERSISTENT;
+          transaction.create(o.path, o.data, this.acls, mode);
+        } else if (o.op === "setData") transaction.setData(o.path, o.data, o.version);
+        else if (o.op === "check") transaction.check(o.path, o.version);
+        else transaction.remove(o.path, o.version);
+      }
+      transaction.commit((error) => done(error, undefined));
+    });
+  }
+
+  /** Creates `path` and its missing parents (persistent, empty, the session's ACLs). */
+  async ensurePath(path: string): Promise<void> {
+    let current = "";
+    for (const part of path.split("/").slice(1)) {
+      current = `${current}/${part}`;
+      if (await this.exists(current)) continue;
+      try {
+        await this.create(current, Buffer.alloc(0), "persistent");
+      } catch (error) {
+        if (zkCode(error) === ZkCodes.NODE_EXISTS) continue;
+        if (zkCode(error) === ZkCodes.NO_NODE && current.split("/").length === 2) {
+          // Only the chroot itself can be missing above a top-level node.
+          await this.createChroot();
+          await this.ensurePath(path);
+          return;
+        }
+        throw error;
+      }
+    }
+  }
+
+  /**
+   * Ends the session; resolves once the server confirmed (its ephemeral nodes are gone then) or,
+   * against a server that does not answer, after at most a second. Idempotent.
+   */
+  close(): Promise<void> {
+    if (this.closing) return this.closing;
+    this.closed = true;
+    this.stopTimers();
+    const closing = new LeafError({
+      component: COMPONENT,
+      code: ErrorCodes.CLOSED,
+      message: `ZooKeeper session 0x${this.sessionId} was closed`,
+    });
+    for (const fail of [...this.failPending]) fail(closing);
+    this.closing = forceClose(this.client);
+    return this.closing;
+  }
+
+  /** Declares the session lost (idempotent) and closes it. */
+  lose(why: string): void {
+    if (this.lost.aborted || this.closed) return;
+    this.lostController.abort(
+      new LeafError({
+        component: COMPONENT,
+        code: ErrorCodes.LEASE_LOST,
+        leafCode: LeafCodes.LEASE_LOST,
+        message: `ZooKeeper session 0x${this.sessionId} lost: ${why}`,
+        details: { sessionId: this.sessionId, sessionTimeoutMs: this.sessionTimeoutMs },
+      }),
+    );
+    void this.close();
+  }
+
+  private request<T>(
+    what: string,
+    run: (done: (error: unknown, value: T | undefined) => void) => void,
+  ) {
+    return new Promise<T>((resolve, reject) => {
+      if (this.closed || this.lost.aborted) {
+        reject(
+          unavailable(`cannot ${what}: ZooKeeper session 0x${this.sessionId} is closed`, what),
+        );
+        return;
+      }
+      const sentAt = performance.now();
+      let settled = false;
+      const settle = (error: unknown, value?: T) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        this.failPending.delete(settle);
+        if (error) reject(this.wrap(error, what));
+        else resolve(value as T);
+      };
+      const timer = setTimeout(
+        () =>
+          settle(
+            unavailable(
+              `ZooKeeper did not answer "${what}" within ${this.operationTimeoutMs} ms (operationTimeoutMs)`,
+              what,
+            ),
+          ),
+        this.operationTimeoutMs,
+      );
+      this.failPending.add(settle);
+      try {
+        run((error, value) => {
+          if (answeredByServer(error)) this.heard(sentAt);
+          settle(error, value);
+        });
+      } catch (error) {
+        settle(error);
+      }
+    });
+  }
+
+  private wrap(error: unknown, what: string): LeafError {
+    if (error instanceof LeafError) return error;
+    if (error instanceof zookeeper.Exception) {
+      const code = error.getCode();
+      const details = { zkCode: code, zkError: error.getName(), operation: what };
+      if (AUTH_CODES.has(code)) {
+        return new LeafError({
+          component: COMPONENT,
+          code: ErrorCodes.INVALID_CONFIG,
+          message:
+            `ZooKeeper refused to ${what}: ${error.getName()}; check the auth and acl options ` +
+            "and the ACLs of the existing nodes",
+          details: { key: "auth", ...details },
+          cause: error,
+        });
+      }
+      return new LeafError({
+        component: COMPONENT,
+        code: ErrorCodes.UNAVAILABLE,
+        message: `ZooKeeper could not ${what}: ${error.getName()}`,
+        details,
+        cause: error,
+      });
+    }
+    return new LeafError({
+      component: COMPONENT,
+      code: ErrorCodes.UNAVAILABLE,
+      message: `ZooKeeper request "${what}" failed: ${(error as Error)?.message ?? String(error)}`,
+      details: { operation: what },
+      cause: error,
+    });
+  }
+
+  private heard(sentAt: number): void {
+    if (sentAt > this.lastHeardSentAt) this.lastHeardSentAt = sentAt;
+  }
+
+  private heartbeat(): void {
+    if (this.heartbeatInFlight || this.closed) return;
+    this.heartbeatInFlight = true;
+    const sentAt = performance.now();
+    this.client.exists("/", (error) => {
+      this.heartbeatInFlight = false;
+      if (answeredByServer(error)) this.heard(sentAt);
+    });
+  }
+
+  private checkSilence(): void {
+    const silent = performance.now() - this.lastHeardSentAt;
+    if (silent > this.silenceLimitMs) {
+      this.lose(
+        `no answer from ZooKeeper for ${Math.round(silent)} ms (limit ${this.silenceLimitMs} ms, ` +
+          `session timeout ${this.sessionTimeoutMs} ms): the server may expire the session`,
+      );
+    }
+  }
+
+  private stopTimers(): void {
+    clearInterval(this.heartbeatTimer);
+    clearInterval(this.silenceTimer);
+    this.heartbeatTimer = undefined;
+    this.silenceTimer = undefined;
+  }
+
+  /** Creates the chroot path through a short session without chroot. */
+  private async createChroot(): Promise<void> {
+    const root = await ZkSession.open({ ...this.settings, chroot: "" });
+    try {
+      await root.ensurePath(this.settings.chroot);
+    } finally {
+      await root.close();
+    }
+  }
+}
+
+function answeredByServer(error: unknown): boolean {
+  if (!error) return true;
+  return error instanceof zookeeper.Exception && !CLIENT_SIDE_CODES.has(error.getCode());
+}
+
+function unavailable(message: string, what: string): LeafError {
+  return new LeafError({
+    component: COMPONENT,
+    code: ErrorCodes.UNAVAILABLE,
+    message,
+    details: { operation: what },
+  });
+}
+
+function toStat(stat: zookeeper.Stat): NodeStat {
+  return {
+    version: stat.version,
+    cversion: stat.cversion,
+    numChildren: stat.numChildren,
+    ctime: Number(stat.ctime.readBigInt64BE(0)),
+    mtime: Number(stat.mtime.readBigInt64BE(0)),
+    ephemeralOwner: stat.ephemeralOwner.toString("hex"),
+  };
+}
+
+function toWatcher(
+  watcher: (type: "deleted" | "changed" | "created") => void,
+): (event: zookeeper.Event) => void {
+  return (event) => {
+    const type = event.getType();
+    if (type === zookeeper.Event.NODE_DELETED) watcher("deleted");
+    else if (type === zookeeper.Event.NODE_DATA_CHANGED) watcher("changed");
+    else if (type === zookeeper.Event.NODE_CREATED) watcher("created");
+  };
+}
+
+/**
+ * Closes a client and makes sure its socket goes: against a hung server the close request is never
+ * answered and the library would keep the socket (and the process) alive. Resolves once the server
+ * has answered the close (so the session's ephemeral nodes are gone) or the socket was destroyed.
+ */
+function forceClose(client: zookeeper.Client): Promise<void> {
+  const manager = (client as unknown as Internals).connectionManager;
+  try {
+    client.close();
+  } catch {
+    // Already closed.
+  }
+  if (!manager || manager.state === CLOSED_STATE) return Promise.resolve();
+  return new Promise((resolve) => {
+    const onState = (state: number) => {
+      if (state !== CLOSED_STATE) return;
+      clearTimeout(timer);
+      manager.removeListener("state", onState);
+      resolve();
+    };
+    const timer = setTimeout(() => {
+      manager.removeListener("state", onState);
+      if (manager.state !== CLOSED_STATE) manager.socket?.destroy();
+      resolve();
+    }, 1_000);
+    timer.unref();
+    manager.on("state", onState);
+  });
+}

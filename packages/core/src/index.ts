@@ -48,6 +48,7 @@ export {
   type GeneratorState,
   type GeneratorTimestamps,
   type GeneratorWarning,
+  type LeaseDeadline,
   SnowflakeGenerator,
   type SnowflakeOptions,
 } from "./snowflake-generator";

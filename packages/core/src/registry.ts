@@ -55,6 +55,13 @@ export interface WorkerLease {
    */
   readonly lost: AbortSignal;
   /**
+   * Optional: the `performance.now()` instant (ms) after which this node must not issue ids under
+   * the lease unless a renewal moves it later. Registries whose leases expire on a timer (lease
+   * mode, sessions) set it, so the generator stops on time even when the event loop is too late to
+   * run the registry's own fencing timer. Read on every new tick; it may change after each renewal.
+   */
+  readonly fenceAt?: number;
+  /**
    * Records the generator's latest timestamp (ms) for the primary id and, optionally, the backups.
    * Called periodically (every 3 s by default). Never moves a stored timestamp backwards. Rejects
    * with a LeafError (UNAVAILABLE) when the backing store cannot be reached; the caller retries at

@@ -59,6 +59,14 @@ export interface SnowflakeOptions {
   onWarning?: (warning: GeneratorWarning) => void;
   /** Receives clock-rollback events. */
   onClockRollback?: (event: ClockRollbackEvent) => void;
+  /** The lease ids are issued under: its `fenceAt` deadline, when set, is honoured (see WorkerLease). */
+  lease?: LeaseDeadline;
+}
+
+/** The part of a lease the generator watches: a deadline on this node's monotonic clock. */
+export interface LeaseDeadline {
+  /** `performance.now()` ms after which no id may be issued until a renewal moves it. */
+  readonly fenceAt?: number;
 }
 
 /** What the generator last issued, per worker id, for timestamp reports. */
@@ -104,6 +112,7 @@ export class SnowflakeGenerator {
   /** The last id issued (valid while lastTick is current). */
   private current = 0n;
   private fencedBy: LeafError | undefined;
+  private leaseDeadline: LeaseDeadline | undefined;
   private nextExpiryCheck = 0;
 
   constructor(options: SnowflakeOptions) {
@@ -135,7 +144,9 @@ export class SnowflakeGenerator {
       workerId: options.workerId,
       lastTimestamp: options.lastTimestamp ?? 0,
       backups: options.backups ?? [],
+      fenceAt: undefined,
     });
+    this.leaseDeadline = options.lease;
   }
 
   /** The worker id ids are issued under now (the primary, or a backup after a clock rollback). */
@@ -152,7 +163,13 @@ export class SnowflakeGenerator {
    * Starts issuing under a (new) lease: worker id, the highest timestamp stored for it, backups.
    * The first id under each worker id comes strictly after its stored timestamp. Lifts a fence.
    */
-  setLease(lease: { workerId: number; lastTimestamp: number; backups?: readonly BackupWorker[] }) {
+  setLease(
+    lease: {
+      workerId: number;
+      lastTimestamp: number;
+      backups?: readonly BackupWorker[];
+    } & LeaseDeadline,
+  ) {
     const max = this.layout.maxWorkerId;
     const ids = [lease.workerId, ...(lease.backups ?? []).map((b) => b.workerId)];
     for (const id of ids) {
@@ -184,6 +201,7 @@ export class SnowflakeGenerator {
     this.backupOrder = (lease.backups ?? []).map((b) => b.workerId);
     this.activate(lease.workerId);
     this.fencedBy = undefined;
+    this.leaseDeadline = lease;
     this.nextExpiryCheck = 0;
   }
 
@@ -272,6 +290,16 @@ export class SnowflakeGenerator {
   }
 
   private nextIdSlow(now: number, tick: number): bigint {
+    const fenceAt = this.leaseDeadline?.fenceAt;
+    if (fenceAt !== undefined && performance.now() >= fenceAt) {
+      // Not a sticky fence: a renewal that arrives late moves fenceAt and ids resume.
+      throw new LeafError({
+        component: COMPONENT,
+        code: ErrorCodes.LEASE_LOST,
+        leafCode: LeafCodes.LEASE_LOST,
+        message: `worker id ${this.primaryWorkerId}: the lease ran out on this node's clock before a renewal arrived; no ids until it is renewed or replaced`,
+      });
+    }
     for (;;) {
       if (tick < this.lastTick) {
         tick = this.handleRollback(now, tick);

@@ -100,6 +100,7 @@ class Worker implements SnowflakeWorker {
         workerId: lease.workerId,
         lastTimestamp: lease.lastTimestamp,
         backups: lease.backups,
+        lease,
       });
     } catch (error) {
       await lease.release().catch(() => {});

@@ -244,6 +244,25 @@ describe("SnowflakeGenerator", () => {
     expect(next.timestampMs).toBe(T0 + 60);
   });
 
+  it("stops issuing at the lease's fenceAt deadline and resumes when a renewal moves it", () => {
+    const clock = new ManualClock(T0);
+    const lease = { fenceAt: performance.now() + 60_000 };
+    const g = generator(clock, { lease });
+    g.nextId();
+    lease.fenceAt = performance.now() - 1;
+    clock.advance(1);
+    let error: unknown;
+    try {
+      g.nextId();
+    } catch (e) {
+      error = e;
+    }
+    expect(error).toMatchObject({ code: ErrorCodes.LEASE_LOST, leafCode: -4 });
+    expect((error as Error).message).toMatch(/lease ran out on this node's clock/);
+    lease.fenceAt = performance.now() + 60_000;
+    expect(g.decode(g.nextId()).timestampMs).toBe(T0 + 1);
+  });
+
   it("rejects worker ids outside the layout and bad options, naming them", () => {
     expect(() => new SnowflakeGenerator({ workerId: 1024 })).toThrow(
       /invalid workerId: 1024; expected an integer from 0 to 1023/,

@@ -45,10 +45,11 @@ export interface ConformanceOptions {
   /** Per-test time limit in ms (default 30,000). */
   timeoutMs?: number;
   /**
-   * Running out of ids: with `maxWorkerId` small (default 3), nodes 0..max each get an id and the
-   * next gets WORKER_IDS_EXHAUSTED.
+   * Running out of ids: with `maxWorkerId` small (default 3), `capacity` nodes (default
+   * maxWorkerId + 1; fewer when the registry never grants some ids, as ids from AUTO_INCREMENT that
+   * start at 1) each get an id and the next gets WORKER_IDS_EXHAUSTED.
    */
-  exhaustion?: { maxWorkerId?: number } | Unsupported;
+  exhaustion?: { maxWorkerId?: number; capacity?: number } | Unsupported;
   /** Causes `lease` to be lost (session expiry, lease timeout, revocation); the suite awaits `lost`. */
   leaseLoss?:
     | {
@@ -248,17 +249,18 @@ export function registryConformance(test: TestFunction, options: ConformanceOpti
   else {
     scenario("fails with a clear error when worker ids run out", async (s) => {
       const max = exhaustion.maxWorkerId ?? 3;
+      const capacity = exhaustion.capacity ?? max + 1;
       const registry = await s.registry();
       const held: number[] = [];
-      for (let i = 0; i <= max; i++) {
+      for (let i = 0; i < capacity; i++) {
         const lease = await s.acquire(registry, i, { maxWorkerId: max });
         expectTrue(lease.workerId <= max, `worker id ${lease.workerId} above ${max}`);
         held.push(lease.workerId);
       }
-      expectTrue(new Set(held).size === max + 1, `ids not distinct: ${held.join(", ")}`);
+      expectTrue(new Set(held).size === capacity, `ids not distinct: ${held.join(", ")}`);
       let error: unknown;
       try {
-        await s.acquire(registry, max + 1, { maxWorkerId: max });
+        await s.acquire(registry, capacity, { maxWorkerId: max });
       } catch (e) {
         error = e;
       }

@@ -48,11 +48,8 @@ registryConformance(test, {
       connection: mysql.urlFor(await fixedDb(namespace)),
       cacheDir,
     }),
-  // Worker id = AUTO_INCREMENT row id, which starts at 1: ids 1..max fit, not max+1 nodes. The
-  // out-of-range error is tested in fixed-mode.test.ts.
-  exhaustion: {
-    unsupported: "row ids start at 1, so only maxWorkerId nodes fit, not maxWorkerId + 1",
-  },
+  // Worker id = AUTO_INCREMENT row id, which starts at 1: ids 1..max fit, so max nodes, not max+1.
+  exhaustion: { maxWorkerId: 3, capacity: 3 },
   backups: { unsupported: "the fork's table gives each ip:port exactly one worker id" },
   leaseLoss: {
     // Another session takes the worker id's named lock after the holder's lock session dies: the

@@ -8,7 +8,7 @@ import { fileURLToPath } from "node:url";
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const name = process.argv[2];
 const available = readdirSync(join(root, "bench/src"))
-  .filter((f) => f.endsWith(".ts") && !f.startsWith("_"))
+  .filter((f) => f.endsWith(".ts") && !f.endsWith(".d.ts") && !f.startsWith("_"))
   .map((f) => f.slice(0, -3));
 if (!name || !available.includes(name)) {
   console.error(

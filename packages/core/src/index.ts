@@ -58,3 +58,29 @@ export {
   type SnowflakeWorkerOptions,
   startSnowflakeWorker,
 } from "./snowflake-worker";
+
+// Helpers the registries and stores share (see the README's "Helpers for adapters").
+
+export {
+  type AcquireRequestLimits,
+  type CheckedAcquireRequest,
+  checkAcquireRequest,
+  checkReport,
+  checkReportedTimestamp,
+} from "./acquire-request";
+export {
+  acquireLockFile,
+  type HeldLockFile,
+  type LockFileAttempt,
+  type LockFileOptions,
+  type LockFileOwner,
+  readLockFile,
+  tryAcquireLockFile,
+} from "./lock-file";
+export {
+  type MysqlHost,
+  type MysqlUrlOptions,
+  type ParsedMysqlUrl,
+  parseMysqlUrl,
+  redactMysqlUrl,
+} from "./mysql-url";

@@ -1,7 +1,8 @@
 // A worker-id registry held in process memory: for tests, single-process tools, and as the smallest
 // complete example of the contract. Several MemoryRegistry instances sharing one store stand for
 // several nodes sharing one backing service.
-import { argumentError, ErrorCodes, LeafCodes, LeafError } from "./errors";
+import { checkAcquireRequest } from "./acquire-request";
+import { ErrorCodes, LeafCodes, LeafError } from "./errors";
 import type {
   AcquireRequest,
   BackupWorker,
@@ -64,18 +65,17 @@ export class MemoryRegistry implements WorkerIdRegistry {
         message: "registry is closed",
       });
     }
-    request.signal?.throwIfAborted();
-    const { node, maxWorkerId } = request;
-    const backupCount = request.backups ?? 0;
-    if (!Number.isInteger(maxWorkerId) || maxWorkerId < 0) {
-      throw argumentError("registry-memory", "maxWorkerId", maxWorkerId, "an integer of 0 or more");
-    }
+    const {
+      node,
+      key,
+      maxWorkerId,
+      backups: backupCount,
+    } = checkAcquireRequest("registry-memory", request);
     let space = this.store.spaces.get(node.name);
     if (!space) {
       space = new Map();
       this.store.spaces.set(node.name, space);
     }
-    const key = `${node.ip}:${node.port}`;
     const chosen: number[] = [];
     const free = (id: number) => !space.get(id)?.holder && !chosen.includes(id);
     // Ids this node had before come first, in id order; then never-held or free ids.

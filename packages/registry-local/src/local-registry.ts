@@ -2,16 +2,19 @@
 // workIdMap), a lock file per id keeps a second process on this machine off it, and a cache file per
 // id, rewritten atomically on every report, keeps its last timestamp across restarts.
 import { mkdirSync } from "node:fs";
-import { homedir, hostname } from "node:os";
+import { homedir } from "node:os";
 import { join } from "node:path";
 import {
   type AcquireRequest,
-  argumentError,
+  acquireLockFile,
   type BackupWorker,
   type Clock,
+  checkAcquireRequest,
   checkClockNotBehind,
+  checkReport,
   configError,
   ErrorCodes,
+  type HeldLockFile,
   isLeafError,
   LeafCodes,
   LeafError,
@@ -22,7 +25,6 @@ import {
   type WorkerLease,
   writeLeaseCache,
 } from "@leaf/core";
-import { type LockOwner, newOwner, ownsLock, tryLock, unlock } from "./lock-file";
 import {
   COMPONENT,
   parseWorkIdMap,
@@ -127,10 +129,8 @@ export class LocalRegistry implements WorkerIdRegistry {
         message: "registry is closed: create a new LocalRegistry to acquire again",
       });
     }
-    request.signal?.throwIfAborted();
-    const { node, maxWorkerId, backups } = checkRequest(request);
+    const { node, key, maxWorkerId, backups } = checkAcquireRequest(COMPONENT, request);
     const ids = this.idsFor(node, backups);
-    const key = `${node.ip}:${node.port}`;
     for (const id of ids) {
       if (id > maxWorkerId) {
         throw new LeafError({
@@ -159,7 +159,7 @@ export class LocalRegistry implements WorkerIdRegistry {
       });
       for (const hold of holds) writeStored(hold, node);
     } catch (error) {
-      for (const hold of holds) unlock(hold.lockFile, hold.owner.token);
+      for (const hold of holds) hold.lock.release();
       throw error;
     }
     return new LocalLease(node, holds);
@@ -203,12 +203,19 @@ export class LocalRegistry implements WorkerIdRegistry {
 
   private lock(folder: string, workerId: number, key: string): Hold {
     const lockFile = join(folder, `worker-${workerId}.lock`);
-    const owner = newOwner(key);
-    let attempt: ReturnType<typeof tryLock>;
+    let lock: HeldLockFile;
     try {
       mkdirSync(folder, { recursive: true });
-      attempt = tryLock(lockFile, owner);
+      lock = acquireLockFile(lockFile, {
+        component: COMPONENT,
+        label: `node ${key}`,
+        resource: `worker id ${workerId}`,
+        advice: "stop that process, or give this node another worker id",
+        code: ErrorCodes.WORKER_ID_IN_USE,
+        details: { workerId, lockFile },
+      });
     } catch (error) {
+      if (isLeafError(error)) throw error;
       throw new LeafError({
         component: COMPONENT,
         code: ErrorCodes.INVALID_CONFIG,
@@ -219,23 +226,22 @@ export class LocalRegistry implements WorkerIdRegistry {
         cause: error,
       });
     }
-    if (!attempt.acquired) throw inUse(workerId, lockFile, attempt.owner, attempt.unreadable);
     return {
       workerId,
       lockFile,
       cacheFile: join(folder, `worker-${workerId}.json`),
-      owner,
+      lock,
       stored: 0,
     };
   }
 }
 
-/** One worker id held by a lease: its files, its lock owner record, its highest timestamp. */
+/** One worker id held by a lease: its files, its held lock, its highest timestamp. */
 interface Hold {
   workerId: number;
   lockFile: string;
   cacheFile: string;
-  owner: LockOwner;
+  lock: HeldLockFile;
   stored: number;
 }
 
@@ -273,23 +279,11 @@ export class LocalLease implements WorkerLease {
    */
   async report(timestampMs: number, backups: readonly BackupWorker[] = []): Promise<void> {
     this.checkUsable();
-    checkTimestamp("timestampMs", timestampMs);
-    const updates = new Map<Hold, number>([[this.holds[0]!, timestampMs]]);
-    for (const backup of backups) {
-      const hold = this.holds.find((h, i) => i > 0 && h.workerId === backup.workerId);
-      if (!hold) {
-        throw argumentError(
-          COMPONENT,
-          "backups",
-          backup.workerId,
-          `one of this lease's backup worker ids (${this.backups.map((b) => b.workerId).join(", ") || "none"})`,
-        );
-      }
-      checkTimestamp("backups[].lastTimestamp", backup.lastTimestamp);
-      updates.set(hold, backup.lastTimestamp);
-    }
+    const reported = checkReport(COMPONENT, this, timestampMs, backups);
     this.checkLocks();
-    for (const [hold, timestamp] of updates) {
+    for (const hold of this.holds) {
+      const timestamp = reported.get(hold.workerId);
+      if (timestamp === undefined) continue;
       hold.stored = Math.max(hold.stored, timestamp);
       writeStored(hold, this.node);
     }
@@ -308,7 +302,7 @@ export class LocalLease implements WorkerLease {
       if (!isLeafError(error, ErrorCodes.LEASE_LOST)) throw error;
     } finally {
       this.released = true;
-      for (const hold of this.holds) unlock(hold.lockFile, hold.owner.token);
+      for (const hold of this.holds) hold.lock.release();
     }
   }
 
@@ -325,7 +319,7 @@ export class LocalLease implements WorkerLease {
 
   private checkLocks(): void {
     for (const hold of this.holds) {
-      if (ownsLock(hold.lockFile, hold.owner.token)) continue;
+      if (hold.lock.owns()) continue;
       const reason = new LeafError({
         component: COMPONENT,
         code: ErrorCodes.LEASE_LOST,
@@ -338,37 +332,6 @@ export class LocalLease implements WorkerLease {
       this.controller.abort(reason);
       throw reason;
     }
-  }
-}
-
-function checkRequest(request: AcquireRequest): {
-  node: NodeIdentity;
-  maxWorkerId: number;
-  backups: number;
-} {
-  const { node, maxWorkerId } = request;
-  const backups = request.backups ?? 0;
-  if (!node || typeof node.name !== "string" || node.name === "") {
-    throw argumentError(COMPONENT, "node.name", node?.name, "a non-empty service name");
-  }
-  if (typeof node.ip !== "string" || node.ip === "") {
-    throw argumentError(COMPONENT, "node.ip", node.ip, "the node's address, e.g. 10.1.46.33");
-  }
-  if (!Number.isInteger(node.port) || node.port < 0 || node.port > 65535) {
-    throw argumentError(COMPONENT, "node.port", node.port, "a port from 0 to 65535");
-  }
-  if (!Number.isSafeInteger(maxWorkerId) || maxWorkerId < 0) {
-    throw argumentError(COMPONENT, "maxWorkerId", maxWorkerId, "an integer of 0 or more");
-  }
-  if (!Number.isInteger(backups) || backups < 0) {
-    throw argumentError(COMPONENT, "backups", backups, "an integer of 0 or more");
-  }
-  return { node, maxWorkerId, backups };
-}
-
-function checkTimestamp(name: string, value: number): void {
-  if (!Number.isSafeInteger(value) || value < 0) {
-    throw argumentError(COMPONENT, name, value, "a timestamp in ms since the Unix epoch");
   }
 }
 
@@ -406,33 +369,4 @@ function writeStored(hold: Hold, node: NodeIdentity): void {
       cause: error,
     });
   }
-}
-
-function inUse(
-  workerId: number,
-  lockFile: string,
-  owner: LockOwner | undefined,
-  unreadable: boolean | undefined,
-): LeafError {
-  let holder: string;
-  if (unreadable || !owner) {
-    holder = `lock file ${lockFile} is unreadable; remove it if no process uses worker id ${workerId}`;
-  } else {
-    const since = Number.isFinite(owner.acquiredAt)
-      ? new Date(owner.acquiredAt).toISOString()
-      : "?";
-    const foreign =
-      owner.host === hostname()
-        ? ""
-        : "; a lock written on another host is never taken over: remove it once that process is gone";
-    holder =
-      `it is held by pid ${owner.pid} on host ${owner.host} for node ${owner.node} since ${since} ` +
-      `(lock file ${lockFile}); stop that process, or give this node another worker id${foreign}`;
-  }
-  return new LeafError({
-    component: COMPONENT,
-    code: ErrorCodes.WORKER_ID_IN_USE,
-    message: `worker id ${workerId} is in use: ${holder}`,
-    details: { workerId, lockFile, owner },
-  });
 }

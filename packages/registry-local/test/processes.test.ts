@@ -5,9 +5,8 @@ import { mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { readLeaseCache } from "@leaf/core";
-import { spawnNode, stopAll } from "@leaf/testkit";
+import { ChildLines, spawnNode, stopAll } from "@leaf/testkit";
 import { afterAll, describe, expect, it } from "vitest";
-import { ChildLines } from "./helpers";
 
 const root = mkdtempSync(join(tmpdir(), "leaf-local-proc-"));
 afterAll(async () => {

@@ -1,7 +1,7 @@
 // The MySQL side of the registry: where the database is (a URL, a JDBC url as Leaf's leaf.jdbc.url,
 // mysql2 options or a ready pool), statements with a hard time limit so that a hung server never
 // stalls a lease, and MySQL errors turned into LeafErrors that say what to do.
-import { configError, ErrorCodes, LeafError } from "@leaf/core";
+import { configError, ErrorCodes, LeafError, parseMysqlUrl, redactMysqlUrl } from "@leaf/core";
 import {
   type Connection,
   createConnection,
@@ -100,28 +100,22 @@ export function poolOptions(
 ): PoolOptions {
   let options: PoolOptions;
   if (typeof connection === "string") {
-    const text = connection.startsWith("jdbc:") ? connection.slice(5) : connection;
-    let url: URL;
-    try {
-      url = new URL(text);
-    } catch {
+    const parsed = parseMysqlUrl(connection, { component: COMPONENT, key: "connection" });
+    const [first, ...others] = parsed.hosts;
+    if (others.length > 0) {
       throw configError(
         COMPONENT,
         "connection",
-        connection,
-        "a URL like mysql://user:password@host:3306/leaf or jdbc:mysql://host:3306/leaf",
+        redactMysqlUrl(connection),
+        "a URL with one host: the registry talks to one MySQL server (put a proxy or a virtual IP in front of a failover pair)",
       );
     }
-    if (url.protocol !== "mysql:" && url.protocol !== "mariadb:") {
-      throw configError(COMPONENT, "connection", connection, "a mysql:// or jdbc:mysql:// URL");
-    }
-    const database = decodeURIComponent(url.pathname.replace(/^\//, ""));
     options = {
-      host: url.hostname,
-      port: url.port ? Number(url.port) : 3306,
-      ...(url.username ? { user: decodeURIComponent(url.username) } : {}),
-      ...(url.password ? { password: decodeURIComponent(url.password) } : {}),
-      ...(database ? { database } : {}),
+      host: first!.host,
+      port: first!.port,
+      ...(parsed.user ? { user: parsed.user } : {}),
+      ...(parsed.password ? { password: parsed.password } : {}),
+      ...(parsed.database ? { database: parsed.database } : {}),
     };
   } else if (typeof connection === "object" && connection !== null) {
     options = { ...connection };
@@ -282,4 +276,11 @@ function isPool(value: unknown): value is Pool {
     typeof (value as Pool).getConnection === "function" &&
     typeof (value as Pool).end === "function"
   );
+}
+
+/** Reads a BIGINT column that mysql2 returns as a number or (when large) a string. */
+export function toMs(value: unknown): number {
+  if (value === null || value === undefined) return 0;
+  const number = typeof value === "number" ? value : Number(value);
+  return Number.isSafeInteger(number) && number > 0 ? number : 0;
 }

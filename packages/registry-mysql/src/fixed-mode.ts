@@ -6,8 +6,10 @@ import { createHash } from "node:crypto";
 import { join } from "node:path";
 import {
   type BackupWorker,
+  type CheckedAcquireRequest,
   type Clock,
   checkClockNotBehind,
+  checkReportedTimestamp,
   ErrorCodes,
   isLeafError,
   LeafCodes,
@@ -18,8 +20,7 @@ import {
   writeLeaseCache,
 } from "@leaf/core";
 import type { Connection, ResultSetHeader, RowDataPacket } from "mysql2/promise";
-import { COMPONENT, type Database, isUnreachable, runOn } from "./database";
-import { type CheckedRequest, checkTimestamp, toMs } from "./request";
+import { COMPONENT, type Database, isUnreachable, runOn, toMs } from "./database";
 
 /** What fixed mode needs from the registry. */
 export interface FixedSettings {
@@ -52,7 +53,7 @@ export function fixedLockName(database: string, table: string, workerId: number)
 /** Grants the fixed worker id of `request.node`, or falls back to the cache when MySQL is down. */
 export async function acquireFixed(
   settings: FixedSettings,
-  request: CheckedRequest,
+  request: CheckedAcquireRequest,
 ): Promise<FixedLease> {
   if (request.backups > 0) {
     throw new LeafError({
@@ -115,7 +116,11 @@ export async function acquireFixed(
 }
 
 /** MySQL is down: the cached lease, only when its timestamp passes the clock check (Leaf #97). */
-function fallback(settings: FixedSettings, request: CheckedRequest, cause: LeafError): FixedLease {
+function fallback(
+  settings: FixedSettings,
+  request: CheckedAcquireRequest,
+  cause: LeafError,
+): FixedLease {
   if (!settings.cacheDir) {
     throw new LeafError({
       component: COMPONENT,
@@ -177,7 +182,7 @@ function fallback(settings: FixedSettings, request: CheckedRequest, cause: LeafE
  */
 function cachedTimestamp(
   settings: FixedSettings,
-  request: CheckedRequest,
+  request: CheckedAcquireRequest,
   workerId: number,
 ): number {
   if (!settings.cacheDir) return 0;
@@ -204,7 +209,7 @@ interface FixedRow {
 async function findOrCreateRow(
   connection: Connection,
   table: string,
-  request: CheckedRequest,
+  request: CheckedAcquireRequest,
   timeoutMs: number,
 ): Promise<FixedRow> {
   const select = `SELECT id, max_timestamp, DATABASE() AS db FROM \`${table}\` WHERE ip_port = ?`;
@@ -338,7 +343,7 @@ export class FixedLease implements WorkerLease {
   async report(timestampMs: number, backups: readonly BackupWorker[] = []): Promise<void> {
     if (this.lost.aborted) throw this.lost.reason;
     if (this.released) throw closedError(this.workerId);
-    checkTimestamp("timestampMs", timestampMs);
+    checkReportedTimestamp(COMPONENT, "timestampMs", timestampMs);
     if (backups.length > 0) {
       throw new LeafError({
         component: COMPONENT,
@@ -354,7 +359,7 @@ export class FixedLease implements WorkerLease {
   async release(finalTimestampMs?: number): Promise<void> {
     if (this.released) return;
     if (finalTimestampMs !== undefined) {
-      checkTimestamp("finalTimestampMs", finalTimestampMs);
+      checkReportedTimestamp(COMPONENT, "finalTimestampMs", finalTimestampMs);
       this.stored = Math.max(this.stored, finalTimestampMs);
     }
     this.released = true;

@@ -5,10 +5,12 @@
 import { randomBytes } from "node:crypto";
 import { performance } from "node:perf_hooks";
 import {
-  argumentError,
   type BackupWorker,
+  type CheckedAcquireRequest,
   type Clock,
   checkClockNotBehind,
+  checkReport,
+  checkReportedTimestamp,
   delay,
   ErrorCodes,
   isLeafError,
@@ -18,8 +20,7 @@ import {
   type WorkerLease,
 } from "@leaf/core";
 import type { ResultSetHeader, RowDataPacket } from "mysql2/promise";
-import { COMPONENT, type Database, isUnreachable } from "./database";
-import { type CheckedRequest, checkTimestamp, toMs } from "./request";
+import { COMPONENT, type Database, isUnreachable, toMs } from "./database";
 
 /** What lease mode needs from the registry. */
 export interface LeaseSettings {
@@ -40,7 +41,7 @@ const MAX_ROUNDS = 10;
 /** Takes 1 + backups worker ids for `request.node`; all or none. */
 export async function acquireLeased(
   settings: LeaseSettings,
-  request: CheckedRequest,
+  request: CheckedAcquireRequest,
 ): Promise<LeasedLease> {
   const { db, table, leaseMs } = settings;
   const name = request.node.name;
@@ -195,7 +196,7 @@ async function giveBack(settings: LeaseSettings, name: string, token: string): P
 
 async function exhausted(
   settings: LeaseSettings,
-  request: CheckedRequest,
+  request: CheckedAcquireRequest,
   need: number,
 ): Promise<LeafError> {
   const [soonest] = await settings.db.query<RowDataPacket[]>(
@@ -279,22 +280,11 @@ export class LeasedLease implements WorkerLease {
    */
   async report(timestampMs: number, backups: readonly BackupWorker[] = []): Promise<void> {
     this.checkUsable();
-    checkTimestamp("timestampMs", timestampMs);
-    const updates: [HeldId, number][] = [[this.ids[0]!, timestampMs]];
-    for (const backup of backups) {
-      const held = this.ids.find((h, i) => i > 0 && h.workerId === backup.workerId);
-      if (!held) {
-        throw argumentError(
-          COMPONENT,
-          "backups",
-          backup.workerId,
-          `one of this lease's backup worker ids (${this.backups.map((b) => b.workerId).join(", ") || "none"})`,
-        );
-      }
-      checkTimestamp("backups[].lastTimestamp", backup.lastTimestamp);
-      updates.push([held, backup.lastTimestamp]);
+    const reported = checkReport(COMPONENT, this, timestampMs, backups);
+    for (const held of this.ids) {
+      const timestamp = reported.get(held.workerId);
+      if (timestamp !== undefined) held.reported = Math.max(held.reported, timestamp);
     }
-    for (const [held, timestamp] of updates) held.reported = Math.max(held.reported, timestamp);
     await this.serial(() => this.renew());
   }
 
@@ -306,7 +296,9 @@ export class LeasedLease implements WorkerLease {
    */
   async release(finalTimestampMs?: number): Promise<void> {
     if (this.released) return;
-    if (finalTimestampMs !== undefined) checkTimestamp("finalTimestampMs", finalTimestampMs);
+    if (finalTimestampMs !== undefined) {
+      checkReportedTimestamp(COMPONENT, "finalTimestampMs", finalTimestampMs);
+    }
     this.released = true;
     this.stopTimers();
     try {

@@ -5,6 +5,7 @@ import { join } from "node:path";
 import {
   type AcquireRequest,
   type Clock,
+  checkAcquireRequest,
   configError,
   ErrorCodes,
   LeafCodes,
@@ -15,8 +16,13 @@ import {
 import { COMPONENT, Database, type MysqlConnection } from "./database";
 import { acquireFixed, type FixedLease } from "./fixed-mode";
 import { acquireLeased, type LeasedLease } from "./lease-mode";
-import { checkRequest } from "./request";
 import { checkTableName, DEFAULT_TABLES, type RegistryMode, schemaSql } from "./schema";
+
+/**
+ * What the tables can hold: leaf_name is varchar(128), ip_port varchar(127) (an ip of up to 120
+ * characters, ":" and the port), worker_id a signed INT.
+ */
+const REQUEST_LIMITS = { maxNameLength: 128, maxIpLength: 120, maxWorkerIdLimit: 2 ** 31 - 1 };
 
 /** The lease type of a mode: {@link FixedLease} or {@link LeasedLease}. */
 export type MysqlLease<M extends RegistryMode> = M extends "fixed"
@@ -167,7 +173,7 @@ export class MysqlRegistry<M extends RegistryMode = RegistryMode> implements Wor
         message: "registry is closed: create a new MysqlRegistry to acquire again",
       });
     }
-    const checked = checkRequest(request);
+    const checked = checkAcquireRequest(COMPONENT, request, REQUEST_LIMITS);
     const forget = (lease: FixedLease | LeasedLease) => this.live.delete(lease);
     const lease =
       this.mode === "fixed"

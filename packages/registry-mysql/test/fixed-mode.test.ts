@@ -5,7 +5,14 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ErrorCodes, isLeafError, LeafError, ManualClock } from "@leaf/core";
-import { freePort, type MysqlHandle, spawnNode, startMysql, stopAll } from "@leaf/testkit";
+import {
+  ChildLines,
+  freePort,
+  type MysqlHandle,
+  spawnNode,
+  startMysql,
+  stopAll,
+} from "@leaf/testkit";
 import { createConnection, type RowDataPacket } from "mysql2/promise";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
@@ -15,7 +22,6 @@ import {
   type MysqlRegistryOptions,
   schemaSql,
 } from "../src/index";
-import { ChildLines } from "./child-lines";
 
 let mysql: MysqlHandle;
 const cacheRoot = mkdtempSync(join(tmpdir(), "leaf-mysql-fixed-"));
@@ -349,5 +355,8 @@ describe("schema and connection settings", () => {
     expect(bad({ leaseMs: 2000, renewIntervalMs: 1900 })).toContain("invalid renewIntervalMs");
     expect(bad({ table: "leaf; DROP" })).toContain("invalid table");
     expect(bad({ connection: "postgres://x/y" })).toContain("invalid connection");
+    expect(bad({ connection: "mysql://u:s3cret@h1,h2/leaf" })).toContain("a URL with one host");
+    expect(bad({ connection: "mysql://u:s3cret@h:99999/leaf" })).toContain("mysql://u:***@h");
+    expect(bad({ connection: "mysql://u:s3cret@h:99999/leaf" })).not.toContain("s3cret");
   });
 });

@@ -12,7 +12,14 @@ import {
   ManualClock,
   startSnowflakeWorker,
 } from "@leaf/core";
-import { freePort, type MysqlHandle, spawnNode, startMysql, stopAll } from "@leaf/testkit";
+import {
+  ChildLines,
+  freePort,
+  type MysqlHandle,
+  spawnNode,
+  startMysql,
+  stopAll,
+} from "@leaf/testkit";
 import { createConnection, type RowDataPacket } from "mysql2/promise";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
@@ -22,7 +29,6 @@ import {
   type MysqlRegistryOptions,
 } from "../src/index";
 import { Blackhole } from "./blackhole";
-import { ChildLines } from "./child-lines";
 
 let mysql: MysqlHandle;
 let db: string;

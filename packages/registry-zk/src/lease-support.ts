@@ -2,49 +2,24 @@
 // time, and reading the server's clock around a write for the peer clock check.
 import {
   type AcquireRequest,
-  argumentError,
+  type CheckedAcquireRequest,
   type Clock,
+  checkAcquireRequest,
   ErrorCodes,
   LeafCodes,
   LeafError,
 } from "@leaf/core";
 import { COMPONENT } from "./options";
-import { checkNode } from "./paths";
+import { checkNodeForPaths } from "./paths";
 
-/** A checked acquire request. */
-export interface CheckedRequest extends AcquireRequest {
-  backups: number;
-}
-
-/** Checks an acquire request; throws INVALID_ARGUMENT naming the bad field. */
-export function checkRequest(request: AcquireRequest): CheckedRequest {
-  if (!request || typeof request !== "object") {
-    throw argumentError(COMPONENT, "request", request, "{ node, maxWorkerId, backups? }");
-  }
-  checkNode(request.node);
-  const max = request.maxWorkerId;
-  if (typeof max !== "number" || !Number.isSafeInteger(max) || max < 0) {
-    throw argumentError(
-      COMPONENT,
-      "maxWorkerId",
-      max,
-      "a non-negative integer (the layout's maxWorkerId)",
-    );
-  }
-  const backups = request.backups ?? 0;
-  if (typeof backups !== "number" || !Number.isSafeInteger(backups) || backups < 0) {
-    throw argumentError(COMPONENT, "backups", backups, "a non-negative integer");
-  }
-  request.signal?.throwIfAborted();
-  return { ...request, backups };
-}
-
-/** Checks a reported timestamp; throws INVALID_ARGUMENT. */
-export function checkTimestamp(name: string, value: unknown): number {
-  if (typeof value !== "number" || !Number.isSafeInteger(value) || value < 0) {
-    throw argumentError(COMPONENT, name, value, "a timestamp in ms since the Unix epoch");
-  }
-  return value;
+/**
+ * Checks an acquire request: what every registry checks (ports from 1: a node is named by its
+ * ip:port), then ZooKeeper's path rules on the node. Throws INVALID_ARGUMENT naming the bad field.
+ */
+export function checkRequest(request: AcquireRequest): CheckedAcquireRequest {
+  const checked = checkAcquireRequest(COMPONENT, request, { minPort: 1 });
+  checkNodeForPaths(checked.node);
+  return checked;
 }
 
 /** The LEASE_LOST error (Leaf code -4) for worker id `workerId`. */

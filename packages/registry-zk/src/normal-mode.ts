@@ -10,7 +10,9 @@
 import {
   type BackupWorker,
   type CachedLease,
+  type CheckedAcquireRequest,
   checkClockNotBehind,
+  checkReportedTimestamp,
   delay,
   ErrorCodes,
   isLeafError,
@@ -20,14 +22,7 @@ import {
   type WorkerLease,
   writeLeaseCache,
 } from "@leaf/core";
-import {
-  type CheckedRequest,
-  checkTimestamp,
-  clockPair,
-  leaseLost,
-  releasedError,
-  Serial,
-} from "./lease-support";
+import { clockPair, leaseLost, releasedError, Serial } from "./lease-support";
 import { COMPONENT, type ResolvedOptions } from "./options";
 import {
   decodeEndpoint,
@@ -60,7 +55,7 @@ interface Slot {
 /** Grants `request.node` its fixed worker id (and backups), creating them on first use. */
 export async function acquireNormal(
   context: RegistryContext,
-  request: CheckedRequest,
+  request: CheckedAcquireRequest,
 ): Promise<WorkerLease> {
   const { node } = request;
   const options = context.options;
@@ -86,7 +81,7 @@ export async function acquireNormal(
 
 async function acquireFromZookeeper(
   context: RegistryContext,
-  request: CheckedRequest,
+  request: CheckedAcquireRequest,
   session: ZkSession,
   cachePath: string | undefined,
 ): Promise<WorkerLease> {
@@ -150,7 +145,7 @@ async function acquireFromZookeeper(
 /** Java Leaf's start without ZooKeeper: the cached id, only when the clock is past its timestamp. */
 function leaseFromCache(
   context: RegistryContext,
-  request: CheckedRequest,
+  request: CheckedAcquireRequest,
   cachePath: string | undefined,
   cause: LeafError,
 ): WorkerLease {
@@ -250,7 +245,9 @@ class NormalLease implements WorkerLease, TrackedLease {
   }
 
   release(finalTimestampMs?: number): Promise<void> {
-    if (finalTimestampMs !== undefined) checkTimestamp("finalTimestampMs", finalTimestampMs);
+    if (finalTimestampMs !== undefined) {
+      checkReportedTimestamp(COMPONENT, "finalTimestampMs", finalTimestampMs);
+    }
     this.releasing ??= this.serial.run(async () => {
       if (!this.lost.aborted && finalTimestampMs !== undefined) {
         // The cache file keeps the final timestamp when ZooKeeper cannot be reached; a detached
@@ -313,13 +310,16 @@ class NormalLease implements WorkerLease, TrackedLease {
     backups: readonly BackupWorker[] | undefined,
     reattach = true,
   ) {
-    checkTimestamp("timestampMs", timestampMs);
+    checkReportedTimestamp(COMPONENT, "timestampMs", timestampMs);
     const primary = this.slots[0]!;
     primary.reported = Math.max(primary.reported, timestampMs);
     for (const backup of backups ?? []) {
       const slot = this.slots.find((s) => s.workerId === backup?.workerId);
       if (slot && slot !== primary) {
-        slot.reported = Math.max(slot.reported, checkTimestamp("backups", backup.lastTimestamp));
+        slot.reported = Math.max(
+          slot.reported,
+          checkReportedTimestamp(COMPONENT, "backups", backup.lastTimestamp),
+        );
       }
     }
     let cacheError: unknown;
@@ -547,7 +547,7 @@ async function createSlot(
   node: NodeIdentity,
   key: string,
   cversion: number,
-  request: CheckedRequest,
+  request: CheckedAcquireRequest,
   options: ResolvedOptions,
 ): Promise<Slot> {
   // The next sequence number is at least the parent's child version: refuse before wasting one.

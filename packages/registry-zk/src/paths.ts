@@ -33,15 +33,14 @@ export function leafTree(name: string): LeafTree {
   };
 }
 
-/** Checks a node identity; throws INVALID_ARGUMENT naming the bad field. */
-export function checkNode(node: NodeIdentity | undefined): NodeIdentity {
-  if (!node || typeof node !== "object") {
-    throw argumentError(COMPONENT, "node", node, "{ name, ip, port }");
-  }
-  const { name, ip, port } = node;
+/**
+ * ZooKeeper's rules on a node that checkAcquireRequest of @leaf/core has checked: the name is one
+ * path segment, the ip holds no "/" or blanks (both are written into node names). Throws
+ * INVALID_ARGUMENT naming the bad field.
+ */
+export function checkNodeForPaths(node: NodeIdentity): NodeIdentity {
+  const { name, ip } = node;
   if (
-    typeof name !== "string" ||
-    name === "" ||
     name === "." ||
     name === ".." ||
     name.includes("/") ||
@@ -56,11 +55,8 @@ export function checkNode(node: NodeIdentity | undefined): NodeIdentity {
     );
   }
   // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it rejects
-  if (typeof ip !== "string" || ip === "" || /[/\s\u0000-\u001f\u007f]/.test(ip)) {
+  if (/[/\s\u0000-\u001f\u007f]/.test(ip)) {
     throw argumentError(COMPONENT, "node.ip", ip, "an address such as 10.0.0.7, without '/'");
-  }
-  if (typeof port !== "number" || !Number.isInteger(port) || port < 1 || port > 65535) {
-    throw argumentError(COMPONENT, "node.port", port, "an integer port 1..65535");
   }
   return node;
 }

@@ -6,20 +6,16 @@
 // itself (lost, code -4) before the server could expire its session: see ZkSession.
 import {
   type BackupWorker,
+  type CheckedAcquireRequest,
   checkClockNotBehind,
+  checkReportedTimestamp,
   ErrorCodes,
   isLeafError,
   LeafError,
   type NodeIdentity,
   type WorkerLease,
 } from "@leaf/core";
-import {
-  type CheckedRequest,
-  checkTimestamp,
-  leaseLost,
-  releasedError,
-  Serial,
-} from "./lease-support";
+import { leaseLost, releasedError, Serial } from "./lease-support";
 import { COMPONENT } from "./options";
 import {
   decodeRecord,
@@ -64,7 +60,7 @@ interface Slot {
 /** Leases a free worker id (and backups) for `request.node`. */
 export async function acquireRecycled(
   context: RegistryContext,
-  request: CheckedRequest,
+  request: CheckedAcquireRequest,
 ): Promise<WorkerLease> {
   const { node, maxWorkerId } = request;
   const options = context.options;
@@ -299,7 +295,9 @@ class RecycledLease implements WorkerLease, TrackedLease {
   }
 
   release(finalTimestampMs?: number): Promise<void> {
-    if (finalTimestampMs !== undefined) checkTimestamp("finalTimestampMs", finalTimestampMs);
+    if (finalTimestampMs !== undefined) {
+      checkReportedTimestamp(COMPONENT, "finalTimestampMs", finalTimestampMs);
+    }
     this.releasing ??= this.serial.run(async () => {
       if (this.lost.aborted || this.released) return;
       this.released = true;
@@ -340,13 +338,16 @@ class RecycledLease implements WorkerLease, TrackedLease {
   }
 
   private note(timestampMs: number, backups: readonly BackupWorker[] | undefined): void {
-    checkTimestamp("timestampMs", timestampMs);
+    checkReportedTimestamp(COMPONENT, "timestampMs", timestampMs);
     const primary = this.slots[0]!;
     primary.reported = Math.max(primary.reported, timestampMs);
     for (const backup of backups ?? []) {
       const slot = this.slots.find((s) => s.workerId === backup?.workerId);
       if (slot && slot !== primary) {
-        slot.reported = Math.max(slot.reported, checkTimestamp("backups", backup.lastTimestamp));
+        slot.reported = Math.max(
+          slot.reported,
+          checkReportedTimestamp(COMPONENT, "backups", backup.lastTimestamp),
+        );
       }
     }
   }

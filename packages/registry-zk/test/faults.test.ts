@@ -12,10 +12,10 @@ import {
   startSnowflakeWorker,
   type WorkerLease,
 } from "@leaf/core";
-import { spawnNode, startZookeeper, type ZookeeperHandle } from "@leaf/testkit";
+import { ChildLines, spawnNode, startZookeeper, type ZookeeperHandle } from "@leaf/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ZookeeperRegistry } from "../src/index";
-import { ACQUIRER, Admin, lineReader, nodeOf, testOptions, uniqueName, waitUntil } from "./helpers";
+import { ACQUIRER, Admin, nodeOf, testOptions, uniqueName, waitUntil } from "./helpers";
 
 /** Two worker ids: 0 and 1. */
 const twoIds = defineLayout({ ...layouts.leaf, name: "two-ids", workerBits: 1, sequenceBits: 21 });
@@ -235,7 +235,7 @@ describe("ZooKeeper session expiry in recycle mode", () => {
     const holder = spawnNode(ACQUIRER, [zk.connectString, name, "0"]);
     const registry = new ZookeeperRegistry(testOptions(zk.connectString, { mode: "recycle" }));
     try {
-      const reader = lineReader(holder);
+      const reader = new ChildLines(holder);
       expect(await reader.next()).toBe("ready");
       holder.stdin!.write("go\n");
       expect(JSON.parse(await reader.next())).toMatchObject({ recycle: 0 });

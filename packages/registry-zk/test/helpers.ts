@@ -1,10 +1,8 @@
 // Test helpers: a plain node-zookeeper-client session standing for an operator, another program
 // (Java Leaf) or a crashed node, with promise wrappers; and registry options for tests.
-import type { ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import type { NodeIdentity } from "@leaf/core";
 import zookeeper from "node-zookeeper-client";
@@ -140,25 +138,3 @@ export async function waitUntil(check: () => boolean, ms: number, what: string):
 
 /** The acquirer fixture: a separate process holding leases (see fixtures/acquirer.ts). */
 export const ACQUIRER = fileURLToPath(new URL("./fixtures/acquirer.ts", import.meta.url));
-
-/** Reads the child's stdout line by line. */
-export function lineReader(child: ChildProcess) {
-  const lines: string[] = [];
-  const waiters: Array<() => void> = [];
-  createInterface({ input: child.stdout! }).on("line", (line) => {
-    lines.push(line);
-    for (const wake of waiters.splice(0)) wake();
-  });
-  return {
-    async next(): Promise<string> {
-      while (lines.length === 0) {
-        if (child.exitCode !== null) throw new Error(`child exited with ${child.exitCode}`);
-        await new Promise<void>((resolve) => {
-          waiters.push(resolve);
-          setTimeout(resolve, 200);
-        });
-      }
-      return lines.shift()!;
-    },
-  };
-}

@@ -1,9 +1,9 @@
 // Sixteen node processes acquire at the same moment: every one gets its own worker id, in both
 // modes (each process acquires in both at once, under two leaf names). Separate processes,
 // separate ZooKeeper sessions: nothing is shared but the server.
-import { spawnNode, startZookeeper, type ZookeeperHandle } from "@leaf/testkit";
+import { ChildLines, spawnNode, startZookeeper, type ZookeeperHandle } from "@leaf/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ACQUIRER, lineReader, uniqueName } from "./helpers";
+import { ACQUIRER, uniqueName } from "./helpers";
 
 const PROCESSES = 16;
 
@@ -25,11 +25,13 @@ async function acquireInProcesses(): Promise<Array<{ recycle: number; normal: nu
   const stderr: string[] = [];
   for (const child of children) child.stderr!.on("data", (chunk) => stderr.push(String(chunk)));
   try {
-    const readers = children.map(lineReader);
+    const readers = children.map((child) => new ChildLines(child));
     // Every process is up and connected to nothing yet; then all acquire at once.
-    for (const reader of readers) expect(await reader.next()).toBe("ready");
+    for (const reader of readers) expect(await reader.next("ready", 60_000)).toBe("ready");
     for (const child of children) child.stdin!.write("go\n");
-    const answers = await Promise.all(readers.map(async (r) => JSON.parse(await r.next())));
+    const answers = await Promise.all(
+      readers.map(async (r) => JSON.parse(await r.next("the acquired ids", 60_000))),
+    );
     for (const answer of answers) expect(answer.error, stderr.join("")).toBeUndefined();
     for (const child of children) child.stdin!.write("release\n");
     await Promise.all(

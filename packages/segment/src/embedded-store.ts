@@ -4,8 +4,14 @@
 import { mkdirSync, readFileSync, truncateSync } from "node:fs";
 import { type FileHandle, open } from "node:fs/promises";
 import { join, resolve } from "node:path";
-import { configError, ErrorCodes, LeafError, writeFileAtomic } from "@leaf/core";
-import { acquireDirLock, type DirLock } from "./data-dir-lock";
+import {
+  acquireLockFile,
+  configError,
+  ErrorCodes,
+  type HeldLockFile,
+  LeafError,
+  writeFileAtomic,
+} from "@leaf/core";
 import type { NewTag, SegmentRange, SegmentStore, TagRecord } from "./segment-store";
 import {
   COMPONENT,
@@ -86,7 +92,7 @@ export class EmbeddedSegmentStore implements SegmentStore {
     private readonly dir: string,
     private file: FileHandle,
     private size: number,
-    private readonly lock: DirLock,
+    private readonly lock: HeldLockFile,
     state: { rows: Map<string, Row>; records: number },
     compactAfter: number,
   ) {
@@ -109,11 +115,22 @@ export class EmbeddedSegmentStore implements SegmentStore {
     if (!Number.isInteger(compactAfter) || compactAfter < 1) {
       throw configError(COMPONENT, "compactAfterRecords", compactAfter, "an integer of at least 1");
     }
+    const staleAfter = options.lockStaleAfterMs ?? 30_000;
+    if (!Number.isSafeInteger(staleAfter) || staleAfter < 1) {
+      throw configError(COMPONENT, "lockStaleAfterMs", staleAfter, "a positive integer of ms");
+    }
     const dir = resolve(options.dir);
-    let lock: DirLock;
+    let lock: HeldLockFile;
     try {
       mkdirSync(dir, { recursive: true });
-      lock = acquireDirLock(join(dir, LOCK_FILE), { staleAfterMs: options.lockStaleAfterMs });
+      lock = acquireLockFile(join(dir, LOCK_FILE), {
+        component: COMPONENT,
+        resource: "the data folder",
+        advice:
+          "only one process may use an embedded segment store: stop the other one, give this one " +
+          "another folder, or use the MySQL store to share ranges between processes",
+        foreignStaleAfterMs: staleAfter,
+      });
     } catch (error) {
       throw folderError(dir, error);
     }

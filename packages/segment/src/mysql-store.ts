@@ -1,7 +1,7 @@
 // The MySQL segment store: Java Leaf's leaf_alloc table on mysql2. A range is Leaf's
 // update-then-select in one transaction, sent as one round trip; several hosts in failover order,
 // and never a range from a read-only server (a replica), whatever the user's privileges.
-import { configError, ErrorCodes, LeafError } from "@leaf/core";
+import { configError, ErrorCodes, LeafError, redactMysqlUrl } from "@leaf/core";
 import mysql, {
   type PoolCluster,
   type PoolConnection,
@@ -10,7 +10,7 @@ import mysql, {
   type RowDataPacket,
 } from "mysql2/promise";
 import { DEFAULT_TABLE, leafAllocSchema, quoteTable } from "./leaf-alloc-schema";
-import { type MysqlHost, parseMysqlUrl, redact } from "./mysql-url";
+import { type MysqlHost, parseMysqlUrl } from "./mysql-url";
 import type { NewTag, SegmentRange, SegmentStore, TagRecord } from "./segment-store";
 import {
   COMPONENT,
@@ -127,7 +127,7 @@ export class MysqlSegmentStore implements SegmentStore {
       throw configError(
         COMPONENT,
         "url",
-        redact(options.url),
+        redactMysqlUrl(options.url),
         "a mysql:// URL or a non-empty hosts list",
       );
     }

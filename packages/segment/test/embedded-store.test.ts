@@ -1,4 +1,3 @@
-import type { ChildProcess } from "node:child_process";
 import {
   appendFileSync,
   mkdtempSync,
@@ -10,7 +9,7 @@ import {
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ErrorCodes, isLeafError } from "@leaf/core";
-import { runNode, spawnNode } from "@leaf/testkit";
+import { ChildLines, runNode, spawnNode } from "@leaf/testkit";
 import { afterAll, describe, expect, it, test } from "vitest";
 import {
   EmbeddedSegmentStore,
@@ -32,36 +31,18 @@ segmentStoreConformance(test, {
   concurrentInstances: { unsupported: "one process at a time owns the data folder (LOCKED)" },
 });
 
-/** Reads lines from a child's stdout until `until` says stop. */
-function collect(child: ChildProcess, until: (lines: string[]) => boolean): Promise<string[]> {
-  return new Promise((resolve, reject) => {
-    const lines: string[] = [];
-    let partial = "";
-    child.stdout!.setEncoding("utf8").on("data", (chunk: string) => {
-      const parts = (partial + chunk).split("\n");
-      partial = parts.pop()!;
-      lines.push(...parts);
-      if (until(lines)) resolve(lines);
-    });
-    child.once("exit", (code, signal) =>
-      reject(new Error(`child exited (${code ?? signal}): ${lines.join("\n")}`)),
-    );
-  });
-}
-
 describe("EmbeddedSegmentStore", () => {
   it("never hands out a range again after the process holding it is SIGKILLed", async () => {
     const dir = folder();
     const handedOut: [bigint, bigint][] = [];
     for (let round = 0; round < 3; round++) {
-      const child = spawnNode(taker, [dir]);
-      const lines = await collect(
-        child,
+      const child = new ChildLines(spawnNode(taker, [dir]));
+      await child.until(
         (l) => l.filter((x) => /^\d+ \d+$/.test(x)).length >= 300 + round * 37,
+        "ranges taken",
       );
-      child.kill("SIGKILL");
-      await new Promise((resolve) => child.once("exit", resolve));
-      for (const line of lines) {
+      await child.kill();
+      for (const line of child.lines) {
         const m = /^(\d+) (\d+)$/.exec(line);
         if (m) handedOut.push([BigInt(m[1]!), BigInt(m[2]!)]);
       }
@@ -82,19 +63,18 @@ describe("EmbeddedSegmentStore", () => {
 
   it("refuses a second process on the same folder with LOCKED, naming the holder", async () => {
     const dir = folder();
-    const holder = spawnNode(taker, [dir, "hold"]);
+    const holder = new ChildLines(spawnNode(taker, [dir, "hold"]));
     try {
-      await collect(holder, (lines) => lines.includes("ready"));
+      await holder.until((lines) => lines.includes("ready"), "ready");
       const second = await runNode(taker, [dir]);
       expect(second.code).toBe(1);
       expect(second.stdout).toContain(`error ${ErrorCodes.LOCKED}`);
-      expect(second.stdout).toContain(`pid ${holder.pid}`);
+      expect(second.stdout).toContain(`pid ${holder.child.pid}`);
       await expect(EmbeddedSegmentStore.open({ dir })).rejects.toSatisfy((e: unknown) =>
         isLeafError(e, ErrorCodes.LOCKED),
       );
     } finally {
-      holder.kill("SIGKILL");
-      await new Promise((resolve) => holder.once("exit", resolve));
+      await holder.kill();
     }
     const store = await EmbeddedSegmentStore.open({ dir });
     expect(await store.listTags()).toEqual(["t"]);
@@ -110,6 +90,17 @@ describe("EmbeddedSegmentStore", () => {
     await first.close();
     const second = await EmbeddedSegmentStore.open({ dir });
     await second.close();
+  });
+
+  it("refuses a lockStaleAfterMs that is not a positive integer of ms with INVALID_CONFIG", async () => {
+    for (const lockStaleAfterMs of [0, -5, 1.5]) {
+      await expect(
+        EmbeddedSegmentStore.open({ dir: folder(), lockStaleAfterMs }),
+      ).rejects.toMatchObject({
+        code: ErrorCodes.INVALID_CONFIG,
+        details: { key: "lockStaleAfterMs" },
+      });
+    }
   });
 
   it("takes over a lock left by a process that is gone, even one with this process's pid", async () => {

@@ -1,5 +1,6 @@
 // Public entry of @leaf/testkit: private MariaDB, Redis and ZooKeeper servers for tests, faults on
 // demand, separate node processes, and cleanup that survives a killed test process.
+export { ChildLines } from "./child-lines";
 export { stopAll } from "./cleanup";
 export { TestkitError, type TestkitErrorCode } from "./errors";
 export { isExternal } from "./handle";

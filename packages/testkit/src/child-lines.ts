@@ -1,12 +1,23 @@
-// Reading what a child process prints, line by line, with a deadline (same as registry-local's).
+// Reading what a child process prints, line by line, with a deadline: for tests that drive a
+// separate process through its stdin and watch its stdout.
 import type { ChildProcess } from "node:child_process";
 import { createInterface } from "node:readline";
 
-/** Collects a child's stdout lines as they come. */
+/** ms a wait for a child's output lasts by default before it fails. */
+const DEFAULT_TIMEOUT_MS = 30_000;
+
+/**
+ * Collects a child's stdout lines as they come (create it right after spawning, before the child
+ * prints). `lines` holds every line; `next()` hands them out one at a time; `until()` waits for a
+ * condition on all of them. Waits fail with the child's output when it exits first.
+ */
 export class ChildLines {
+  /** Every line the child printed so far, without the newline. */
   readonly lines: string[] = [];
-  private waiters: (() => void)[] = [];
+  /** Resolves once the child has exited (and been reaped). */
   readonly exited: Promise<void>;
+  private waiters: (() => void)[] = [];
+  private read = 0;
 
   constructor(readonly child: ChildProcess) {
     createInterface({ input: child.stdout! }).on("line", (line) => {
@@ -19,13 +30,17 @@ export class ChildLines {
     });
   }
 
-  /** The parsed JSON lines. */
+  /** The lines that are JSON objects (starting with "{"), parsed. */
   json<T = Record<string, unknown>>(): T[] {
     return this.lines.filter((l) => l.startsWith("{")).map((l) => JSON.parse(l) as T);
   }
 
-  /** Waits until `check` holds for the lines seen so far. */
-  async until(check: (lines: string[]) => boolean, what: string, timeoutMs = 30_000) {
+  /** Waits until `check` holds for the lines seen so far; `what` names it in the error. */
+  async until(
+    check: (lines: string[]) => boolean,
+    what: string,
+    timeoutMs = DEFAULT_TIMEOUT_MS,
+  ): Promise<void> {
     const deadline = Date.now() + timeoutMs;
     while (!check(this.lines)) {
       if (this.child.exitCode !== null || this.child.signalCode !== null) {
@@ -41,6 +56,12 @@ export class ChildLines {
         });
       });
     }
+  }
+
+  /** The next line not yet returned by `next()`, waiting for it when the child has not printed it. */
+  async next(what = "the next line", timeoutMs = DEFAULT_TIMEOUT_MS): Promise<string> {
+    await this.until((lines) => lines.length > this.read, what, timeoutMs);
+    return this.lines[this.read++]!;
   }
 
   /** SIGKILL, resolved once the child has exited (and been reaped). */

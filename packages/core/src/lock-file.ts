@@ -1,0 +1,420 @@
+// An exclusive lock file that survives crashes: created atomically with its owner inside (pid, host,
+// process start time, a random token), and taken over only when that owner is provably gone, through
+// a claim file so that two processes taking over the same stale lock never both win.
+import { randomBytes } from "node:crypto";
+import {
+  closeSync,
+  fsyncSync,
+  linkSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  statSync,
+  unlinkSync,
+  utimesSync,
+  writeSync,
+} from "node:fs";
+import { hostname } from "node:os";
+import { basename, dirname, join } from "node:path";
+import { argumentError, type ErrorCode, ErrorCodes, LeafError } from "./errors";
+
+/** Who holds a lock file: the JSON object the file holds. */
+export interface LockFileOwner {
+  /** The holder's process id. */
+  pid: number;
+  /** The holder's host name (`os.hostname()`); a pid is only judged on the host that wrote it. */
+  host: string;
+  /** The process's start time as the kernel counts it (Linux), to tell a reused pid apart. */
+  processStart: string | undefined;
+  /** Random per lock: says which holding this is, even within one process. */
+  token: string;
+  /** What the holder uses the lock for, in words (e.g. a node "10.0.0.9:8080"), for messages. */
+  label?: string;
+  /** When the lock was taken, ms since the Unix epoch. */
+  acquiredAt: number;
+}
+
+/** Options of {@link acquireLockFile} and {@link tryAcquireLockFile}. */
+export interface LockFileOptions {
+  /** The component named in errors ("segment", "registry-local"). Default "core". */
+  component?: string;
+  /** Stored in the owner record, shown to a refused taker (e.g. the node "10.0.0.9:8080"). */
+  label?: string;
+  /** What the lock guards, for the LOCKED message (e.g. "the data folder /var/leaf"). */
+  resource?: string;
+  /** What a refused taker should do, for the LOCKED message (e.g. "stop the other process"). */
+  advice?: string;
+  /** The code of the refusal (default LOCKED; a worker-id registry says WORKER_ID_IN_USE). */
+  code?: ErrorCode;
+  /** Added to the refusal's details (which hold `path`, `owner` and `unreadable`). */
+  details?: Record<string, unknown>;
+  /**
+   * A lock written on another host (a shared file system) is never taken over by default, since its
+   * pid means nothing here. Given this many ms, it is taken over once its file has not been touched
+   * for that long, and a holder touches its own lock every third of it (at least every second).
+   * Hosts sharing the folder then need clocks within a small part of this of each other.
+   */
+  foreignStaleAfterMs?: number;
+}
+
+/** A lock file this process holds. */
+export interface HeldLockFile {
+  /** The lock file. */
+  readonly path: string;
+  /** The owner record written into it. */
+  readonly owner: LockFileOwner;
+  /** True while the lock file still names this holder: false once it was removed or taken over. */
+  owns(): boolean;
+  /** Stops touching the lock and removes it if it still names this holder. Idempotent. */
+  release(): void;
+}
+
+/** What {@link tryAcquireLockFile} found. */
+export type LockFileAttempt =
+  | { acquired: true; lock: HeldLockFile }
+  | {
+      acquired: false;
+      /** The live holder; undefined when the file is unreadable or racers kept replacing it. */
+      owner: LockFileOwner | undefined;
+      /** True when the lock file exists but holds no owner record (damaged, or not a lock). */
+      unreadable: boolean;
+    };
+
+/** Tokens of the locks this process holds, shared by every copy of this module it loaded. */
+const held: Set<string> = sharedHeldSet();
+
+function sharedHeldSet(): Set<string> {
+  const key = Symbol.for("@leaf/core.heldLockFiles");
+  const global = globalThis as Record<symbol, unknown>;
+  if (!(global[key] instanceof Set)) global[key] = new Set<string>();
+  return global[key] as Set<string>;
+}
+
+/** How many nested claims a takeover may need (each level only after a crash mid-takeover). */
+const MAX_CLAIM_DEPTH = 3;
+/** How often a lock that keeps changing hands is read again before giving up. */
+const MAX_ATTEMPTS = 8;
+/** Leftover temp files of a crashed writer older than this are removed (ms). */
+const TEMP_MAX_AGE_MS = 60_000;
+
+/**
+ * Takes the lock file at `path` (its folder must exist), or reports who holds it. A lock whose
+ * owner is provably gone is taken over: on the same host when its pid is not running, is a zombie,
+ * runs a program started at another time than the one that locked (a reused pid, Linux), or is
+ * this very process without holding it (as after a restart in a container); on another host only
+ * with `foreignStaleAfterMs`. The file is created by hard-linking a fully written temp file, so it
+ * is never seen empty or half written; the folder needs a file system with hard links. Throws
+ * INVALID_ARGUMENT for bad options, and the file system's error when the folder cannot be used.
+ */
+export function tryAcquireLockFile(path: string, options: LockFileOptions = {}): LockFileAttempt {
+  const settings = checkOptions(path, options);
+  const owner = newOwner(options.label);
+  const attempt = lockAs(path, owner, settings.foreignStaleAfterMs, 0);
+  if (!attempt.acquired) return attempt;
+  return { acquired: true, lock: holdLock(path, owner, settings.foreignStaleAfterMs) };
+}
+
+/**
+ * Takes the lock file at `path` like {@link tryAcquireLockFile}, or throws LOCKED (or
+ * `options.code`) naming the holder (pid, host, since when) and what to do.
+ */
+export function acquireLockFile(path: string, options: LockFileOptions = {}): HeldLockFile {
+  const attempt = tryAcquireLockFile(path, options);
+  if (attempt.acquired) return attempt.lock;
+  throw lockedError(path, options, attempt.owner, attempt.unreadable);
+}
+
+/**
+ * Reads the owner of a lock file: undefined when there is none, "unreadable" when the file holds no
+ * owner record. Throws the file system's error when it cannot be read.
+ */
+export function readLockFile(path: string): LockFileOwner | "unreadable" | undefined {
+  let text: string;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+    throw error;
+  }
+  try {
+    const value = JSON.parse(text) as Partial<LockFileOwner>;
+    if (
+      typeof value === "object" &&
+      value !== null &&
+      Number.isInteger(value.pid) &&
+      typeof value.host === "string" &&
+      typeof value.token === "string"
+    ) {
+      return value as LockFileOwner;
+    }
+  } catch {
+    // Not JSON: unreadable.
+  }
+  return "unreadable";
+}
+
+function checkOptions(path: string, options: LockFileOptions): { foreignStaleAfterMs?: number } {
+  const component = options?.component ?? "core";
+  if (typeof path !== "string" || path === "") {
+    throw argumentError(component, "path", path, "the path of a lock file");
+  }
+  const staleAfter = options.foreignStaleAfterMs;
+  if (staleAfter !== undefined && (!Number.isSafeInteger(staleAfter) || staleAfter < 1)) {
+    throw argumentError(component, "foreignStaleAfterMs", staleAfter, "a positive integer of ms");
+  }
+  return { foreignStaleAfterMs: staleAfter };
+}
+
+function newOwner(label: string | undefined): LockFileOwner {
+  return {
+    pid: process.pid,
+    host: hostname(),
+    processStart: procStat(process.pid)?.start,
+    token: randomToken(),
+    ...(label === undefined ? {} : { label }),
+    acquiredAt: Date.now(),
+  };
+}
+
+type Attempt = { acquired: true } | Extract<LockFileAttempt, { acquired: false }>;
+
+function lockAs(
+  path: string,
+  owner: LockFileOwner,
+  foreignStaleAfterMs: number | undefined,
+  depth: number,
+): Attempt {
+  sweepTempFiles(path);
+  for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
+    if (createExclusive(path, owner)) {
+      held.add(owner.token);
+      return { acquired: true };
+    }
+    const current = readLockFile(path);
+    if (current === undefined) continue; // released in between: try again
+    if (current === "unreadable") return { acquired: false, owner: undefined, unreadable: true };
+    if (!isStale(path, current, foreignStaleAfterMs) || depth >= MAX_CLAIM_DEPTH) {
+      return { acquired: false, owner: current, unreadable: false };
+    }
+    // Only the process holding the claim for this stale token may remove the lock that names it.
+    const claimPath = `${path}.${current.token}.claim`;
+    const claimOwner = { ...owner, token: randomToken() };
+    // A claim lives for a few ms: one from another host that is old enough is surely stale.
+    const claim = lockAs(claimPath, claimOwner, foreignStaleAfterMs, depth + 1);
+    if (!claim.acquired)
+      return { acquired: false, owner: claim.owner ?? current, unreadable: false };
+    try {
+      const again = readLockFile(path);
+      if (typeof again === "object" && again.token === current.token) unlinkQuietly(path);
+      if (createExclusive(path, owner)) {
+        held.add(owner.token);
+        return { acquired: true };
+      }
+      // Another process created the lock between our unlink and create: judge that owner next.
+    } finally {
+      release(claimPath, claimOwner.token);
+    }
+  }
+  const last = readLockFile(path);
+  return { acquired: false, owner: typeof last === "object" ? last : undefined, unreadable: false };
+}
+
+function holdLock(
+  path: string,
+  owner: LockFileOwner,
+  foreignStaleAfterMs: number | undefined,
+): HeldLockFile {
+  const owns = () => readOwnerToken(path) === owner.token;
+  let timer: NodeJS.Timeout | undefined;
+  if (foreignStaleAfterMs !== undefined) {
+    // Keeps the lock fresh for other hosts, which judge it by its age alone.
+    timer = setInterval(
+      () => {
+        try {
+          if (owns()) {
+            const now = new Date();
+            utimesSync(path, now, now);
+          }
+        } catch {
+          // The folder went away or became read-only; whoever writes there next reports it.
+        }
+      },
+      Math.max(1_000, Math.floor(foreignStaleAfterMs / 3)),
+    );
+    timer.unref();
+  }
+  let released = false;
+  return {
+    path,
+    owner,
+    owns,
+    release() {
+      if (released) return;
+      released = true;
+      clearInterval(timer);
+      release(path, owner.token);
+    },
+  };
+}
+
+/** Removes the lock file at `path` if it still names `token`, and forgets the token. */
+function release(path: string, token: string): void {
+  try {
+    if (readOwnerToken(path) === token) unlinkQuietly(path);
+  } finally {
+    held.delete(token);
+  }
+}
+
+function randomToken(): string {
+  return randomBytes(12).toString("hex");
+}
+
+function readOwnerToken(path: string): string | undefined {
+  const owner = readLockFile(path);
+  return typeof owner === "object" ? owner.token : undefined;
+}
+
+/** Whether the owner of a lock is provably gone. */
+function isStale(
+  path: string,
+  owner: LockFileOwner,
+  foreignStaleAfterMs: number | undefined,
+): boolean {
+  if (owner.host !== hostname()) {
+    return foreignStaleAfterMs !== undefined && ageMs(path) >= foreignStaleAfterMs;
+  }
+  if (owner.pid === process.pid) return !held.has(owner.token);
+  if (!processAlive(owner.pid)) return true;
+  const stat = procStat(owner.pid);
+  if (!stat) return false;
+  // A zombie has exited (its parent has not reaped it yet); another start time is a reused pid.
+  if (stat.state === "Z") return true;
+  return owner.processStart !== undefined && stat.start !== owner.processStart;
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    // EPERM: the process exists but belongs to another user.
+    return (error as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
+/** State and start time (clock ticks since boot) from /proc/PID/stat; undefined off Linux. */
+function procStat(pid: number): { state: string; start: string | undefined } | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    // The command name (field 2) may hold spaces and parentheses: count from the last ")".
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return { state: fields[0] ?? "", start: fields[19] };
+  } catch {
+    return undefined;
+  }
+}
+
+/** ms since the file was last modified (0 when it is gone). */
+function ageMs(path: string): number {
+  try {
+    return Date.now() - statSync(path).mtimeMs;
+  } catch {
+    return 0;
+  }
+}
+
+/**
+ * Creates `path` holding `owner`, failing when it exists. The content is written to a temp file
+ * first and hard-linked into place, so the lock is never seen empty or half written.
+ */
+function createExclusive(path: string, owner: LockFileOwner): boolean {
+  const temp = `${path}.${owner.pid}.${owner.token}.tmp`;
+  const fd = openSync(temp, "w", 0o644);
+  try {
+    writeSync(fd, `${JSON.stringify(owner)}\n`);
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+  try {
+    linkSync(temp, path);
+    return true;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "EEXIST") return false;
+    throw error;
+  } finally {
+    unlinkQuietly(temp);
+  }
+}
+
+/** Removes temp files a crashed process left beside `path` (they never count as locks). */
+function sweepTempFiles(path: string): void {
+  const prefix = `${basename(path)}.`;
+  const dir = dirname(path);
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch {
+    return;
+  }
+  const now = Date.now();
+  for (const name of names) {
+    if (!name.startsWith(prefix) || !name.endsWith(".tmp")) continue;
+    const file = join(dir, name);
+    try {
+      if (now - statSync(file).mtimeMs > TEMP_MAX_AGE_MS) unlinkQuietly(file);
+    } catch {
+      // Gone already.
+    }
+  }
+}
+
+function unlinkQuietly(path: string): void {
+  try {
+    unlinkSync(path);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
+  }
+}
+
+function lockedError(
+  path: string,
+  options: LockFileOptions,
+  owner: LockFileOwner | undefined,
+  unreadable: boolean,
+): LeafError {
+  const resource = options.resource ?? `lock file ${path}`;
+  const advice = options.advice ?? "stop that process, or use another lock file";
+  let message: string;
+  if (unreadable) {
+    message =
+      `${resource} is locked: lock file ${path} holds no owner record (damaged, or not written by ` +
+      `@leaf); ${advice}; if you are sure no process uses it, delete the lock file`;
+  } else if (!owner) {
+    message =
+      `${resource} is in use: lock file ${path} kept changing hands between processes racing ` +
+      "for it; try again once they settle";
+  } else {
+    const since = Number.isFinite(owner.acquiredAt)
+      ? new Date(owner.acquiredAt).toISOString()
+      : "an unknown time";
+    const label = owner.label ? ` for ${owner.label}` : "";
+    let foreign = "";
+    if (owner.host !== hostname()) {
+      foreign =
+        options.foreignStaleAfterMs === undefined
+          ? "; a lock written on another host is never taken over: delete it once that process is gone"
+          : `; a lock written on another host is taken over once untouched for ${options.foreignStaleAfterMs} ms`;
+    }
+    message =
+      `${resource} is in use: lock file ${path} is held by pid ${owner.pid} on host ` +
+      `${owner.host}${label} since ${since}; ${advice}${foreign}`;
+  }
+  return new LeafError({
+    component: options.component ?? "core",
+    code: options.code ?? ErrorCodes.LOCKED,
+    message,
+    details: { ...options.details, path, owner, unreadable },
+  });
+}

@@ -12,9 +12,7 @@ fi
 if [ -z "${LEAF_TEST_ZK:-}" ]; then
   { [ -f /usr/share/java/zookeeper.jar ] && command -v java >/dev/null 2>&1; } || missing+=("zookeeper")
 fi
-if [ -z "${LEAF_TEST_CHROMIUM:-}" ]; then
-  [ -x /usr/bin/chromium ] || missing+=("chromium")
-fi
+[ -x /usr/bin/chromium ] || missing+=("chromium")
 command -v faketime >/dev/null 2>&1 || missing+=("faketime")
 [ ${#missing[@]} -eq 0 ] && exit 0
 echo "ensure-services: missing ${missing[*]}; installing from Debian's packages" >&2

@@ -1,0 +1,189 @@
+// The command line: `leaf-server [--config FILE]` runs the service (SIGTERM/SIGINT stop it
+// gracefully), `leaf decode ID [--epoch MS] [--layout NAME] [--json]` takes an id apart.
+import { defineLayout, isLeafError, type Layout, layouts } from "@leaf/core";
+import { loadConfig } from "./config";
+import { DECODE_LAYOUTS, type DecodeLayoutName, decodeId } from "./decode";
+import { type LeafServer, startServer, VERSION } from "./server";
+
+const USAGE = `Usage:
+  leaf-server [--config FILE] [--check]   run the Leaf id service
+  leaf decode ID [--epoch MS] [--layout NAME] [--json]
+                                          take an id apart
+  leaf-server --help | --version
+
+The configuration comes from FILE (leaf.properties, .json, .yaml or .yml; also LEAF_CONFIG),
+then from LEAF_* environment variables, which win. Without any, the server starts on
+127.0.0.1:8080 with the embedded segment store in ./.leaf-data and the local registry.
+--check validates the configuration and exits.
+Layouts for decode: ${DECODE_LAYOUTS.join(", ")} (default leaf; --epoch overrides its epoch).`;
+
+/** Thrown for bad command-line arguments: printed with the usage, exit code 2. */
+class UsageError extends Error {}
+
+function takeValue(args: string[], i: number, flag: string): string {
+  const value = args[i + 1];
+  if (value === undefined || value.startsWith("--")) throw new UsageError(`${flag} needs a value`);
+  return value;
+}
+
+async function main(argv: string[]): Promise<number> {
+  const args = argv.slice(2);
+  if (args.includes("--help") || args.includes("-h")) {
+    console.log(USAGE);
+    return 0;
+  }
+  if (args.includes("--version")) {
+    console.log(VERSION);
+    return 0;
+  }
+  if (args[0] === "decode") return decode(args.slice(1));
+  if (args[0] === "serve") args.shift();
+  return serve(args);
+}
+
+function decode(args: string[]): number {
+  let id: string | undefined;
+  let epoch: number | undefined;
+  let layoutName: DecodeLayoutName = "leaf";
+  let json = false;
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i]!;
+    if (arg === "--epoch") {
+      const raw = takeValue(args, i++, "--epoch");
+      if (!/^[0-9]{1,16}$/.test(raw))
+        throw new UsageError(`--epoch must be ms since 1970 (digits), got "${raw}"`);
+      epoch = Number(raw);
+    } else if (arg === "--layout") {
+      const raw = takeValue(args, i++, "--layout");
+      if (!(DECODE_LAYOUTS as readonly string[]).includes(raw)) {
+        throw new UsageError(`--layout must be one of ${DECODE_LAYOUTS.join(", ")}, got "${raw}"`);
+      }
+      layoutName = raw as DecodeLayoutName;
+    } else if (arg === "--json") json = true;
+    else if (arg.startsWith("--")) throw new UsageError(`unknown option ${arg}`);
+    else if (id === undefined) id = arg;
+    else throw new UsageError(`one id at a time (got "${id}" and "${arg}")`);
+  }
+  if (id === undefined) throw new UsageError("decode needs an ID");
+  if (layoutName === "snowflake") layoutName = "leaf";
+  let layout: Layout =
+    layoutName === "redis-sequence" ? layouts.redisSequence : layouts[layoutName];
+  if (epoch !== undefined) {
+    if (layoutName === "redis-sequence")
+      throw new UsageError("--epoch applies to snowflake layouts, not redis-sequence");
+    layout = defineLayout({ ...layout, epoch, name: `${layout.name} (epoch ${epoch})` });
+  }
+  const answer = decodeId(id, epoch !== undefined ? "snowflake" : layoutName, layout, undefined);
+  if (json) {
+    console.log(JSON.stringify(answer, null, 2));
+    return 0;
+  }
+  const rows: [string, string][] = [
+    ["id", answer.id],
+    [
+      "layout",
+      `${answer.layout} (${answer.bits.timestamp}/${answer.bits.worker}/${answer.bits.sequence} bits, ` +
+        `epoch ${answer.epoch} = ${new Date(answer.epoch).toISOString()})`,
+    ],
+    ["time", `${answer.time} (${answer.timestampMs} ms)`],
+    [answer.shard !== undefined ? "shard" : "worker id", String(answer.workerId)],
+    ["sequence", String(answer.sequence)],
+  ];
+  if (answer.stringForm !== undefined) rows.push(["string form", answer.stringForm]);
+  for (const [k, v] of rows) console.log(`${k.padEnd(12)}${v}`);
+  return 0;
+}
+
+async function serve(args: string[]): Promise<number> {
+  let file = process.env.LEAF_CONFIG || undefined;
+  let check = false;
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i]!;
+    if (arg === "--config" || arg === "-c") file = takeValue(args, i++, arg);
+    else if (arg.startsWith("--config=")) file = arg.slice("--config=".length);
+    else if (arg === "--check") check = true;
+    else throw new UsageError(`unknown argument ${arg}`);
+  }
+  const config = loadConfig({ file });
+  for (const warning of config.warnings) console.error(`[leaf] [server] warning: ${warning}`);
+  if (check) {
+    console.log(`configuration OK (${config.sources.join(", ") || "defaults"})`);
+    return 0;
+  }
+  // A signal during start is kept and acted on once the start has finished (or failed).
+  let early: NodeJS.Signals | undefined;
+  const onEarly = (signal: NodeJS.Signals) => {
+    early ??= signal;
+  };
+  process.on("SIGTERM", onEarly).on("SIGINT", onEarly);
+  let server: LeafServer;
+  try {
+    server = await startServer(config);
+  } finally {
+    process.off("SIGTERM", onEarly).off("SIGINT", onEarly);
+  }
+  if (early === undefined) printWelcome(server);
+  return new Promise<number>((resolve) => {
+    let stopping = false;
+    const stop = (signal: NodeJS.Signals) => {
+      if (stopping) return;
+      stopping = true;
+      server.app.log.info(
+        { signal },
+        `${signal}: finishing in-flight requests, then releasing the lease`,
+      );
+      server.close().then(
+        () => {
+          server.app.log.info("stopped");
+          resolve(0);
+        },
+        (error: unknown) => {
+          server.app.log.error({ err: error }, "shutdown failed");
+          resolve(1);
+        },
+      );
+    };
+    process.once("SIGTERM", stop);
+    process.once("SIGINT", stop);
+    if (early !== undefined) stop(early);
+  });
+}
+
+function printWelcome(server: LeafServer): void {
+  const { url, context } = server;
+  const { config } = context;
+  const lines = [`Leaf ${VERSION} is running on ${url}`, ""];
+  if (config.segment) {
+    const tag = config.segment.demoTag ?? server.services.segment?.generator.tags()[0] ?? "TAG";
+    lines.push(`  segment id     ${url}/api/segment/get/${encodeURIComponent(tag)}`);
+    lines.push(`  100 ids        ${url}/api/segment/get/${encodeURIComponent(tag)}?count=100`);
+  }
+  if (config.snowflake) {
+    const workerId = server.services.snowflake?.worker.lease?.workerId;
+    lines.push(`  snowflake id   ${url}/api/snowflake/get/test   (worker id ${workerId})`);
+    lines.push(`  decode         ${url}/decodeSnowflakeId?snowflakeId=ID`);
+  }
+  if (config.redisSequence) lines.push(`  redis sequence ${url}/api/v1/redis-sequence/id?shard=0`);
+  lines.push(`  monitor        ${url}/monitor`);
+  lines.push(`  readiness      ${url}/health/ready`);
+  lines.push(`  metrics        ${url}/metrics`);
+  lines.push(`  API document   ${url}/openapi.json`);
+  lines.push(
+    "",
+    "Stop with Ctrl-C (or SIGTERM): in-flight requests finish and the lease is released.",
+  );
+  console.log(lines.join("\n"));
+}
+
+main(process.argv).then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    if (error instanceof UsageError) {
+      console.error(`leaf: ${error.message}\n\n${USAGE}`);
+      process.exit(2);
+    }
+    if (isLeafError(error)) console.error(error.message);
+    else console.error(error);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,642 @@
+// Every configuration key of the server in one table: its canonical dotted name (JSON/YAML path),
+// environment variable, Java Leaf / fork aliases, how its value is read and its default. The
+// loader, the README's table and the tests all come from this list.
+import { parseMysqlUrl } from "@leaf/core";
+
+/** Thrown by a key's reader: what was expected (the loader adds the key, the source and the value). */
+export class Expected extends Error {
+  constructor(readonly expected: string) {
+    super(expected);
+  }
+}
+
+/** One configuration key. */
+export interface KeyDef<T = unknown> {
+  /** Canonical name, the path in a JSON or YAML file: "server.port". */
+  key: string;
+  /** Environment variable: "LEAF_SERVER_PORT". */
+  env: string;
+  /** Other names accepted in files and (as LEAF_... variables) in the environment: Java Leaf's keys. */
+  aliases: readonly string[];
+  /** Short description of the accepted values, for errors and the README. */
+  type: string;
+  /** The default, as the README states it. */
+  default: string;
+  /** What the key does. */
+  doc: string;
+  /** Hidden in messages and logs. */
+  secret?: boolean;
+  /** Reads a raw value (a string from .properties or the environment, or a JSON/YAML value). */
+  read(raw: unknown): T;
+}
+
+/** "redisSequence.batchSize" -> "LEAF_REDIS_SEQUENCE_BATCH_SIZE". */
+export function envName(key: string): string {
+  return `LEAF_${key
+    .replace(/([a-z0-9])([A-Z])/g, "$1_$2")
+    .replace(/[.-]/g, "_")
+    .toUpperCase()}`;
+}
+
+function def<T>(
+  key: string,
+  options: Omit<KeyDef<T>, "key" | "env" | "aliases"> & { aliases?: string[] },
+): KeyDef<T> {
+  return { key, env: envName(key), aliases: options.aliases ?? [], ...options };
+}
+
+// ---- readers ----------------------------------------------------------------------------------
+
+/** True when `text` holds a C0 or C1 control character (tab, newline, NUL, DEL, ...). */
+export function hasControlCharacters(text: string): boolean {
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c < 0x20 || (c >= 0x7f && c <= 0x9f)) return true;
+  }
+  return false;
+}
+
+function text(raw: unknown): string | undefined {
+  if (typeof raw === "string") return raw.trim();
+  return undefined;
+}
+
+/** Reads an integer from min to max (a JSON number or a decimal string, "_" and "," allowed). */
+export function integer(min: number, max: number) {
+  const expected = `an integer from ${min.toLocaleString("en-US")} to ${max.toLocaleString("en-US")}`;
+  return (raw: unknown): number => {
+    let value: number | undefined;
+    if (typeof raw === "number") value = raw;
+    const t = text(raw);
+    if (t !== undefined && /^-?[0-9][0-9_,]*$/.test(t)) value = Number(t.replace(/[_,]/g, ""));
+    if (value === undefined || !Number.isSafeInteger(value) || value < min || value > max) {
+      throw new Expected(expected);
+    }
+    return value;
+  };
+}
+
+/** Reads true/false (also yes/no, on/off, 1/0). */
+export function boolean(raw: unknown): boolean {
+  if (typeof raw === "boolean") return raw;
+  const t = text(raw)?.toLowerCase();
+  if (t === "true" || t === "yes" || t === "on" || t === "1") return true;
+  if (t === "false" || t === "no" || t === "off" || t === "0") return false;
+  throw new Expected("true or false");
+}
+
+function oneOf<T extends string>(values: readonly T[]) {
+  return (raw: unknown): T => {
+    const t = text(raw);
+    if (t !== undefined && (values as readonly string[]).includes(t)) return t as T;
+    throw new Expected(`one of ${values.join(", ")}`);
+  };
+}
+
+function nonEmpty(what: string, max = 4096) {
+  return (raw: unknown): string => {
+    const t = text(raw);
+    if (t === undefined || t === "" || t.length > max || hasControlCharacters(t)) {
+      throw new Expected(`${what} (1 to ${max} characters, no control characters)`);
+    }
+    return t;
+  };
+}
+
+/** A string that may be empty (a password): kept as written, not trimmed. */
+function anyText(raw: unknown): string {
+  if (typeof raw === "string") return raw;
+  if (typeof raw === "number") return String(raw);
+  throw new Expected("a string (may be empty)");
+}
+
+const SERVICE_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
+const HOST =
+  /^(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*|\[?[0-9A-Fa-f:.]+\]?)$/;
+const TABLE = /^[A-Za-z_][A-Za-z0-9_$]{0,63}(?:\.[A-Za-z_][A-Za-z0-9_$]{0,63})?$/;
+
+function host(raw: unknown): string {
+  const t = text(raw);
+  if (t === undefined || t.length > 253 || !HOST.test(t)) {
+    throw new Expected("a host name or IP address such as 127.0.0.1, 0.0.0.0 or ::");
+  }
+  return t.replace(/^\[|\]$/g, "");
+}
+
+function mysqlUrl(raw: unknown): string {
+  const t = text(raw);
+  try {
+    if (t === undefined) throw new Error("not a string");
+    parseMysqlUrl(t);
+  } catch {
+    throw new Expected(
+      "a database URL: jdbc:mysql://host:3306/leaf?..., mysql://user:password@host:3306/leaf or mariadb://...",
+    );
+  }
+  return t;
+}
+
+function redisUrl(raw: unknown): string {
+  const t = text(raw);
+  let ok = false;
+  if (t !== undefined) {
+    try {
+      const url = new URL(t);
+      const port = url.port === "" ? 6379 : Number(url.port);
+      ok =
+        (url.protocol === "redis:" || url.protocol === "rediss:") &&
+        url.hostname !== "" &&
+        port >= 1 &&
+        port <= 65535 &&
+        /^\/?(?:\d{1,2})?$/.test(url.pathname);
+    } catch {
+      ok = false;
+    }
+  }
+  if (!ok)
+    throw new Expected("a Redis URL: redis://[user:password@]host:6379[/db] or rediss://...");
+  return t!;
+}
+
+function zkAddress(raw: unknown): string {
+  const t = text(raw);
+  const m = t === undefined ? null : /^([^/\s]+)(\/[^\s]*)?$/.exec(t);
+  const serversOk =
+    m !== null &&
+    m[1]!.split(",").every((part) => {
+      const hp = /^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):(\d{1,5})$/.exec(part.trim());
+      return hp !== null && Number(hp[2]) >= 1 && Number(hp[2]) <= 65535;
+    });
+  if (!t || !serversOk) {
+    throw new Expected(
+      'ZooKeeper servers "host:port[,host:port...][/chroot]", e.g. 127.0.0.1:2181',
+    );
+  }
+  return t;
+}
+
+function table(raw: unknown): string {
+  const t = text(raw);
+  if (t === undefined || !TABLE.test(t)) {
+    throw new Expected("a table name (letters, digits, _ and $; optionally database.table)");
+  }
+  return t;
+}
+
+function json(what: string) {
+  return (raw: unknown): unknown => {
+    if (typeof raw === "object" && raw !== null) return raw;
+    const t = text(raw);
+    if (t !== undefined) {
+      try {
+        return JSON.parse(t);
+      } catch {
+        // falls through to the error below
+      }
+    }
+    throw new Expected(what);
+  };
+}
+
+/** `{"tag": "token"}` or `{"tag": ["t1", "t2"]}`, "*" for every tag not listed. */
+function accessTokens(raw: unknown): Map<string, string[]> {
+  const expected =
+    'a JSON object of tag to token(s): {"order": "s3cret-token-1", "*": ["token-a", "token-b"]}; tokens of at least 8 characters';
+  const data = json(expected)(raw);
+  if (typeof data !== "object" || data === null || Array.isArray(data))
+    throw new Expected(expected);
+  const tokens = new Map<string, string[]>();
+  for (const [tag, value] of Object.entries(data as Record<string, unknown>)) {
+    const list = Array.isArray(value) ? value : [value];
+    if (
+      tag === "" ||
+      tag.length > 128 ||
+      list.length === 0 ||
+      !list.every(
+        (t) =>
+          typeof t === "string" &&
+          t.length >= 8 &&
+          t.length <= 512 &&
+          !/\s/.test(t) &&
+          !hasControlCharacters(t),
+      )
+    ) {
+      throw new Expected(expected);
+    }
+    tokens.set(tag, list as string[]);
+  }
+  if (tokens.size === 0) throw new Expected(expected);
+  return tokens;
+}
+
+function adminToken(raw: unknown): string {
+  const t = text(raw);
+  if (
+    t === undefined ||
+    t.length < 16 ||
+    t.length > 512 ||
+    /\s/.test(t) ||
+    hasControlCharacters(t)
+  ) {
+    throw new Expected(
+      "a token of 16 to 512 characters without spaces (e.g. from `openssl rand -hex 24`)",
+    );
+  }
+  return t;
+}
+
+function registry(raw: unknown): {
+  registry: "local" | "zk" | "mysql";
+  zkMode?: "normal" | "recycle";
+} {
+  const t = text(raw);
+  switch (t) {
+    case "local":
+    case "mysql":
+    case "zk":
+      return { registry: t };
+    case "zk_normal":
+      return { registry: "zk", zkMode: "normal" };
+    case "zk_recycle":
+      return { registry: "zk", zkMode: "recycle" };
+    default:
+      throw new Expected("one of local, zk, mysql (or the fork's zk_normal, zk_recycle)");
+  }
+}
+
+function tagOrEmpty(raw: unknown): string {
+  const t = text(raw);
+  if (t === undefined || t.length > 128 || hasControlCharacters(t)) {
+    throw new Expected('a tag of up to 128 characters, or "" for none');
+  }
+  return t;
+}
+
+function timeZone(raw: unknown): string {
+  const t = text(raw);
+  if (t === undefined || t === "" || t.length > 64) {
+    throw new Expected('"UTC", a fixed offset like "+08:00", or an IANA zone like "Asia/Shanghai"');
+  }
+  return t;
+}
+
+function prefix(raw: unknown): string {
+  if (typeof raw !== "string" || raw.length > 64 || /\s/.test(raw) || hasControlCharacters(raw)) {
+    throw new Expected("up to 64 characters without spaces or control characters");
+  }
+  return raw;
+}
+
+function serviceName(raw: unknown): string {
+  const t = text(raw);
+  if (t === undefined || !SERVICE_NAME.test(t)) {
+    throw new Expected(
+      "1 to 128 letters, digits, '.', '_' or '-', starting with a letter or digit",
+    );
+  }
+  return t;
+}
+
+const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
+
+// ---- the keys ---------------------------------------------------------------------------------
+
+/** Every configuration key, in the order of the README's table. */
+export const CONFIG_KEYS = [
+  def("name", {
+    aliases: ["leaf.name"],
+    type: "letters, digits, . _ -",
+    default: "leaf",
+    doc: "Service name: the registries keep one worker-id space per name; the redis sequence namespace defaults to it.",
+    read: serviceName,
+  }),
+  def("dataDir", {
+    type: "folder path",
+    default: "./.leaf-data",
+    doc: "Local data: the embedded segment store (`segments/`) and the local registry's lock and cache files (`registry-local/`).",
+    read: nonEmpty("a folder path"),
+  }),
+  def("log.level", {
+    type: LOG_LEVELS.join(" | "),
+    default: "info",
+    doc: "Log level (pino, JSON lines on stdout).",
+    read: oneOf(LOG_LEVELS),
+  }),
+  def("server.host", {
+    aliases: ["server.address"],
+    type: "host or IP",
+    default: "127.0.0.1",
+    doc: "Address to listen on; `0.0.0.0` for every interface.",
+    read: host,
+  }),
+  def("server.port", {
+    type: "0 to 65535",
+    default: "8080",
+    doc: "Port to listen on (Spring Boot's `server.port`, as Java Leaf). 0 picks a free port.",
+    read: integer(0, 65535),
+  }),
+  def("server.maxBatch", {
+    type: "1 to 1,000,000",
+    default: "10000",
+    doc: "Largest `count` of a batch request.",
+    read: integer(1, 1_000_000),
+  }),
+  def("server.adminToken", {
+    type: "16+ characters",
+    default: "(none: admin API off)",
+    doc: "Bearer token of the admin API (create tags, change steps, list tags). Without it the admin API is not served.",
+    secret: true,
+    read: adminToken,
+  }),
+  def("server.accessTokens", {
+    type: 'JSON {"tag": "token" | ["token", ...]}',
+    default: "(none: id endpoints open)",
+    doc: 'Per-tag access tokens on the id endpoints, as tinyid: a listed tag (segment tag or snowflake key) needs `?token=` or `Authorization: Bearer`; "*" covers every other tag and the redis sequence.',
+    secret: true,
+    read: accessTokens,
+  }),
+  def("server.requestLog", {
+    type: "boolean",
+    default: "false",
+    doc: "Log every request (costs throughput); errors are always logged.",
+    read: boolean,
+  }),
+  def("server.shutdownTimeoutMs", {
+    type: "1,000 to 600,000",
+    default: "10000",
+    doc: "On SIGTERM, how long in-flight requests and the lease release may take before the process exits with code 1.",
+    read: integer(1000, 600_000),
+  }),
+  def("server.monitor", {
+    type: "boolean",
+    default: "true",
+    doc: "Serve the monitor page (`/monitor`) and its data (`/api/v1/monitor`).",
+    read: boolean,
+  }),
+  def("segment.enabled", {
+    aliases: ["leaf.segment.enable"],
+    type: "boolean",
+    default: "true",
+    doc: "Serve segment mode.",
+    read: boolean,
+  }),
+  def("segment.store", {
+    type: "embedded | mysql",
+    default: "mysql when a URL is set, else embedded",
+    doc: "Where segment ranges come from: Java Leaf's `leaf_alloc` table, or the embedded store in `dataDir/segments` (one node).",
+    read: oneOf(["embedded", "mysql"] as const),
+  }),
+  def("segment.mysql.url", {
+    aliases: ["leaf.jdbc.url"],
+    type: "jdbc:mysql:// or mysql:// URL",
+    default: "(none)",
+    doc: "Database of the `leaf_alloc` table. A JDBC URL is accepted (its parameters are ignored).",
+    read: mysqlUrl,
+  }),
+  def("segment.mysql.username", {
+    aliases: ["leaf.jdbc.username"],
+    type: "string",
+    default: "the URL's user",
+    doc: "Database user.",
+    read: nonEmpty("a user name", 256),
+  }),
+  def("segment.mysql.password", {
+    aliases: ["leaf.jdbc.password"],
+    type: "string (may be empty)",
+    default: "the URL's password; required",
+    doc: "Database password. Required when the store is mysql (an empty value means no password).",
+    secret: true,
+    read: anyText,
+  }),
+  def("segment.mysql.table", {
+    type: "table name",
+    default: "leaf_alloc",
+    doc: "Table of tags and max ids.",
+    read: table,
+  }),
+  def("segment.mysql.createTable", {
+    type: "boolean",
+    default: "false",
+    doc: "Create the table at start when it is missing.",
+    read: boolean,
+  }),
+  def("segment.demoTag", {
+    type: 'tag, or ""',
+    default: "leaf-segment-test",
+    doc: "Embedded store only: a tag created at start when missing (Java Leaf's demo row: start 1, step 2000).",
+    read: tagOrEmpty,
+  }),
+  def("segment.refreshIntervalMs", {
+    type: "1,000 to 86,400,000",
+    default: "60000",
+    doc: "How often the tag list is re-read from the store.",
+    read: integer(1000, 86_400_000),
+  }),
+  def("segment.exhaustedWaitMs", {
+    type: "0 to 60,000",
+    default: "1000",
+    doc: "How long a request waits for the next range when both ranges are used up, before 503 (Leaf code -3).",
+    read: integer(0, 60_000),
+  }),
+  def("segment.dynamicStep", {
+    type: "boolean",
+    default: "true",
+    doc: "Leaf's dynamic step (double under 15 minutes per range, halve over 30).",
+    read: boolean,
+  }),
+  def("snowflake.enabled", {
+    aliases: ["leaf.snowflake.enable"],
+    type: "boolean",
+    default: "true",
+    doc: "Serve snowflake mode.",
+    read: boolean,
+  }),
+  def("snowflake.registry", {
+    aliases: ["leaf.snowflake.mode"],
+    type: "local | zk | mysql | zk_normal | zk_recycle",
+    default: "zk when a ZooKeeper address is set, else local",
+    doc: "Where the worker id comes from (the fork's `leaf.snowflake.mode`; `zk_recycle` is zk with `snowflake.zk.mode=recycle`).",
+    read: registry,
+  }),
+  def("snowflake.ip", {
+    type: "IP address",
+    default: "first non-loopback IPv4",
+    doc: "This node's address in the registry (Java Leaf: the first non-loopback IPv4).",
+    read: host,
+  }),
+  def("snowflake.port", {
+    aliases: ["leaf.snowflake.port"],
+    type: "1 to 65535",
+    default: "the listening port",
+    doc: "This node's port in the registry: `ip:port` identifies the node.",
+    read: integer(1, 65535),
+  }),
+  def("snowflake.layout", {
+    type: "leaf | sonyflake | baidu",
+    default: "leaf",
+    doc: "Bit layout of snowflake ids (leaf: 41 bits of ms, 10 worker, 12 sequence).",
+    read: oneOf(["leaf", "sonyflake", "baidu"] as const),
+  }),
+  def("snowflake.epoch", {
+    type: "ms since 1970",
+    default: "the layout's (leaf: 1288834974657)",
+    doc: "The layout's epoch; `/decodeSnowflakeId` decodes with it.",
+    read: integer(0, 8_640_000_000_000),
+  }),
+  def("snowflake.timestampBits", {
+    type: "1 to 63",
+    default: "the layout's",
+    doc: "Overrides the layout's time bits.",
+    read: integer(1, 63),
+  }),
+  def("snowflake.workerBits", {
+    type: "0 to 62",
+    default: "the layout's",
+    doc: "Overrides the layout's worker-id bits.",
+    read: integer(0, 62),
+  }),
+  def("snowflake.sequenceBits", {
+    type: "1 to 62",
+    default: "the layout's",
+    doc: "Overrides the layout's sequence bits.",
+    read: integer(1, 62),
+  }),
+  def("snowflake.unitMillis", {
+    type: "1 to 86,400,000",
+    default: "the layout's",
+    doc: "Overrides the layout's time unit in ms.",
+    read: integer(1, 86_400_000),
+  }),
+  def("snowflake.clockToleranceMs", {
+    type: "0 to 1,000",
+    default: "5",
+    doc: "A clock moved back by at most this is waited out; further, ids are refused (Leaf code -3).",
+    read: integer(0, 1000),
+  }),
+  def("snowflake.backups", {
+    type: "0 to 16",
+    default: "0",
+    doc: "Backup worker ids leased with the primary one, used when the clock moves back past the tolerance.",
+    read: integer(0, 16),
+  }),
+  def("snowflake.local.workerId", {
+    type: "integer",
+    default: "0 (when no workIdMap)",
+    doc: "Local registry: this node's worker id.",
+    read: integer(0, 4_194_303),
+  }),
+  def("snowflake.local.workIdMap", {
+    aliases: ["leaf.snowflake.local.workIdMap"],
+    type: 'JSON {"ip:port": id}',
+    default: "(none)",
+    doc: 'Local registry: the fork\'s map of nodes to worker ids, `{"10.1.46.33:8080":1,"10.1.46.33:8081":2}`.',
+    read: json('a JSON object like {"10.1.46.33:8080": 1, "10.1.46.33:8081": 2}'),
+  }),
+  def("snowflake.local.dir", {
+    type: "folder path",
+    default: "dataDir/registry-local",
+    doc: "Local registry: folder of its lock and cache files.",
+    read: nonEmpty("a folder path"),
+  }),
+  def("snowflake.zk.address", {
+    aliases: ["leaf.snowflake.zk.address"],
+    type: "host:port[,host:port][/chroot]",
+    default: "(none)",
+    doc: "ZooKeeper servers (Java Leaf's tree `/snowflake/{name}/forever`).",
+    read: zkAddress,
+  }),
+  def("snowflake.zk.mode", {
+    type: "normal | recycle",
+    default: "normal",
+    doc: "normal: Java Leaf's fixed worker id per ip:port; recycle: ids freed when their holder is gone.",
+    read: oneOf(["normal", "recycle"] as const),
+  }),
+  def("snowflake.zk.sessionTimeoutMs", {
+    type: "1,000 to 600,000",
+    default: "6000",
+    doc: "ZooKeeper session timeout.",
+    read: integer(1000, 600_000),
+  }),
+  def("snowflake.mysql.url", {
+    type: "jdbc:mysql:// or mysql:// URL",
+    default: "segment.mysql.url",
+    doc: "MySQL registry: database of `leaf_workerid_alloc` (the fork's table).",
+    read: mysqlUrl,
+  }),
+  def("snowflake.mysql.username", {
+    type: "string",
+    default: "segment.mysql.username",
+    doc: "MySQL registry: user.",
+    read: nonEmpty("a user name", 256),
+  }),
+  def("snowflake.mysql.password", {
+    type: "string (may be empty)",
+    default: "segment.mysql.password; required",
+    doc: "MySQL registry: password (an empty value means no password).",
+    secret: true,
+    read: anyText,
+  }),
+  def("snowflake.mysql.mode", {
+    type: "fixed | lease",
+    default: "fixed",
+    doc: "fixed: the fork's table, id fixed per ip:port; lease: ids leased and recycled.",
+    read: oneOf(["fixed", "lease"] as const),
+  }),
+  def("snowflake.mysql.createTable", {
+    type: "boolean",
+    default: "false",
+    doc: "MySQL registry: create its table at start when missing.",
+    read: boolean,
+  }),
+  def("redisSequence.enabled", {
+    type: "boolean",
+    default: "true when a URL is set",
+    doc: "Serve redis sequence ids.",
+    read: boolean,
+  }),
+  def("redisSequence.url", {
+    type: "redis:// URL",
+    default: "(none)",
+    doc: "Redis server.",
+    secret: true,
+    read: redisUrl,
+  }),
+  def("redisSequence.namespace", {
+    type: "letters, digits, . _ : -",
+    default: "name",
+    doc: "Ids are unique within a namespace; it is the Redis Cluster hash tag of every key.",
+    read: nonEmpty("a namespace", 128),
+  }),
+  def("redisSequence.prefix", {
+    type: "string",
+    default: '""',
+    doc: "Default prefix of the string form (prefix + yyyyMMddHHmmss + sequence + shard).",
+    read: prefix,
+  }),
+  def("redisSequence.timeZone", {
+    type: "UTC, +08:00, Asia/Shanghai",
+    default: "UTC",
+    doc: "Time zone of the string form's date (zones with daylight saving time are refused).",
+    read: timeZone,
+  }),
+  def("redisSequence.batchSize", {
+    type: "integer",
+    default: "1000",
+    doc: "Largest range of sequences taken from Redis in one round trip.",
+    read: integer(1, 1 << 24),
+  }),
+] as const satisfies readonly KeyDef[];
+
+/** Names of every key. */
+export type ConfigKey = (typeof CONFIG_KEYS)[number]["key"];
+
+/** A key's definition by its canonical name, alias, or "leaf."-prefixed canonical name. */
+export function findKey(name: string): KeyDef | undefined {
+  return LOOKUP.get(name) ?? (name.startsWith("leaf.") ? LOOKUP.get(name.slice(5)) : undefined);
+}
+
+const LOOKUP = new Map<string, KeyDef>();
+for (const k of CONFIG_KEYS as readonly KeyDef[]) {
+  LOOKUP.set(k.key, k);
+  for (const alias of k.aliases) LOOKUP.set(alias, k);
+}

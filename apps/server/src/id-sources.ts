@@ -1,0 +1,171 @@
+// The id sources as the HTTP layer sees them: each mode's ids, or the error that says why there are
+// none (disabled here, still starting, shutting down). Counting issued ids happens here too.
+import { ErrorCodes, isLeafError, LeafCodes, LeafError } from "@leaf/core";
+import type { ServerConfig } from "./config";
+import { HttpCodes, HttpError } from "./http-errors";
+import type { LeafServices, RedisSequenceMode, SegmentMode, SnowflakeMode } from "./leaf-services";
+import type { ServerMetrics, Tally } from "./metrics";
+
+/** What the routes share: the configuration, the metrics and the running services. */
+export interface AppContext {
+  config: ServerConfig;
+  metrics: ServerMetrics;
+  /** Set once every mode has started. */
+  services: LeafServices | undefined;
+  /**
+   * "starting" until the services run; "stopping" from SIGTERM on (readiness turns false, new
+   * connections are refused, requests already accepted are still answered).
+   */
+  state: "starting" | "running" | "stopping";
+  /** ms since 1970 when the server started listening. */
+  startedAt: number;
+  version: string;
+}
+
+/** The modes, as named in messages, metrics and the config's keys. */
+export type Mode = "segment" | "snowflake" | "redisSequence";
+
+const MODE_TEXT: Record<Mode, { name: string; key: string }> = {
+  segment: { name: "segment mode", key: "segment.enabled (leaf.segment.enable)" },
+  snowflake: { name: "snowflake mode", key: "snowflake.enabled (leaf.snowflake.enable)" },
+  redisSequence: { name: "the redis sequence", key: "redisSequence.enabled / redisSequence.url" },
+};
+
+/** Serves ids from the running modes, with the errors a caller can act on. */
+export class IdSources {
+  private readonly segmentTallies = new Map<string, Tally>();
+  private readonly snowflakeTally: Tally;
+  private readonly redisTally: Tally | undefined;
+
+  constructor(private readonly ctx: AppContext) {
+    this.snowflakeTally = ctx.metrics.tally("snowflake", "");
+    this.redisTally = ctx.config.redisSequence
+      ? ctx.metrics.tally("redisSequence", ctx.config.redisSequence.namespace)
+      : undefined;
+  }
+
+  /** The running segment mode, or the reason there is none. */
+  segment(): SegmentMode {
+    const mode = this.ctx.services?.segment;
+    if (mode !== undefined && this.ctx.state !== "starting") return mode;
+    throw this.unavailable("segment", this.ctx.config.segment !== undefined);
+  }
+
+  /** The running snowflake mode, or the reason there is none. */
+  snowflake(): SnowflakeMode {
+    const mode = this.ctx.services?.snowflake;
+    if (mode !== undefined && this.ctx.state !== "starting") return mode;
+    throw this.unavailable("snowflake", this.ctx.config.snowflake !== undefined);
+  }
+
+  /** The running redis sequence, or the reason there is none. */
+  redisSequence(): RedisSequenceMode {
+    const mode = this.ctx.services?.redisSequence;
+    if (mode !== undefined && this.ctx.state !== "starting") return mode;
+    throw this.unavailable("redisSequence", this.ctx.config.redisSequence !== undefined);
+  }
+
+  /**
+   * One segment id: synchronously from the buffer, or a promise when the buffer must wait for a
+   * range (both used up, or the tag's first range still loading).
+   */
+  segmentId(tag: string): bigint | Promise<bigint> {
+    const { generator } = this.segment();
+    let id: bigint;
+    try {
+      id = generator.nextIdSync(tag);
+    } catch (error) {
+      if (
+        isLeafError(error) &&
+        (error.code === ErrorCodes.SEGMENTS_EXHAUSTED ||
+          error.code === ErrorCodes.NOT_INITIALIZED) &&
+        generator.status().state === "running"
+      ) {
+        return generator.nextId(tag).then((waited) => {
+          this.countSegment(tag, 1);
+          return waited;
+        });
+      }
+      throw error;
+    }
+    this.countSegment(tag, 1);
+    return id;
+  }
+
+  /** `count` consecutive segment ids of `tag`. */
+  async segmentIds(tag: string, count: number): Promise<bigint[]> {
+    const ids = await this.segment().generator.nextIds(tag, count);
+    this.countSegment(tag, count);
+    return ids;
+  }
+
+  /** One snowflake id. */
+  snowflakeId(): bigint {
+    const id = this.snowflake().worker.nextId();
+    this.snowflakeTally.n++;
+    return id;
+  }
+
+  /** `count` snowflake ids, in increasing order. */
+  snowflakeIds(count: number): bigint[] {
+    const ids = this.snowflake().worker.generator.nextIds(count);
+    this.snowflakeTally.n += count;
+    return ids;
+  }
+
+  /** One redis sequence id for `shard`. */
+  redisId(shard: number): bigint | Promise<bigint> {
+    const { sequence } = this.redisSequence();
+    const id = sequence.tryNextIdSync(shard);
+    if (id !== undefined) {
+      this.redisTally!.n++;
+      return id;
+    }
+    return sequence.nextId(shard).then((waited) => {
+      this.redisTally!.n++;
+      return waited;
+    });
+  }
+
+  /** `count` redis sequence ids for `shard`. */
+  async redisIds(shard: number, count: number): Promise<bigint[]> {
+    const ids = await this.redisSequence().sequence.nextIds(shard, count);
+    this.redisTally!.n += count;
+    return ids;
+  }
+
+  private countSegment(tag: string, n: number): void {
+    let tally = this.segmentTallies.get(tag);
+    if (tally === undefined) {
+      tally = this.ctx.metrics.tally("segment", tag);
+      this.segmentTallies.set(tag, tally);
+    }
+    tally.n += n;
+  }
+
+  private unavailable(mode: Mode, enabled: boolean): Error {
+    const { name, key } = MODE_TEXT[mode];
+    if (!enabled) {
+      return new HttpError(
+        404,
+        HttpCodes.MODE_DISABLED,
+        `[leaf] [server] ${name} is disabled on this server (${key}); enable it, or ask a server that serves it. No id is issued (Java Leaf answered 0 here)`,
+        { mode },
+      );
+    }
+    if (this.ctx.state === "stopping") {
+      return new HttpError(
+        503,
+        HttpCodes.SHUTTING_DOWN,
+        `[leaf] [server] the server is shutting down; ask another node`,
+      );
+    }
+    return new LeafError({
+      component: "server",
+      code: ErrorCodes.NOT_INITIALIZED,
+      leafCode: mode === "segment" ? LeafCodes.SEGMENT_NOT_INITIALIZED : undefined,
+      message: `${name} is still starting on this server; retry shortly (see /health/ready)`,
+      details: { mode },
+    });
+  }
+}

@@ -1,0 +1,74 @@
+// A SegmentStore decorator that times every range taken and counts every failed operation, so that
+// the metrics see each load exactly (the generator's snapshots only show the last one).
+import { performance } from "node:perf_hooks";
+import { isLeafError } from "@leaf/core";
+import type { NewTag, SegmentRange, SegmentStore, TagRecord } from "@leaf/segment";
+import type { ServerMetrics } from "./metrics";
+
+/** Wraps `store`; every call goes through unchanged, with its time and outcome recorded. */
+export class InstrumentedStore implements SegmentStore {
+  readonly kind: string;
+
+  constructor(
+    private readonly store: SegmentStore,
+    private readonly metrics: ServerMetrics,
+  ) {
+    this.kind = store.kind;
+  }
+
+  async takeRange(tag: string, step?: number): Promise<SegmentRange> {
+    const started = performance.now();
+    try {
+      const range = await this.store.takeRange(tag, step);
+      this.metrics.segmentLoads.inc({ tag, result: "ok" });
+      this.metrics.segmentLoadSeconds.observe({ tag }, (performance.now() - started) / 1000);
+      return range;
+    } catch (error) {
+      this.metrics.segmentLoads.inc({ tag, result: "error" });
+      if (isStoreFailure(error))
+        this.metrics.storeErrors.inc({ store: this.kind, operation: "takeRange" });
+      throw error;
+    }
+  }
+
+  listTags(): Promise<string[]> {
+    return this.count("listTags", this.store.listTags());
+  }
+
+  describeTags(): Promise<TagRecord[]> {
+    return this.count("describeTags", this.store.describeTags());
+  }
+
+  createTag(tag: NewTag): Promise<TagRecord> {
+    return this.count("createTag", this.store.createTag(tag));
+  }
+
+  updateStep(tag: string, step: number): Promise<TagRecord> {
+    return this.count("updateStep", this.store.updateStep(tag, step));
+  }
+
+  deleteTag(tag: string): Promise<boolean> {
+    return this.count("deleteTag", this.store.deleteTag(tag));
+  }
+
+  close(): Promise<void> {
+    return this.store.close();
+  }
+
+  private async count<T>(operation: string, call: Promise<T>): Promise<T> {
+    try {
+      return await call;
+    } catch (error) {
+      if (isStoreFailure(error)) this.metrics.storeErrors.inc({ store: this.kind, operation });
+      throw error;
+    }
+  }
+}
+
+/** A failure of the store itself, not a refusal of bad input (a malformed tag, an unknown one). */
+function isStoreFailure(error: unknown): boolean {
+  return !(
+    isLeafError(error) &&
+    (error.code === "INVALID_ARGUMENT" || error.code === "UNKNOWN_TAG" || error.code === "CLOSED")
+  );
+}

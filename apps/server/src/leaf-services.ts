@@ -1,0 +1,385 @@
+// Starts the id sources the configuration asks for (segment generator and its store, snowflake
+// worker and its registry, redis sequence) and closes them in the right order. Registries and Redis
+// are imported only when configured, so an unused mode loads nothing.
+import {
+  type ClockRollbackEvent,
+  ErrorCodes,
+  isLeafError,
+  type Layout,
+  LeafError,
+  localIPv4,
+  type NodeIdentity,
+  type SnowflakeWorker,
+  type SnowflakeWorkerEvent,
+  startSnowflakeWorker,
+  type WorkerIdRegistry,
+} from "@leaf/core";
+import type { RedisSequence } from "@leaf/redis-sequence";
+import {
+  EmbeddedSegmentStore,
+  MysqlSegmentStore,
+  SegmentIdGenerator,
+  type SegmentStore,
+} from "@leaf/segment";
+import type { ServerConfig } from "./config";
+import { InstrumentedStore } from "./instrumented-store";
+import type { ServerMetrics } from "./metrics";
+
+/** The little of a logger the services use (pino's, in the server). */
+export interface ServiceLogger {
+  info(object: object, message?: string): void;
+  warn(object: object, message?: string): void;
+  error(object: object, message?: string): void;
+}
+
+/** Segment mode, running. */
+export interface SegmentMode {
+  generator: SegmentIdGenerator;
+  /** The store, instrumented (the admin API and the monitor's table go through it). */
+  store: SegmentStore;
+}
+
+/** One lease event kept for the monitor page. */
+export interface LeaseEventRecord {
+  at: number;
+  type: SnowflakeWorkerEvent["type"] | "clock-rollback";
+  text: string;
+}
+
+/** Snowflake mode, running. */
+export interface SnowflakeMode {
+  worker: SnowflakeWorker;
+  registry: WorkerIdRegistry;
+  layout: Layout;
+  node: NodeIdentity;
+  /** The last lease events and clock rollbacks, newest last (at most 20). */
+  events: LeaseEventRecord[];
+}
+
+/**
+ * The lease state as the monitor, metrics and readiness show it: "fenced" also when the generator
+ * itself is fenced (the worker's lease was lost and it has not noticed a new one yet).
+ */
+export function leaseState(worker: SnowflakeWorker): "held" | "fenced" | "closed" {
+  if (worker.state === "held" && worker.generator.state === "fenced") return "fenced";
+  return worker.state;
+}
+
+/** Redis sequence, running. */
+export interface RedisSequenceMode {
+  sequence: RedisSequence;
+  /** Default prefix of the string form. */
+  prefix: string;
+}
+
+/** Everything the HTTP layer serves ids from. A disabled mode is undefined. */
+export interface LeafServices {
+  segment: SegmentMode | undefined;
+  snowflake: SnowflakeMode | undefined;
+  redisSequence: RedisSequenceMode | undefined;
+  /** Stops the worker (last report, lease released), the generator and Redis; then the registry and store. */
+  close(): Promise<void>;
+}
+
+/** Options of {@link startServices}. */
+export interface StartServicesOptions {
+  config: ServerConfig;
+  metrics: ServerMetrics;
+  logger: ServiceLogger;
+  /** The port the server listens on: the node's port in the registry unless configured. */
+  port: number;
+}
+
+const COMPONENT = "server";
+
+/**
+ * Starts every enabled mode, one after the other. When one fails, those already started are
+ * closed again and the error is rethrown (the server then exits non-zero).
+ */
+export async function startServices(options: StartServicesOptions): Promise<LeafServices> {
+  const closers: Array<() => Promise<void>> = [];
+  const services: LeafServices = {
+    segment: undefined,
+    snowflake: undefined,
+    redisSequence: undefined,
+    async close() {
+      const errors: unknown[] = [];
+      for (const close of closers.splice(0).reverse()) {
+        await close().catch((error: unknown) => errors.push(error));
+      }
+      if (errors.length > 0) throw errors[0];
+    },
+  };
+  try {
+    if (options.config.segment) services.segment = await startSegment(options, closers);
+    if (options.config.snowflake) services.snowflake = await startSnowflake(options, closers);
+    if (options.config.redisSequence) services.redisSequence = await startRedis(options, closers);
+  } catch (error) {
+    await services.close().catch(() => {});
+    throw error;
+  }
+  return services;
+}
+
+async function startSegment(
+  { config, metrics, logger }: StartServicesOptions,
+  closers: Array<() => Promise<void>>,
+): Promise<SegmentMode> {
+  const settings = config.segment!;
+  let raw: SegmentStore;
+  if (settings.store === "embedded") {
+    try {
+      raw = await EmbeddedSegmentStore.open({ dir: settings.dir });
+    } catch (error) {
+      throw startFailure(`segment mode (embedded store in ${settings.dir})`, error);
+    }
+  } else {
+    const mysql = settings.mysql!;
+    const store = new MysqlSegmentStore({
+      url: mysql.url,
+      user: mysql.user,
+      password: mysql.password,
+      table: mysql.table,
+    });
+    if (mysql.createTable) {
+      try {
+        await store.createSchema();
+      } catch (error) {
+        await store.close().catch(() => {});
+        throw startFailure("segment mode (creating the table)", error);
+      }
+    }
+    raw = store;
+  }
+  const store = new InstrumentedStore(raw, metrics);
+  const generator = new SegmentIdGenerator({
+    store,
+    refreshIntervalMs: settings.refreshIntervalMs,
+    exhaustedWaitMs: settings.exhaustedWaitMs,
+    dynamicStep: settings.dynamicStep,
+    maxBatch: config.server.maxBatch,
+    onError: (error, context) =>
+      logger.warn(
+        { err: error, tag: context.tag, operation: context.operation },
+        `segment ${context.operation} failed${context.tag ? ` for tag ${context.tag}` : ""}; retrying`,
+      ),
+  });
+  closers.push(() => generator.close());
+  try {
+    if (settings.store === "embedded" && settings.demoTag !== null) {
+      const tags = await store.listTags();
+      if (!tags.includes(settings.demoTag)) {
+        // Java Leaf's demo row: insert into leaf_alloc values('leaf-segment-test', 1, 2000, ...).
+        await store.createTag({
+          tag: settings.demoTag,
+          step: 2000,
+          startId: 1n,
+          description: "Test leaf Segment Mode Get Id",
+        });
+        logger.info({ tag: settings.demoTag }, `created the demo tag ${settings.demoTag}`);
+      }
+    }
+    await generator.start();
+  } catch (error) {
+    throw startFailure("segment mode", error);
+  }
+  const loaded = generator.snapshots().filter((s) => s.initialized).length;
+  logger.info(
+    { store: store.kind, tags: generator.tags().length, loaded },
+    `segment mode ready on the ${store.kind} store: ${generator.tags().length} tag(s)`,
+  );
+  return { generator, store };
+}
+
+async function startSnowflake(
+  { config, metrics, logger, port }: StartServicesOptions,
+  closers: Array<() => Promise<void>>,
+): Promise<SnowflakeMode> {
+  const settings = config.snowflake!;
+  const node: NodeIdentity = {
+    name: config.name,
+    ip: settings.ip ?? localIPv4(),
+    port: settings.port ?? port,
+  };
+  let registry: WorkerIdRegistry;
+  try {
+    registry = await createRegistry(config);
+  } catch (error) {
+    throw startFailure(`snowflake mode (${config.snowflake!.registry.kind} registry)`, error);
+  }
+  closers.push(() => registry.close());
+  const events: LeaseEventRecord[] = [];
+  const record = (type: LeaseEventRecord["type"], text: string) => {
+    events.push({ at: Date.now(), type, text });
+    if (events.length > 20) events.shift();
+  };
+  const onEvent = (event: SnowflakeWorkerEvent) => {
+    metrics.leaseEvents.inc({ type: event.type });
+    switch (event.type) {
+      case "lease-acquired":
+        record(event.type, `worker id ${event.workerId} acquired`);
+        logger.info(
+          { workerId: event.workerId, lastTimestamp: event.lastTimestamp },
+          "snowflake lease acquired",
+        );
+        break;
+      case "lease-lost":
+        record(event.type, `worker id ${event.workerId} lost: ${event.error.message}`);
+        logger.error(
+          { workerId: event.workerId, err: event.error },
+          "snowflake lease lost: ids refused until a new lease is held",
+        );
+        break;
+      case "report-failed":
+        metrics.storeErrors.inc({ store: registry.kind, operation: "report" });
+        record(event.type, `report failed: ${message(event.error)}`);
+        logger.warn(
+          { workerId: event.workerId, err: event.error },
+          "snowflake timestamp report failed",
+        );
+        break;
+      case "reacquire-failed":
+        metrics.storeErrors.inc({ store: registry.kind, operation: "acquire" });
+        record(
+          event.type,
+          `re-acquire attempt ${event.attempt + 1} failed: ${message(event.error)}`,
+        );
+        logger.warn(
+          { attempt: event.attempt, err: event.error },
+          "snowflake lease re-acquire failed",
+        );
+        break;
+      case "reported":
+        break;
+    }
+  };
+  const onClockRollback = (event: ClockRollbackEvent) => {
+    metrics.clockRollbacks.inc({ action: event.action });
+    record(
+      "clock-rollback",
+      `clock ${event.offsetMs} ms behind: ${event.action} (worker id ${event.workerId})`,
+    );
+    logger.warn({ ...event }, `clock moved back ${event.offsetMs} ms: ${event.action}`);
+  };
+  let worker: SnowflakeWorker;
+  try {
+    worker = await startSnowflakeWorker({
+      registry,
+      node,
+      layout: settings.layout,
+      backups: settings.backups,
+      startToleranceMs: settings.toleranceMs,
+      generator: { rollbackToleranceMs: settings.toleranceMs, onClockRollback },
+      onEvent,
+    });
+  } catch (error) {
+    throw startFailure(
+      `snowflake mode (${registry.kind} registry, node ${node.ip}:${node.port})`,
+      error,
+    );
+  }
+  closers.push(() => worker.close());
+  logger.info(
+    { registry: registry.kind, workerId: worker.generator.activeWorkerId, node },
+    `snowflake mode ready: worker id ${worker.generator.activeWorkerId} from the ${registry.kind} registry`,
+  );
+  return { worker, registry, layout: settings.layout, node, events };
+}
+
+async function createRegistry(config: ServerConfig): Promise<WorkerIdRegistry> {
+  const settings = config.snowflake!.registry;
+  switch (settings.kind) {
+    case "local": {
+      const { LocalRegistry } = await import("@leaf/registry-local");
+      return new LocalRegistry({
+        dir: settings.dir,
+        toleranceMs: config.snowflake!.toleranceMs,
+        ...(settings.workIdMap !== undefined
+          ? { workIdMap: settings.workIdMap as Record<string, number> }
+          : { workerId: settings.workerId ?? 0 }),
+      });
+    }
+    case "zk": {
+      const { ZookeeperRegistry } = await import("@leaf/registry-zk");
+      return new ZookeeperRegistry({
+        connectionString: settings.address,
+        mode: settings.mode,
+        sessionTimeoutMs: settings.sessionTimeoutMs,
+        clockToleranceMs: config.snowflake!.toleranceMs,
+      });
+    }
+    case "mysql": {
+      const { MysqlRegistry } = await import("@leaf/registry-mysql");
+      const registry = new MysqlRegistry({
+        mode: settings.mode,
+        connection: settings.url,
+        user: settings.user,
+        password: settings.password,
+        toleranceMs: config.snowflake!.toleranceMs,
+        cacheDir: `${config.dataDir}/registry-mysql`,
+      });
+      if (settings.createTable) {
+        try {
+          await registry.createSchema();
+        } catch (error) {
+          await registry.close().catch(() => {});
+          throw error;
+        }
+      }
+      return registry;
+    }
+  }
+}
+
+async function startRedis(
+  { config, metrics, logger }: StartServicesOptions,
+  closers: Array<() => Promise<void>>,
+): Promise<RedisSequenceMode> {
+  const settings = config.redisSequence!;
+  const { createRedisSequence } = await import("@leaf/redis-sequence");
+  let sequence: RedisSequence;
+  try {
+    sequence = await createRedisSequence({
+      redis: settings.url,
+      namespace: settings.namespace,
+      prefix: settings.prefix,
+      timeZone: settings.timeZone,
+      ...(settings.batchSize !== undefined ? { batchSize: settings.batchSize } : {}),
+      onWarning: (warning) => {
+        if (warning.type === "redis-unavailable") {
+          metrics.storeErrors.inc({ store: "redis", operation: "allocate" });
+        }
+        logger.warn({ type: warning.type, details: warning.details }, warning.message);
+      },
+    });
+  } catch (error) {
+    throw startFailure("the redis sequence", error);
+  }
+  closers.push(() => sequence.close());
+  logger.info({ namespace: settings.namespace }, "redis sequence ready");
+  return { sequence, prefix: settings.prefix };
+}
+
+/** A start-up failure that says which mode could not start, keeping the original code. */
+function startFailure(what: string, error: unknown): LeafError {
+  if (isLeafError(error)) {
+    return new LeafError({
+      component: COMPONENT,
+      code: error.code,
+      leafCode: error.leafCode,
+      message: `${what} could not start: ${error.message}`,
+      details: error.details,
+      cause: error,
+    });
+  }
+  return new LeafError({
+    component: COMPONENT,
+    code: ErrorCodes.UNAVAILABLE,
+    message: `${what} could not start: ${message(error)}`,
+    cause: error,
+  });
+}
+
+function message(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

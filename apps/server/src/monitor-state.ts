@@ -1,0 +1,132 @@
+// The data of the monitor page (Java Leaf's /cache and /db, and more), as JSON: ids and other 64-bit
+// values as strings, times in ms since 1970.
+import type { TagRecord } from "@leaf/segment";
+import type { AppContext } from "./id-sources";
+import { leaseState } from "./leaf-services";
+import { tagJson } from "./routes-admin";
+
+/** What `/api/v1/monitor` answers. */
+export function monitorState(ctx: AppContext) {
+  const now = Date.now();
+  const services = ctx.services;
+  return {
+    now,
+    server: {
+      name: ctx.config.name,
+      version: ctx.version,
+      state: ctx.state,
+      startedAt: ctx.startedAt,
+      uptimeMs: now - ctx.startedAt,
+      pid: process.pid,
+    },
+    segment: segmentState(ctx),
+    snowflake: snowflakeState(ctx, now),
+    redisSequence: redisState(ctx),
+    ready: services !== undefined && ctx.state === "running",
+  };
+}
+
+function segmentState(ctx: AppContext) {
+  if (!ctx.config.segment) return { enabled: false as const };
+  const mode = ctx.services?.segment;
+  if (!mode)
+    return { enabled: true as const, running: false as const, store: ctx.config.segment.store };
+  const status = mode.generator.status();
+  return {
+    enabled: true as const,
+    running: true as const,
+    store: mode.store.kind,
+    status,
+    tags: mode.generator.snapshots().map((s) => ({
+      tag: s.tag,
+      initialized: s.initialized,
+      currentPos: s.currentPos,
+      segments: s.segments.map((r) =>
+        r === null ? null : { value: r.value.toString(), max: r.max.toString(), step: r.step },
+      ),
+      nextReady: s.nextReady,
+      loading: s.loading,
+      idsLeft: s.idsLeft.toString(),
+      step: s.step,
+      tableStep: s.tableStep,
+      lastLoadAt: s.lastLoadAt,
+      lastLoadDurationMs: s.lastLoadDurationMs,
+      loads: s.loads,
+      loadFailures: s.loadFailures,
+      consecutiveFailures: s.consecutiveFailures,
+      lastError: s.lastError,
+      retryInMs: s.retryInMs,
+    })),
+  };
+}
+
+function snowflakeState(ctx: AppContext, now: number) {
+  if (!ctx.config.snowflake) return { enabled: false as const };
+  const mode = ctx.services?.snowflake;
+  const layout = ctx.config.snowflake.layout;
+  const layoutInfo = {
+    name: layout.name,
+    epoch: layout.epoch,
+    timestampBits: layout.timestampBits,
+    workerBits: layout.workerBits,
+    sequenceBits: layout.sequenceBits,
+    unitMillis: layout.unitMillis,
+    lastInstantMs: layout.lastInstantMs,
+  };
+  if (!mode) {
+    return {
+      enabled: true as const,
+      running: false as const,
+      registry: ctx.config.snowflake.registry.kind,
+      layout: layoutInfo,
+    };
+  }
+  const { worker } = mode;
+  const stamps = worker.generator.timestamps();
+  const lastTimestamp = stamps.primary.lastTimestamp;
+  return {
+    enabled: true as const,
+    running: true as const,
+    registry: mode.registry.kind,
+    node: mode.node,
+    state: leaseState(worker),
+    workerId: worker.lease?.workerId ?? stamps.primary.workerId,
+    activeWorkerId: stamps.activeWorkerId,
+    backups: stamps.backups,
+    lastTimestamp,
+    lastReportAt: worker.lastReportAt,
+    /** Clock minus the last issued timestamp: negative means the clock is behind the last id. */
+    clockOffsetMs: lastTimestamp > 0 ? now - lastTimestamp : null,
+    layout: layoutInfo,
+    events: mode.events,
+  };
+}
+
+function redisState(ctx: AppContext) {
+  if (!ctx.config.redisSequence) return { enabled: false as const };
+  const mode = ctx.services?.redisSequence;
+  if (!mode) return { enabled: true as const, running: false as const };
+  return { enabled: true as const, running: true as const, ...mode.sequence.state() };
+}
+
+/** Rows of the store (Java Leaf's /db page), cached briefly so that many open pages cost one query. */
+export class StoreRows {
+  private cached: { at: number; rows: ReturnType<typeof tagJson>[] } | undefined;
+  private pending: Promise<ReturnType<typeof tagJson>[]> | undefined;
+
+  constructor(private readonly maxAgeMs = 2000) {}
+
+  async rows(load: () => Promise<TagRecord[]>): Promise<ReturnType<typeof tagJson>[]> {
+    if (this.cached && Date.now() - this.cached.at < this.maxAgeMs) return this.cached.rows;
+    this.pending ??= load()
+      .then((records) => {
+        const rows = records.map(tagJson);
+        this.cached = { at: Date.now(), rows };
+        return rows;
+      })
+      .finally(() => {
+        this.pending = undefined;
+      });
+    return this.pending;
+  }
+}

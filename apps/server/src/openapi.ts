@@ -1,0 +1,474 @@
+// The OpenAPI 3.1 document of the HTTP API, served at /openapi.json. A test checks that every
+// route the server registers is described here and that nothing described is missing.
+
+const idString = {
+  type: "string",
+  pattern: "^[0-9]{1,19}$",
+  description: "A 64-bit id as a decimal string (never a JSON number: ids pass 2^53).",
+  examples: ["1256557484213448722"],
+};
+
+const errorBody = {
+  type: "object",
+  required: ["status", "code", "message"],
+  properties: {
+    status: { type: "integer", description: "The HTTP status, repeated." },
+    code: {
+      type: "string",
+      description:
+        "Stable code: INVALID_ARGUMENT, INVALID_ID, UNKNOWN_TAG, NOT_INITIALIZED, SEGMENTS_EXHAUSTED, UNAVAILABLE, LEASE_LOST, CLOCK_BEHIND, CLOCK_MOVED_BACKWARDS, SEQUENCE_EXHAUSTED, CLOCK_SKEW, MODE_DISABLED, NOT_FOUND, UNAUTHORIZED, FORBIDDEN, ALREADY_EXISTS, BAD_REQUEST, SHUTTING_DOWN, INTERNAL, ...",
+    },
+    leafCode: {
+      type: "integer",
+      description: "Java Leaf's numeric code (-1 .. -4) where the condition has one.",
+    },
+    message: { type: "string", description: "What happened, the value seen and what to do." },
+    details: { type: "object", additionalProperties: true },
+  },
+};
+
+const errors = (...statuses: number[]) =>
+  Object.fromEntries(
+    statuses.map((status) => [
+      String(status),
+      {
+        description: ERROR_TEXT[status] ?? "Error",
+        content: { "application/json": { schema: { $ref: "#/components/schemas/Error" } } },
+      },
+    ]),
+  );
+
+const ERROR_TEXT: Record<number, string> = {
+  400: "Bad input: the message names the parameter, the value seen and what is expected.",
+  401: "An access token is needed (per-tag tokens, or the admin token).",
+  403: "The token is not valid here.",
+  404: "Unknown tag (Leaf code -2), a disabled mode (MODE_DISABLED), or no such route.",
+  409: "The tag exists already.",
+  503: "Not ready (Leaf code -1), both segments used up (-3), lease lost (-4), clock behind (-1/-3), Redis unavailable, or shutting down.",
+};
+
+const countParam = {
+  name: "count",
+  in: "query",
+  required: false,
+  description: "How many ids, 1 to server.maxBatch (default 10,000).",
+  schema: { type: "integer", minimum: 1 },
+};
+const tokenParam = {
+  name: "token",
+  in: "query",
+  required: false,
+  description:
+    "Access token, when the tag has tokens (also `Authorization: Bearer` or `X-Leaf-Token`).",
+  schema: { type: "string" },
+};
+const tagParam = (name: string) => ({
+  name,
+  in: "path",
+  required: true,
+  description: "Segment tag (`biz_tag`): 1 to 128 characters, no control characters.",
+  schema: { type: "string", minLength: 1, maxLength: 128 },
+});
+const shardParam = {
+  name: "shard",
+  in: "query",
+  required: false,
+  description: "Shard, 0 to the layout's largest (4095 by default); default 0.",
+  schema: { type: "integer", minimum: 0 },
+};
+const formatParam = {
+  name: "format",
+  in: "query",
+  required: false,
+  description:
+    "`long`: the 64-bit id as a decimal string (default); `string`: prefix + yyyyMMddHHmmss + 6-digit sequence + 4-digit shard.",
+  schema: { type: "string", enum: ["long", "string"] },
+};
+const prefixParam = {
+  name: "prefix",
+  in: "query",
+  required: false,
+  description:
+    "Prefix of the string form (format=string only), up to 64 characters without spaces.",
+  schema: { type: "string", maxLength: 64 },
+};
+const json = (schema: unknown, description = "OK") => ({
+  description,
+  content: { "application/json": { schema } },
+});
+const text = (description: string) => ({
+  description,
+  content: { "text/plain": { schema: { type: "string" } } },
+});
+const ids = {
+  type: "object",
+  required: ["count", "ids"],
+  properties: { count: { type: "integer" }, ids: { type: "array", items: idString } },
+};
+const bearer = [{ adminToken: [] }];
+const tagRecord = {
+  type: "object",
+  properties: {
+    tag: { type: "string" },
+    maxId: idString,
+    step: { type: "integer" },
+    description: { type: ["string", "null"] },
+    updatedAt: { type: ["string", "null"], format: "date-time" },
+  },
+};
+
+/** The document, for the server's version. */
+export function openApiDocument(version: string) {
+  return {
+    openapi: "3.1.0",
+    info: {
+      title: "Leaf id service",
+      version,
+      description:
+        "Distributed ids: segment mode (ranges of a leaf_alloc table), snowflake mode (time + worker id + sequence) and redis sequence (time + shard + sequence). Java Leaf's paths answer plain text as Java Leaf does; the JSON API under /api/v1 gives every id as a string.",
+    },
+    components: {
+      schemas: { Error: errorBody, Id: idString },
+      securitySchemes: {
+        adminToken: { type: "http", scheme: "bearer", description: "server.adminToken" },
+      },
+    },
+    paths: {
+      "/api/segment/get/{key}": {
+        get: {
+          tags: ["Java Leaf"],
+          summary: "Segment id (Java Leaf's path)",
+          description:
+            "Plain-text decimal id. With `count`, ids one per line (or JSON with `Accept: application/json`). Errors: plain text starting with Java Leaf's `Result{id=-N, status=EXCEPTION}`.",
+          parameters: [tagParam("key"), countParam, tokenParam],
+          responses: {
+            "200": text("The id, or ids one per line"),
+            ...errors(400, 401, 403, 404, 503),
+          },
+        },
+      },
+      "/api/snowflake/get/{key}": {
+        get: {
+          tags: ["Java Leaf"],
+          summary:
+            "Snowflake id (Java Leaf's path; the key selects nothing, except its access token)",
+          parameters: [tagParam("key"), countParam, tokenParam],
+          responses: {
+            "200": text("The id, or ids one per line"),
+            ...errors(400, 401, 403, 404, 503),
+          },
+        },
+      },
+      "/decodeSnowflakeId": {
+        get: {
+          tags: ["Java Leaf"],
+          summary: "Decode a snowflake id with the configured layout and epoch (Java Leaf's shape)",
+          parameters: [{ name: "snowflakeId", in: "query", required: true, schema: idString }],
+          responses: {
+            "200": json({
+              type: "object",
+              properties: {
+                timestamp: { type: "string", examples: ["1588421624602(2020-05-02 20:13:44.602)"] },
+                workerId: { type: "string" },
+                sequenceId: { type: "string" },
+              },
+            }),
+            ...errors(400),
+          },
+        },
+      },
+      "/api/v1/segment/{tag}/id": {
+        get: {
+          tags: ["Ids"],
+          summary: "One segment id",
+          parameters: [tagParam("tag"), tokenParam],
+          responses: {
+            "200": json({ type: "object", properties: { tag: { type: "string" }, id: idString } }),
+            ...errors(400, 401, 403, 404, 503),
+          },
+        },
+      },
+      "/api/v1/segment/{tag}/ids": {
+        get: {
+          tags: ["Ids"],
+          summary: "Consecutive segment ids",
+          parameters: [tagParam("tag"), countParam, tokenParam],
+          responses: { "200": json(ids), ...errors(400, 401, 403, 404, 503) },
+        },
+      },
+      "/api/v1/snowflake/id": {
+        get: {
+          tags: ["Ids"],
+          summary: "One snowflake id",
+          parameters: [
+            {
+              name: "key",
+              in: "query",
+              required: false,
+              description: "Only selects the access token.",
+              schema: { type: "string" },
+            },
+            tokenParam,
+          ],
+          responses: {
+            "200": json({ type: "object", properties: { id: idString } }),
+            ...errors(400, 401, 403, 404, 503),
+          },
+        },
+      },
+      "/api/v1/snowflake/ids": {
+        get: {
+          tags: ["Ids"],
+          summary: "Snowflake ids in increasing order",
+          parameters: [
+            countParam,
+            {
+              name: "key",
+              in: "query",
+              required: false,
+              description: "Only selects the access token.",
+              schema: { type: "string" },
+            },
+            tokenParam,
+          ],
+          responses: { "200": json(ids), ...errors(400, 401, 403, 404, 503) },
+        },
+      },
+      "/api/v1/redis-sequence/id": {
+        get: {
+          tags: ["Ids"],
+          summary: "One redis sequence id",
+          parameters: [shardParam, formatParam, prefixParam, tokenParam],
+          responses: {
+            "200": json({
+              type: "object",
+              properties: {
+                id: { type: "string" },
+                shard: { type: "integer" },
+                format: { type: "string" },
+              },
+            }),
+            ...errors(400, 401, 403, 404, 503),
+          },
+        },
+      },
+      "/api/v1/redis-sequence/ids": {
+        get: {
+          tags: ["Ids"],
+          summary: "Redis sequence ids",
+          parameters: [shardParam, countParam, formatParam, prefixParam, tokenParam],
+          responses: {
+            "200": json({
+              type: "object",
+              properties: {
+                shard: { type: "integer" },
+                format: { type: "string" },
+                count: { type: "integer" },
+                ids: { type: "array", items: { type: "string" } },
+              },
+            }),
+            ...errors(400, 401, 403, 404, 503),
+          },
+        },
+      },
+      "/api/v1/decode/{id}": {
+        get: {
+          tags: ["Ids"],
+          summary: "Take an id apart",
+          parameters: [
+            {
+              name: "id",
+              in: "path",
+              required: true,
+              description: "Decimal id (or a redis sequence string form).",
+              schema: { type: "string" },
+            },
+            {
+              name: "layout",
+              in: "query",
+              required: false,
+              description:
+                "snowflake (this server's configured layout, default), leaf, sonyflake, baidu, redis-sequence.",
+              schema: {
+                type: "string",
+                enum: ["snowflake", "leaf", "sonyflake", "baidu", "redis-sequence"],
+              },
+            },
+          ],
+          responses: {
+            "200": json({
+              type: "object",
+              properties: {
+                id: idString,
+                layout: { type: "string" },
+                timestampMs: { type: "integer" },
+                time: { type: "string", format: "date-time" },
+                workerId: { type: "integer" },
+                sequence: { type: "integer" },
+                shard: { type: "integer" },
+                stringForm: { type: "string" },
+                epoch: { type: "integer" },
+                bits: { type: "object" },
+              },
+            }),
+            ...errors(400),
+          },
+        },
+      },
+      "/api/v1/layouts": {
+        get: {
+          tags: ["Ids"],
+          summary: "The layouts the decode endpoint knows",
+          responses: {
+            "200": json({ type: "object", properties: { layouts: { type: "array" } } }),
+          },
+        },
+      },
+      "/api/v1/admin/tags": {
+        get: {
+          tags: ["Admin"],
+          summary: "List tags (served only when server.adminToken is set)",
+          security: bearer,
+          responses: {
+            "200": json({
+              type: "object",
+              properties: {
+                store: { type: "string" },
+                count: { type: "integer" },
+                tags: { type: "array", items: tagRecord },
+              },
+            }),
+            ...errors(401, 403, 404, 503),
+          },
+        },
+        post: {
+          tags: ["Admin"],
+          summary: "Create a tag",
+          security: bearer,
+          requestBody: {
+            required: true,
+            content: {
+              "application/json": {
+                schema: {
+                  type: "object",
+                  required: ["tag", "step"],
+                  properties: {
+                    tag: { type: "string", minLength: 1, maxLength: 128 },
+                    step: { type: "integer", minimum: 1, maximum: 2147483647 },
+                    startId: { ...idString, description: "First id (default 1)." },
+                    description: { type: ["string", "null"], maxLength: 256 },
+                  },
+                  additionalProperties: false,
+                },
+              },
+            },
+          },
+          responses: { "201": json(tagRecord, "Created"), ...errors(400, 401, 403, 404, 409, 503) },
+        },
+      },
+      "/api/v1/admin/tags/{tag}": {
+        patch: {
+          tags: ["Admin"],
+          summary: "Change a tag's step",
+          security: bearer,
+          parameters: [tagParam("tag")],
+          requestBody: {
+            required: true,
+            content: {
+              "application/json": {
+                schema: {
+                  type: "object",
+                  required: ["step"],
+                  properties: { step: { type: "integer", minimum: 1, maximum: 2147483647 } },
+                  additionalProperties: false,
+                },
+              },
+            },
+          },
+          responses: { "200": json(tagRecord), ...errors(400, 401, 403, 404, 503) },
+        },
+      },
+      "/api/v1/monitor": {
+        get: {
+          tags: ["Operations"],
+          summary:
+            "The monitor page's data: segment buffers, snowflake lease, redis sequence state",
+          responses: { "200": json({ type: "object" }) },
+        },
+      },
+      "/api/v1/monitor/store": {
+        get: {
+          tags: ["Operations"],
+          summary: "The store's rows (Java Leaf's /db page)",
+          responses: {
+            "200": json({
+              type: "object",
+              properties: { rows: { type: "array", items: tagRecord } },
+            }),
+            ...errors(404, 503),
+          },
+        },
+      },
+      "/monitor": {
+        get: {
+          tags: ["Operations"],
+          summary: "The live monitor page (HTML)",
+          responses: { "200": { description: "HTML" } },
+        },
+      },
+      "/health/live": {
+        get: {
+          tags: ["Operations"],
+          summary: "Liveness: 200 while the process serves",
+          responses: {
+            "200": json({ type: "object", properties: { status: { type: "string" } } }),
+          },
+        },
+      },
+      "/health/ready": {
+        get: {
+          tags: ["Operations"],
+          summary:
+            "Readiness: 200 only when every enabled mode can issue ids (segment cache loaded, snowflake lease held)",
+          parameters: [
+            {
+              name: "mode",
+              in: "query",
+              required: false,
+              description: "Check one mode only.",
+              schema: { type: "string", enum: ["segment", "snowflake", "redisSequence"] },
+            },
+          ],
+          responses: {
+            "200": json({
+              type: "object",
+              properties: { ready: { type: "boolean" }, checks: { type: "object" } },
+            }),
+            "503": json(
+              {
+                type: "object",
+                properties: { ready: { type: "boolean" }, checks: { type: "object" } },
+              },
+              "Not ready",
+            ),
+            ...errors(400),
+          },
+        },
+      },
+      "/metrics": {
+        get: {
+          tags: ["Operations"],
+          summary: "Prometheus metrics",
+          responses: { "200": text("Prometheus text format") },
+        },
+      },
+      "/openapi.json": {
+        get: {
+          tags: ["Operations"],
+          summary: "This document",
+          responses: { "200": json({ type: "object" }) },
+        },
+      },
+    },
+  };
+}

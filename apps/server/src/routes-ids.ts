@@ -1,0 +1,254 @@
+// The id endpoints: Java Leaf's paths (plain-text decimal ids, `?count=N` for a batch) and the JSON
+// API under /api/v1 (ids as strings, never JSON numbers), plus the decode endpoints of both.
+import { layouts } from "@leaf/core";
+import type { SequenceIdFormat } from "@leaf/redis-sequence";
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { AccessTokens } from "./access-tokens";
+import { DECODE_LAYOUTS, decodeId, describeLayout, javaDecode, readLayoutName } from "./decode";
+import { badParameter } from "./http-errors";
+import type { AppContext, IdSources } from "./id-sources";
+import {
+  type Query,
+  readCount,
+  readFormat,
+  readPrefix,
+  readShard,
+  readTag,
+  single,
+} from "./request-params";
+
+/** Route settings the error handler reads: which mode, and whether errors are Java Leaf's plain text. */
+export interface RouteConfig {
+  mode?: string;
+  java?: boolean;
+}
+
+type Req = FastifyRequest<{ Params: Record<string, string>; Querystring: Query }>;
+
+/** True when the caller asked for JSON (`Accept: application/json`). */
+export function wantsJson(request: FastifyRequest): boolean {
+  const accept = request.headers.accept;
+  return typeof accept === "string" && accept.includes("application/json");
+}
+
+/** Ids as text, one per line. */
+function lines(ids: bigint[]): string {
+  return `${ids.join("\n")}\n`;
+}
+
+/** Ids as a JSON array of strings, built without JSON.stringify (ids are digits only). */
+function jsonIds(ids: bigint[]): string {
+  return ids.length === 0 ? "[]" : `["${ids.join('","')}"]`;
+}
+
+function sendBatch(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  ids: bigint[],
+  extra: string,
+): FastifyReply {
+  if (wantsJson(request)) {
+    return reply
+      .type("application/json; charset=utf-8")
+      .send(`{${extra}"count":${ids.length},"ids":${jsonIds(ids)}}`);
+  }
+  return reply.type("text/plain; charset=utf-8").send(lines(ids));
+}
+
+/** Registers the id and decode endpoints. */
+export function registerIdRoutes(
+  app: FastifyInstance,
+  ctx: AppContext,
+  sources: IdSources,
+  tokens: AccessTokens | undefined,
+  sequenceFormat: () => SequenceIdFormat | undefined,
+): void {
+  const maxBatch = ctx.config.server.maxBatch;
+  const snowflakeLayout = ctx.config.snowflake?.layout ?? layouts.leaf;
+  const java: RouteConfig = { java: true };
+
+  // ---- Java Leaf's paths ----------------------------------------------------------------------
+
+  app.get(
+    "/api/segment/get/:key",
+    { config: { ...java, mode: "segment" } },
+    (request: Req, reply: FastifyReply) => {
+      const tag = readTag(request.params.key, "key");
+      if (tokens) tokens.check(request, tag, `tag ${JSON.stringify(tag)}`);
+      const count =
+        request.query.count === undefined ? undefined : readCount(request.query, maxBatch);
+      if (count !== undefined) {
+        return sources.segmentIds(tag, count).then((ids) => sendBatch(request, reply, ids, ""));
+      }
+      const id = sources.segmentId(tag);
+      if (typeof id === "bigint") return reply.send(id.toString());
+      return id.then((waited) => reply.send(waited.toString()));
+    },
+  );
+
+  app.get(
+    "/api/snowflake/get/:key",
+    { config: { ...java, mode: "snowflake" } },
+    (request: Req, reply: FastifyReply) => {
+      const key = readTag(request.params.key, "key");
+      if (tokens) tokens.check(request, key, `key ${JSON.stringify(key)}`);
+      if (request.query.count !== undefined) {
+        return sendBatch(
+          request,
+          reply,
+          sources.snowflakeIds(readCount(request.query, maxBatch)!),
+          "",
+        );
+      }
+      return reply.send(sources.snowflakeId().toString());
+    },
+  );
+
+  app.get("/decodeSnowflakeId", { config: java }, (request: Req, reply: FastifyReply) => {
+    const raw = single(request.query, "snowflakeId");
+    if (raw === undefined) {
+      throw badParameter(
+        "snowflakeId",
+        raw,
+        "a snowflake id: a decimal integer from 0 to 9223372036854775807",
+      );
+    }
+    return reply.send(javaDecode(raw, snowflakeLayout));
+  });
+
+  // ---- JSON API -------------------------------------------------------------------------------
+
+  app.get(
+    "/api/v1/segment/:tag/id",
+    { config: { mode: "segment" } },
+    (request: Req, reply: FastifyReply) => {
+      const tag = readTag(request.params.tag);
+      if (tokens) tokens.check(request, tag, `tag ${JSON.stringify(tag)}`);
+      const id = sources.segmentId(tag);
+      const answer = (value: bigint) =>
+        reply
+          .type("application/json; charset=utf-8")
+          .send(`{"tag":${JSON.stringify(tag)},"id":"${value}"}`);
+      return typeof id === "bigint" ? answer(id) : id.then(answer);
+    },
+  );
+
+  app.get(
+    "/api/v1/segment/:tag/ids",
+    { config: { mode: "segment" } },
+    async (request: Req, reply: FastifyReply) => {
+      const tag = readTag(request.params.tag);
+      if (tokens) tokens.check(request, tag, `tag ${JSON.stringify(tag)}`);
+      const count = readCount(request.query, maxBatch) ?? 1;
+      const ids = await sources.segmentIds(tag, count);
+      return reply
+        .type("application/json; charset=utf-8")
+        .send(`{"tag":${JSON.stringify(tag)},"count":${count},"ids":${jsonIds(ids)}}`);
+    },
+  );
+
+  app.get(
+    "/api/v1/snowflake/id",
+    { config: { mode: "snowflake" } },
+    (request: Req, reply: FastifyReply) => {
+      checkSnowflakeToken(request);
+      const id = sources.snowflakeId();
+      return reply.type("application/json; charset=utf-8").send(`{"id":"${id}"}`);
+    },
+  );
+
+  app.get(
+    "/api/v1/snowflake/ids",
+    { config: { mode: "snowflake" } },
+    (request: Req, reply: FastifyReply) => {
+      checkSnowflakeToken(request);
+      const count = readCount(request.query, maxBatch) ?? 1;
+      const ids = sources.snowflakeIds(count);
+      return reply
+        .type("application/json; charset=utf-8")
+        .send(`{"count":${count},"ids":${jsonIds(ids)}}`);
+    },
+  );
+
+  function checkSnowflakeToken(request: Req): void {
+    const raw = single(request.query, "key");
+    const key = raw === undefined ? "*" : readTag(raw, "key");
+    if (tokens)
+      tokens.check(
+        request,
+        key,
+        raw === undefined ? "snowflake ids" : `key ${JSON.stringify(key)}`,
+      );
+  }
+
+  app.get(
+    "/api/v1/redis-sequence/id",
+    { config: { mode: "redisSequence" } },
+    async (request: Req, reply: FastifyReply) => {
+      const { sequence, prefix: defaultPrefix } = sources.redisSequence();
+      if (tokens) tokens.check(request, "*", "redis sequence ids");
+      const shard = readShard(request.query, sequence.layout.maxWorkerId);
+      const format = readFormat(request.query);
+      const prefix = readPrefix(request.query, defaultPrefix);
+      if (format === "long" && single(request.query, "prefix") !== undefined) {
+        throw badParameter(
+          "prefix",
+          single(request.query, "prefix"),
+          "no prefix with format=long (a prefix belongs to format=string)",
+        );
+      }
+      const id = await sources.redisId(shard);
+      const text = format === "string" ? sequence.format(id, prefix) : id.toString();
+      return reply
+        .type("application/json; charset=utf-8")
+        .send(`{"id":${JSON.stringify(text)},"shard":${shard},"format":"${format}"}`);
+    },
+  );
+
+  app.get(
+    "/api/v1/redis-sequence/ids",
+    { config: { mode: "redisSequence" } },
+    async (request: Req, reply: FastifyReply) => {
+      const { sequence, prefix: defaultPrefix } = sources.redisSequence();
+      if (tokens) tokens.check(request, "*", "redis sequence ids");
+      const shard = readShard(request.query, sequence.layout.maxWorkerId);
+      const format = readFormat(request.query);
+      const prefix = readPrefix(request.query, defaultPrefix);
+      if (format === "long" && single(request.query, "prefix") !== undefined) {
+        throw badParameter(
+          "prefix",
+          single(request.query, "prefix"),
+          "no prefix with format=long (a prefix belongs to format=string)",
+        );
+      }
+      const count = readCount(request.query, maxBatch) ?? 1;
+      const ids = await sources.redisIds(shard, count);
+      const body =
+        format === "string"
+          ? JSON.stringify(ids.map((id) => sequence.format(id, prefix)))
+          : jsonIds(ids);
+      return reply
+        .type("application/json; charset=utf-8")
+        .send(`{"shard":${shard},"format":"${format}","count":${count},"ids":${body}}`);
+    },
+  );
+
+  app.get("/api/v1/decode/:id", (request: Req, reply: FastifyReply) => {
+    const layout = readLayoutName(single(request.query, "layout"));
+    return reply.send(decodeId(request.params.id!, layout, snowflakeLayout, sequenceFormat()));
+  });
+
+  app.get("/api/v1/layouts", (_request: Req, reply: FastifyReply) => {
+    const all = DECODE_LAYOUTS.map((name) =>
+      describeLayout(
+        name,
+        name === "snowflake"
+          ? snowflakeLayout
+          : name === "redis-sequence"
+            ? layouts.redisSequence
+            : layouts[name],
+      ),
+    );
+    return reply.send({ layouts: all });
+  });
+}

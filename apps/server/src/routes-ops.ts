@@ -1,0 +1,136 @@
+// Operations endpoints: health (liveness, readiness), Prometheus metrics, the monitor page and its
+// data, the OpenAPI document, and redirects from Java Leaf's /cache and /db pages.
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import { badParameter } from "./http-errors";
+import type { AppContext, IdSources } from "./id-sources";
+import { leaseState } from "./leaf-services";
+import { MONITOR_PAGE } from "./monitor-page";
+import { monitorState, StoreRows } from "./monitor-state";
+import { openApiDocument } from "./openapi";
+import { type Query, single } from "./request-params";
+
+/** One mode's readiness. */
+interface Check {
+  ready: boolean;
+  detail: string;
+}
+
+/** Readiness of every enabled mode: segment cache loaded, snowflake lease held, Redis answering. */
+export function readiness(ctx: AppContext): Record<string, Check> {
+  const checks: Record<string, Check> = {};
+  const services = ctx.services;
+  const running = ctx.state === "running";
+  const notRunning = ctx.state === "stopping" ? "shutting down" : "starting";
+  if (ctx.config.segment) {
+    const segment = services?.segment;
+    if (!segment || !running) checks.segment = { ready: false, detail: notRunning };
+    else {
+      const snaps = segment.generator.snapshots();
+      const waiting = snaps.filter((s) => !s.initialized).map((s) => s.tag);
+      checks.segment =
+        waiting.length === 0
+          ? {
+              ready: true,
+              detail: `${snaps.length} tag(s) loaded from the ${segment.store.kind} store`,
+            }
+          : {
+              ready: false,
+              detail: `tag(s) not loaded yet: ${waiting.slice(0, 10).join(", ")}${waiting.length > 10 ? ", ..." : ""}`,
+            };
+    }
+  }
+  if (ctx.config.snowflake) {
+    const worker = services?.snowflake?.worker;
+    if (!worker || !running) checks.snowflake = { ready: false, detail: notRunning };
+    else {
+      checks.snowflake =
+        leaseState(worker) === "held"
+          ? {
+              ready: true,
+              detail: `worker id ${worker.lease?.workerId} held (${services!.snowflake!.registry.kind} registry)`,
+            }
+          : {
+              ready: false,
+              detail: `lease lost (${leaseState(worker)}): no ids until a lease is held again`,
+            };
+    }
+  }
+  if (ctx.config.redisSequence) {
+    const sequence = services?.redisSequence?.sequence;
+    if (!sequence || !running) checks.redisSequence = { ready: false, detail: notRunning };
+    else {
+      const state = sequence.state();
+      checks.redisSequence = {
+        ready: state.status === "ready",
+        detail:
+          state.status === "ready"
+            ? "Redis answering"
+            : `status ${state.status}${state.redis.lastError ? `: ${state.redis.lastError}` : ""}`,
+      };
+    }
+  }
+  return checks;
+}
+
+/** Registers health, metrics, monitor and documentation endpoints. */
+export function registerOpsRoutes(app: FastifyInstance, ctx: AppContext, sources: IdSources): void {
+  app.get("/health/live", { exposeHeadRoute: true }, (_request, reply: FastifyReply) =>
+    reply.send({ status: "up", state: ctx.state, uptimeMs: Date.now() - ctx.startedAt }),
+  );
+
+  app.get(
+    "/health/ready",
+    { exposeHeadRoute: true },
+    (request: FastifyRequest<{ Querystring: Query }>, reply: FastifyReply) => {
+      const mode = single(request.query, "mode");
+      const all = readiness(ctx);
+      let checks = all;
+      if (mode !== undefined) {
+        if (!["segment", "snowflake", "redisSequence"].includes(mode)) {
+          throw badParameter("mode", mode, "one of segment, snowflake, redisSequence");
+        }
+        if (!(mode in all))
+          throw badParameter(
+            "mode",
+            mode,
+            `an enabled mode: ${Object.keys(all).join(", ") || "none"}`,
+          );
+        checks = { [mode]: all[mode]! };
+      }
+      const ready = Object.values(checks).every((c) => c.ready);
+      return reply.code(ready ? 200 : 503).send({ ready, state: ctx.state, checks });
+    },
+  );
+
+  app.get("/metrics", async (_request, reply: FastifyReply) => {
+    const body = await ctx.metrics.registry.metrics();
+    return reply.type(ctx.metrics.registry.contentType).send(body);
+  });
+
+  app.get("/openapi.json", (_request, reply: FastifyReply) =>
+    reply.send(openApiDocument(ctx.version)),
+  );
+
+  if (ctx.config.server.monitor) {
+    const storeRows = new StoreRows();
+    app.get("/monitor", (_request, reply: FastifyReply) =>
+      reply.type("text/html; charset=utf-8").header("cache-control", "no-store").send(MONITOR_PAGE),
+    );
+    app.get("/api/v1/monitor", (_request, reply: FastifyReply) =>
+      reply.header("cache-control", "no-store").send(monitorState(ctx)),
+    );
+    app.get("/api/v1/monitor/store", async (_request, reply: FastifyReply) => {
+      const { store } = sources.segment();
+      const rows = await storeRows.rows(() => store.describeTags());
+      return reply.header("cache-control", "no-store").send({ store: store.kind, rows });
+    });
+    // Java Leaf's two pages are now one.
+    app.get("/cache", (_request, reply: FastifyReply) => reply.redirect("/monitor"));
+    app.get("/db", (_request, reply: FastifyReply) => reply.redirect("/monitor#store"));
+  }
+
+  app.get("/", (_request, reply: FastifyReply) => {
+    if (ctx.config.server.monitor) return reply.redirect("/monitor");
+    return reply.send({ name: ctx.config.name, version: ctx.version, openapi: "/openapi.json" });
+  });
+}

@@ -1,0 +1,357 @@
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { isLeafError, layouts } from "@leaf/core";
+import { describe, expect, it } from "vitest";
+import { CONFIG_KEYS, loadConfig, parseProperties } from "../src/index";
+
+const dir = mkdtempSync(join(tmpdir(), "leaf-config-test-"));
+
+function file(name: string, text: string): string {
+  const path = join(dir, name);
+  writeFileSync(path, text);
+  return path;
+}
+
+/** The INVALID_CONFIG error loadConfig throws, or a failure when it throws nothing. */
+function configError(options: Parameters<typeof loadConfig>[0]) {
+  try {
+    loadConfig(options);
+  } catch (error) {
+    if (isLeafError(error, "INVALID_CONFIG")) return error;
+    throw error;
+  }
+  throw new Error("expected loadConfig to throw INVALID_CONFIG");
+}
+
+describe("configuration", () => {
+  it("starts from an embedded default: segment on the embedded store, snowflake on the local registry, 127.0.0.1:8080", () => {
+    const config = loadConfig({ env: {}, cwd: dir });
+    expect(config.server).toMatchObject({ host: "127.0.0.1", port: 8080, maxBatch: 10_000 });
+    expect(config.segment).toMatchObject({
+      store: "embedded",
+      dir: join(dir, ".leaf-data", "segments"),
+      demoTag: "leaf-segment-test",
+    });
+    expect(config.snowflake?.registry).toEqual({
+      kind: "local",
+      workerId: 0,
+      workIdMap: undefined,
+      dir: join(dir, ".leaf-data", "registry-local"),
+    });
+    expect(config.snowflake?.layout).toBe(layouts.leaf);
+    expect(config.redisSequence).toBeUndefined();
+    expect(config.server.adminToken).toBeUndefined();
+  });
+
+  it("reads Java Leaf's leaf.properties, JDBC url included", () => {
+    const path = file(
+      "leaf.properties",
+      [
+        "# Java Leaf's example file",
+        "leaf.name=com.sankuai.leaf.opensource.test",
+        "leaf.segment.enable=true",
+        "leaf.jdbc.url=jdbc:mysql://db.example:3306/leaf?useUnicode=true&characterEncoding=utf8&characterSetResults=utf8",
+        "leaf.jdbc.username=leaf",
+        "leaf.jdbc.password=s3cret",
+        "",
+        "leaf.snowflake.enable=true",
+        "leaf.snowflake.zk.address=zk1:2181,zk2:2181",
+        "leaf.snowflake.port=2181",
+      ].join("\n"),
+    );
+    const config = loadConfig({ file: path, env: {} });
+    expect(config.name).toBe("com.sankuai.leaf.opensource.test");
+    expect(config.segment?.store).toBe("mysql");
+    expect(config.segment?.mysql).toMatchObject({
+      url: "jdbc:mysql://db.example:3306/leaf?useUnicode=true&characterEncoding=utf8&characterSetResults=utf8",
+      user: "leaf",
+      password: "s3cret",
+    });
+    expect(config.snowflake?.registry).toEqual({
+      kind: "zk",
+      address: "zk1:2181,zk2:2181",
+      mode: "normal",
+      sessionTimeoutMs: 6000,
+    });
+    expect(config.snowflake?.port).toBe(2181);
+  });
+
+  it("reads the fork's leaf.snowflake.mode and workIdMap", () => {
+    const recycle = loadConfig({
+      file: file(
+        "recycle.properties",
+        "leaf.snowflake.mode=zk_recycle\nleaf.snowflake.zk.address=127.0.0.1:2181\n",
+      ),
+      env: {},
+    });
+    expect(recycle.snowflake?.registry).toMatchObject({ kind: "zk", mode: "recycle" });
+    const local = loadConfig({
+      file: file(
+        "local.properties",
+        'leaf.snowflake.mode=local\nleaf.snowflake.local.workIdMap={"10.1.46.33:8080":1,"10.1.46.33:8081":2}\n',
+      ),
+      env: {},
+    });
+    expect(local.snowflake?.registry).toMatchObject({
+      kind: "local",
+      workerId: undefined,
+      workIdMap: { "10.1.46.33:8080": 1, "10.1.46.33:8081": 2 },
+    });
+    const mysql = loadConfig({
+      file: file(
+        "mysql.properties",
+        "leaf.snowflake.mode=mysql\nleaf.jdbc.url=jdbc:mysql://db:3306/leaf\nleaf.jdbc.username=root\nleaf.jdbc.password=\n",
+      ),
+      env: {},
+    });
+    // The fork's mysql mode uses the same database as segment mode.
+    expect(mysql.snowflake?.registry).toMatchObject({
+      kind: "mysql",
+      mode: "fixed",
+      url: "jdbc:mysql://db:3306/leaf",
+      user: "root",
+      password: "",
+    });
+  });
+
+  it("reads JSON and YAML files with nested or dotted keys", () => {
+    const json = loadConfig({
+      file: file(
+        "leaf.json",
+        JSON.stringify({ server: { port: 9000, maxBatch: 500 }, "snowflake.layout": "sonyflake" }),
+      ),
+      env: {},
+    });
+    expect(json.server.port).toBe(9000);
+    expect(json.server.maxBatch).toBe(500);
+    expect(json.snowflake?.layout).toBe(layouts.sonyflake);
+    const yaml = loadConfig({
+      file: file(
+        "leaf.yaml",
+        [
+          "name: orders",
+          "segment:",
+          "  enabled: false",
+          "snowflake:",
+          "  epoch: 1577836800000",
+          "server:",
+          "  accessTokens:",
+          "    order: token-for-orders",
+          '    "*": [token-one-123, token-two-456]',
+        ].join("\n"),
+      ),
+      env: {},
+    });
+    expect(yaml.name).toBe("orders");
+    expect(yaml.segment).toBeUndefined();
+    expect(yaml.snowflake?.layout.epoch).toBe(1577836800000);
+    expect(yaml.snowflake?.layout.workerBits).toBe(10);
+    expect(yaml.server.accessTokens).toEqual(
+      new Map([
+        ["order", ["token-for-orders"]],
+        ["*", ["token-one-123", "token-two-456"]],
+      ]),
+    );
+  });
+
+  it("lets the environment override the file, by canonical name or Java Leaf name", () => {
+    const path = file(
+      "env.properties",
+      "server.port=9000\nleaf.jdbc.url=jdbc:mysql://a:3306/leaf\nleaf.jdbc.username=u\nleaf.jdbc.password=p\n",
+    );
+    const config = loadConfig({
+      file: path,
+      env: {
+        LEAF_SERVER_PORT: "9100",
+        LEAF_JDBC_URL: "mysql://b:3307/other",
+        LEAF_SEGMENT_MYSQL_PASSWORD: "",
+      },
+    });
+    expect(config.server.port).toBe(9100);
+    expect(config.segment?.mysql).toMatchObject({
+      url: "mysql://b:3307/other",
+      user: "u",
+      password: "",
+    });
+    expect(config.sources).toEqual([path, "environment"]);
+  });
+
+  it("refuses an unknown snowflake mode, naming the key", () => {
+    const error = configError({
+      file: file("mode.properties", "leaf.snowflake.mode=zookeeper\n"),
+      env: {},
+    });
+    expect(error.message).toContain("leaf.snowflake.mode");
+    expect(error.message).toContain('"zookeeper"');
+    expect(error.message).toContain("zk_recycle");
+    expect(error.details.key).toBe("leaf.snowflake.mode");
+  });
+
+  it("refuses a malformed database URL, naming the key", () => {
+    const error = configError({
+      file: file(
+        "url.properties",
+        "leaf.jdbc.url=jdbc:postgresql://db/leaf\nleaf.jdbc.username=u\nleaf.jdbc.password=p\n",
+      ),
+      env: {},
+    });
+    expect(error.message).toMatch(/invalid leaf\.jdbc\.url \(.*url\.properties line 1\)/);
+    expect(error.message).toContain("jdbc:mysql://");
+  });
+
+  it("refuses a port out of range, naming the environment variable", () => {
+    const error = configError({ env: { LEAF_SERVER_PORT: "70000" } });
+    expect(error.message).toContain("LEAF_SERVER_PORT (environment)");
+    expect(error.message).toContain("an integer from 0 to 65,535");
+  });
+
+  it("refuses a configured database without a password, naming every name of the key", () => {
+    const error = configError({
+      file: file(
+        "nopw.properties",
+        "leaf.jdbc.url=jdbc:mysql://db:3306/leaf\nleaf.jdbc.username=leaf\n",
+      ),
+      env: {},
+    });
+    expect(error.message).toContain(
+      "missing segment.mysql.password / leaf.jdbc.password / LEAF_SEGMENT_MYSQL_PASSWORD",
+    );
+    const registry = configError({
+      values: { snowflake: { registry: "mysql", mysql: { url: "mysql://root@db:3306/leaf" } } },
+      env: {},
+    });
+    expect(registry.message).toContain("missing snowflake.mysql.password");
+  });
+
+  it("refuses a workIdMap that gives one worker id to two nodes, naming the key", () => {
+    const error = configError({
+      file: file(
+        "map.properties",
+        'leaf.snowflake.local.workIdMap={"10.0.0.1:8080":1,"10.0.0.2:8080":1}\n',
+      ),
+      env: {},
+    });
+    expect(error.message).toContain("invalid leaf.snowflake.local.workIdMap");
+    expect(error.message).toContain("worker id 1 is also given to 10.0.0.1:8080");
+  });
+
+  it("refuses a zk registry without an address and a redis sequence without a URL", () => {
+    expect(configError({ values: { snowflake: { registry: "zk" } }, env: {} }).message).toContain(
+      "missing snowflake.zk.address",
+    );
+    expect(
+      configError({ values: { redisSequence: { enabled: true } }, env: {} }).message,
+    ).toContain("missing redisSequence.url");
+  });
+
+  it("reports every problem at once, passwords hidden", () => {
+    const error = configError({
+      env: {
+        LEAF_SERVER_PORT: "-1",
+        LEAF_SERVER_ADMIN_TOKEN: "short",
+        LEAF_SERVER_MAX_BATCH: "many",
+      },
+    });
+    expect(error.message).toContain("3 configuration problems");
+    expect(error.message).toContain("LEAF_SERVER_PORT");
+    expect(error.message).toContain("LEAF_SERVER_MAX_BATCH");
+    expect(error.message).toContain("LEAF_SERVER_ADMIN_TOKEN (environment): (hidden)");
+    expect(error.message).not.toContain("short");
+  });
+
+  it("refuses an unknown key in a file and suggests the one meant", () => {
+    const error = configError({
+      file: file("typo.json", JSON.stringify({ server: { prot: 8080 } })),
+      env: {},
+    });
+    expect(error.message).toContain("unknown configuration key server.prot");
+    expect(error.message).toContain("did you mean server.port?");
+  });
+
+  it("ignores keys of other programs in a .properties file, with a warning", () => {
+    const config = loadConfig({
+      file: file("spring.properties", "spring.application.name=leaf\nserver.port=8081\n"),
+      env: {},
+    });
+    expect(config.server.port).toBe(8081);
+    expect(config.warnings).toEqual([
+      expect.stringContaining("ignored key spring.application.name"),
+    ]);
+  });
+
+  it("refuses the same key set twice with different values in one file", () => {
+    const error = configError({
+      file: file(
+        "twice.properties",
+        "leaf.jdbc.url=mysql://a:1/x\nsegment.mysql.url=mysql://b:1/x\nleaf.jdbc.username=u\nleaf.jdbc.password=p\n",
+      ),
+      env: {},
+    });
+    expect(error.message).toContain("set the same key segment.mysql.url to different values");
+  });
+
+  it("refuses a layout that does not fit 63 bits, naming the key", () => {
+    const error = configError({ values: { snowflake: { timestampBits: 50 } }, env: {} });
+    expect(error.message).toContain("invalid snowflake layout");
+    expect(error.message).toContain("63 bits");
+  });
+
+  it("refuses to start with every mode disabled", () => {
+    const error = configError({
+      values: { segment: { enabled: false }, snowflake: { enabled: false } },
+      env: {},
+    });
+    expect(error.message).toContain("nothing to serve");
+  });
+
+  it("names a file it cannot read, or cannot parse", () => {
+    expect(configError({ file: join(dir, "missing.yaml"), env: {} }).message).toContain(
+      "cannot read the configuration file",
+    );
+    expect(configError({ file: file("bad.json", "{ nope"), env: {} }).message).toContain(
+      "is not valid JSON",
+    );
+    expect(configError({ file: file("leaf.toml", "a = 1"), env: {} }).message).toContain(
+      "unsupported configuration file",
+    );
+  });
+
+  it("documents every key, its environment variable and its Java Leaf names in the README", () => {
+    const readme = readFileSync(new URL("../README.md", import.meta.url), "utf8");
+    for (const def of CONFIG_KEYS) {
+      expect(readme, def.key).toContain(`\`${def.key}\``);
+      expect(readme, def.env).toContain(`\`${def.env}\``);
+      for (const alias of def.aliases) expect(readme, alias).toContain(`\`${alias}\``);
+    }
+  });
+});
+
+describe("the .properties reader", () => {
+  it("reads separators, comments, continuations and escapes as java.util.Properties does", () => {
+    const entries = parseProperties(
+      [
+        "# comment",
+        "! also a comment",
+        "a=1",
+        "b : 2",
+        "c 3",
+        "  d=four \\",
+        "     more",
+        "e=tab\\there\\u0041",
+        "f\\=g=h",
+        "empty=",
+      ].join("\r\n"),
+    );
+    expect(entries.map(({ key, value }) => [key, value])).toEqual([
+      ["a", "1"],
+      ["b", "2"],
+      ["c", "3"],
+      ["d", "four more"],
+      ["e", "tab\there\u0041"],
+      ["f=g", "h"],
+      ["empty", ""],
+    ]);
+    expect(entries[3]!.line).toBe(6);
+  });
+});

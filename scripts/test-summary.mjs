@@ -3,7 +3,11 @@
 import { readFileSync } from "node:fs";
 
 const [file, statusText] = process.argv.slice(2);
-const text = readFileSync(file, "utf8").replace(/\x1b\[[0-9;]*m/g, "");
+// Colour codes (ESC [ ... m) are dropped before matching.
+const text = readFileSync(file, "utf8").replace(
+  new RegExp(`${String.fromCharCode(27)}\\[[0-9;]*m`, "g"),
+  "",
+);
 const totals = { passed: 0, failed: 0, skipped: 0 };
 let files = 0;
 for (const line of text.split("\n")) {

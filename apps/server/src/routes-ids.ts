@@ -181,22 +181,28 @@ export function registerIdRoutes(
       );
   }
 
+  /** The shard, format and prefix of a redis sequence request, checked (tokens first). */
+  function redisQuery(request: Req) {
+    const { sequence, prefix: defaultPrefix } = sources.redisSequence();
+    if (tokens) tokens.check(request, "*", "redis sequence ids");
+    const shard = readShard(request.query, sequence.layout.maxWorkerId);
+    const format = readFormat(request.query);
+    const prefix = readPrefix(request.query, defaultPrefix);
+    if (format === "long" && single(request.query, "prefix") !== undefined) {
+      throw badParameter(
+        "prefix",
+        single(request.query, "prefix"),
+        "no prefix with format=long (a prefix belongs to format=string)",
+      );
+    }
+    return { sequence, shard, format, prefix };
+  }
+
   app.get(
     "/api/v1/redis-sequence/id",
     { config: { mode: "redisSequence" } },
     async (request: Req, reply: FastifyReply) => {
-      const { sequence, prefix: defaultPrefix } = sources.redisSequence();
-      if (tokens) tokens.check(request, "*", "redis sequence ids");
-      const shard = readShard(request.query, sequence.layout.maxWorkerId);
-      const format = readFormat(request.query);
-      const prefix = readPrefix(request.query, defaultPrefix);
-      if (format === "long" && single(request.query, "prefix") !== undefined) {
-        throw badParameter(
-          "prefix",
-          single(request.query, "prefix"),
-          "no prefix with format=long (a prefix belongs to format=string)",
-        );
-      }
+      const { sequence, shard, format, prefix } = redisQuery(request);
       const id = await sources.redisId(shard);
       const text = format === "string" ? sequence.format(id, prefix) : id.toString();
       return reply
@@ -209,18 +215,7 @@ export function registerIdRoutes(
     "/api/v1/redis-sequence/ids",
     { config: { mode: "redisSequence" } },
     async (request: Req, reply: FastifyReply) => {
-      const { sequence, prefix: defaultPrefix } = sources.redisSequence();
-      if (tokens) tokens.check(request, "*", "redis sequence ids");
-      const shard = readShard(request.query, sequence.layout.maxWorkerId);
-      const format = readFormat(request.query);
-      const prefix = readPrefix(request.query, defaultPrefix);
-      if (format === "long" && single(request.query, "prefix") !== undefined) {
-        throw badParameter(
-          "prefix",
-          single(request.query, "prefix"),
-          "no prefix with format=long (a prefix belongs to format=string)",
-        );
-      }
+      const { sequence, shard, format, prefix } = redisQuery(request);
       const count = readCount(request.query, maxBatch) ?? 1;
       const ids = await sources.redisIds(shard, count);
       const body =

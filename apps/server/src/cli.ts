@@ -182,7 +182,8 @@ main(process.argv).then(
       console.error(`leaf: ${error.message}\n\n${USAGE}`);
       process.exit(2);
     }
-    if (isLeafError(error)) console.error(error.message);
+    // The code first, so that scripts and operators can tell CLOCK_BEHIND_LEASE from CLOCK_SKEW.
+    if (isLeafError(error)) console.error(`${error.code}: ${error.message}`);
     else console.error(error);
     process.exit(1);
   },

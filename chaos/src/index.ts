@@ -1,0 +1,40 @@
+// The chaos suite's harness, for the short form's test and for anyone composing their own faults.
+export { FakeClock, findLibfaketime } from "./faketime";
+export { type HttpAnswer, httpGet, NoAnswer } from "./http-get";
+export { IdColumn, IdRecorder, type SpaceSummary, summarizeColumn } from "./id-recorder";
+export {
+  LeafProcess,
+  type LeafProcessOptions,
+  type StartOutcome,
+  serverBuildTime,
+  serverCli,
+} from "./leaf-process";
+export {
+  type Endpoint,
+  errorCode,
+  LoadDriver,
+  type LoadOptions,
+  type LoopReport,
+  type LoopTarget,
+} from "./load-driver";
+export {
+  type ChaosReport,
+  reportTable,
+  reportText,
+  type ScenarioReport,
+  writeReport,
+} from "./report";
+export {
+  assemble,
+  budgets,
+  type ChaosOptions,
+  openRun,
+  runChaos,
+  runScenario,
+  selectScenarios,
+} from "./runner";
+export { type Check, type RunContext, ScenarioRun } from "./scenario-run";
+export { type FaultKind, SCENARIOS, type Scenario, scenariosOf } from "./scenarios";
+export { REGISTRIES, type RegistryKind } from "./server-configs";
+export { Services } from "./services";
+export { SlowProxy } from "./tcp-proxy";

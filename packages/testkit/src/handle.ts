@@ -195,3 +195,42 @@ export function isExternal(kind: ServiceKind): boolean {
 export function badEnv(kind: ServiceKind, value: string, problem: string): TestkitError {
   return new TestkitError("TESTKIT_BAD_ENV", `${ENV_VARS[kind]}=${value}: ${problem}`);
 }
+
+/** Starts `handle`'s server on a free port; disposes of the handle (and its folder) when that fails. */
+export async function startOrDispose<T extends LocalServer>(
+  handle: T,
+  server: ServerProcess,
+): Promise<T> {
+  try {
+    await server.startOnFreePort();
+  } catch (error) {
+    await handle.dispose();
+    throw error;
+  }
+  return handle;
+}
+
+/**
+ * Reads a LEAF_TEST_* URL of a server: its protocol must be one of `protocols`; the port defaults
+ * to `defaultPort`. Throws TESTKIT_BAD_ENV naming the variable and the expected form.
+ */
+export function parseServiceUrl(
+  kind: ServiceKind,
+  setting: string,
+  protocols: string[],
+  defaultPort: number,
+  expected: string,
+): { url: URL; host: string; port: number } {
+  let url: URL;
+  try {
+    url = new URL(setting);
+  } catch {
+    throw badEnv(kind, setting, `not a URL; expected ${expected}`);
+  }
+  if (!protocols.includes(url.protocol)) {
+    throw badEnv(kind, setting, `expected a ${protocols[0]}// URL`);
+  }
+  const host = url.hostname.replace(/^\[|\]$/g, "");
+  const port = url.port ? Number(url.port) : defaultPort;
+  return { url, host, port };
+}

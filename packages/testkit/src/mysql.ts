@@ -22,6 +22,8 @@ import {
   externalSetting,
   LocalServer,
   makeInstanceDir,
+  parseServiceUrl,
+  startOrDispose,
   TEMP_PREFIX,
 } from "./handle";
 import { LOOPBACK } from "./ports";
@@ -364,27 +366,21 @@ export async function startMysql(options: MysqlOptions = {}): Promise<MysqlHandl
   const handle = new LocalMysql("mysql", dir, logFile, server, (port) => {
     return `mysql://root@${LOOPBACK}:${port}/`;
   });
-  try {
-    await server.startOnFreePort();
-  } catch (error) {
-    await handle.dispose();
-    throw error;
-  }
-  return handle;
+  return startOrDispose(handle, server);
 }
 
 async function useExternalMysql(setting: string): Promise<MysqlHandle> {
-  let parsed: URL;
-  try {
-    parsed = new URL(setting);
-  } catch {
-    throw badEnv("mysql", setting, "not a URL; expected mysql://user:pass@host:port/");
-  }
-  if (parsed.protocol !== "mysql:" && parsed.protocol !== "mariadb:") {
-    throw badEnv("mysql", setting, "expected a mysql:// URL");
-  }
-  const host = parsed.hostname.replace(/^\[|\]$/g, "");
-  const port = parsed.port ? Number(parsed.port) : 3306;
+  const {
+    url: parsed,
+    host,
+    port,
+  } = parseServiceUrl(
+    "mysql",
+    setting,
+    ["mysql:", "mariadb:"],
+    3306,
+    "mysql://user:pass@host:port/",
+  );
   const user = decodeURIComponent(parsed.username) || "root";
   const password = parsed.password ? decodeURIComponent(parsed.password) : undefined;
   const access = new MysqlAccess(

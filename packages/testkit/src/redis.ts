@@ -2,7 +2,15 @@
 // what the redis-sequence fault tests rely on.
 import { join } from "node:path";
 import { findProgram } from "./binaries";
-import { badEnv, ExternalServer, externalSetting, LocalServer, makeInstanceDir } from "./handle";
+import {
+  badEnv,
+  ExternalServer,
+  externalSetting,
+  LocalServer,
+  makeInstanceDir,
+  parseServiceUrl,
+  startOrDispose,
+} from "./handle";
 import { LOOPBACK } from "./ports";
 import { redisAnswers, redisPid } from "./probes";
 import { ServerProcess } from "./server-process";
@@ -63,27 +71,17 @@ export async function startRedis(options: RedisOptions = {}): Promise<RedisHandl
     server,
     (port) => `redis://${LOOPBACK}:${port}`,
   );
-  try {
-    await server.startOnFreePort();
-  } catch (error) {
-    await handle.dispose();
-    throw error;
-  }
-  return handle;
+  return startOrDispose(handle, server);
 }
 
 async function useExternalRedis(setting: string): Promise<RedisHandle> {
-  let parsed: URL;
-  try {
-    parsed = new URL(setting);
-  } catch {
-    throw badEnv("redis", setting, "not a URL; expected redis://host:port");
-  }
-  if (parsed.protocol !== "redis:" && parsed.protocol !== "rediss:") {
-    throw badEnv("redis", setting, "expected a redis:// URL");
-  }
-  const host = parsed.hostname.replace(/^\[|\]$/g, "");
-  const port = parsed.port ? Number(parsed.port) : 6379;
+  const { host, port } = parseServiceUrl(
+    "redis",
+    setting,
+    ["redis:", "rediss:"],
+    6379,
+    "redis://host:port",
+  );
   const answers = await redisAnswers(host, port).catch((error: Error) => error);
   if (answers !== true) {
     const reason = answers instanceof Error ? answers.message : "it does not speak Redis";

@@ -4,7 +4,14 @@ import { existsSync } from "node:fs";
 import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { findProgram, requireFiles } from "./binaries";
-import { badEnv, ExternalServer, externalSetting, LocalServer, makeInstanceDir } from "./handle";
+import {
+  badEnv,
+  ExternalServer,
+  externalSetting,
+  LocalServer,
+  makeInstanceDir,
+  startOrDispose,
+} from "./handle";
 import { LOOPBACK } from "./ports";
 import { zookeeperConf, zookeeperServes } from "./probes";
 import { ServerProcess } from "./server-process";
@@ -146,13 +153,7 @@ export async function startZookeeper(options: ZookeeperOptions = {}): Promise<Zo
     server,
     (port) => `${LOOPBACK}:${port}`,
   );
-  try {
-    await server.startOnFreePort();
-  } catch (error) {
-    await handle.dispose();
-    throw error;
-  }
-  return handle;
+  return startOrDispose(handle, server);
 }
 
 async function useExternalZookeeper(setting: string): Promise<ZookeeperHandle> {

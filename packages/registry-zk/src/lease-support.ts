@@ -2,9 +2,11 @@
 // time, and reading the server's clock around a write for the peer clock check.
 import {
   type AcquireRequest,
+  type BackupWorker,
   type CheckedAcquireRequest,
   type Clock,
   checkAcquireRequest,
+  checkReportedTimestamp,
   ErrorCodes,
   LeafCodes,
   LeafError,
@@ -81,4 +83,27 @@ export async function clockPair(
   const serverNow = await write();
   const after = clock.now();
   return { now: Math.round((before + after) / 2), serverNow };
+}
+
+/**
+ * Raises the reported timestamps of a lease's ids (primary first) after checking them; backups that
+ * are not this lease's are ignored. Never lowers a timestamp.
+ */
+export function noteReported(
+  slots: { workerId: number; reported: number }[],
+  timestampMs: number,
+  backups: readonly BackupWorker[] | undefined,
+): void {
+  checkReportedTimestamp(COMPONENT, "timestampMs", timestampMs);
+  const primary = slots[0]!;
+  primary.reported = Math.max(primary.reported, timestampMs);
+  for (const backup of backups ?? []) {
+    const slot = slots.find((s) => s.workerId === backup?.workerId);
+    if (slot && slot !== primary) {
+      slot.reported = Math.max(
+        slot.reported,
+        checkReportedTimestamp(COMPONENT, "backups", backup.lastTimestamp),
+      );
+    }
+  }
 }

@@ -22,7 +22,7 @@ import {
   type WorkerLease,
   writeLeaseCache,
 } from "@leaf/core";
-import { clockPair, leaseLost, releasedError, Serial } from "./lease-support";
+import { clockPair, leaseLost, noteReported, releasedError, Serial } from "./lease-support";
 import { COMPONENT, type ResolvedOptions } from "./options";
 import {
   decodeEndpoint,
@@ -310,18 +310,7 @@ class NormalLease implements WorkerLease, TrackedLease {
     backups: readonly BackupWorker[] | undefined,
     reattach = true,
   ) {
-    checkReportedTimestamp(COMPONENT, "timestampMs", timestampMs);
-    const primary = this.slots[0]!;
-    primary.reported = Math.max(primary.reported, timestampMs);
-    for (const backup of backups ?? []) {
-      const slot = this.slots.find((s) => s.workerId === backup?.workerId);
-      if (slot && slot !== primary) {
-        slot.reported = Math.max(
-          slot.reported,
-          checkReportedTimestamp(COMPONENT, "backups", backup.lastTimestamp),
-        );
-      }
-    }
+    noteReported(this.slots, timestampMs, backups);
     let cacheError: unknown;
     try {
       this.writeCache();

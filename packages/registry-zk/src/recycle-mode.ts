@@ -15,7 +15,7 @@ import {
   type NodeIdentity,
   type WorkerLease,
 } from "@leaf/core";
-import { leaseLost, releasedError, Serial } from "./lease-support";
+import { leaseLost, noteReported, releasedError, Serial } from "./lease-support";
 import { COMPONENT } from "./options";
 import {
   decodeRecord,
@@ -338,18 +338,7 @@ class RecycledLease implements WorkerLease, TrackedLease {
   }
 
   private note(timestampMs: number, backups: readonly BackupWorker[] | undefined): void {
-    checkReportedTimestamp(COMPONENT, "timestampMs", timestampMs);
-    const primary = this.slots[0]!;
-    primary.reported = Math.max(primary.reported, timestampMs);
-    for (const backup of backups ?? []) {
-      const slot = this.slots.find((s) => s.workerId === backup?.workerId);
-      if (slot && slot !== primary) {
-        slot.reported = Math.max(
-          slot.reported,
-          checkReportedTimestamp(COMPONENT, "backups", backup.lastTimestamp),
-        );
-      }
-    }
+    noteReported(this.slots, timestampMs, backups);
   }
 
   /**

@@ -18,13 +18,20 @@ function generator(
   return new SnowflakeGenerator({ workerId: 7, clock, ...extra });
 }
 
-function codeOf(fn: () => unknown): string | undefined {
+/** What `fn` throws (undefined when it returns). */
+function errorOf(fn: () => unknown): unknown {
   try {
     fn();
   } catch (error) {
-    return isLeafError(error) ? error.code : String(error);
+    return error;
   }
   return undefined;
+}
+
+function codeOf(fn: () => unknown): string | undefined {
+  const error = errorOf(fn);
+  if (error === undefined) return undefined;
+  return isLeafError(error) ? error.code : String(error);
 }
 
 describe("SnowflakeGenerator", () => {
@@ -101,12 +108,7 @@ describe("SnowflakeGenerator", () => {
     g.nextId();
     clock.set(T0 - 4);
     clock.onSleep = () => {}; // the clock does not move while waiting
-    let error: unknown;
-    try {
-      g.nextId();
-    } catch (e) {
-      error = e;
-    }
+    const error = errorOf(() => g.nextId());
     expect(error).toMatchObject({ code: ErrorCodes.CLOCK_BEHIND, leafCode: -1 });
   });
 
@@ -115,12 +117,7 @@ describe("SnowflakeGenerator", () => {
     const g = generator(clock);
     g.nextId();
     clock.set(T0 - 2000);
-    let error: unknown;
-    try {
-      g.nextId();
-    } catch (e) {
-      error = e;
-    }
+    const error = errorOf(() => g.nextId());
     expect(error).toBeInstanceOf(LeafError);
     expect(error).toMatchObject({ code: ErrorCodes.CLOCK_MOVED_BACKWARDS, leafCode: -3 });
     expect((error as Error).message).toMatch(
@@ -191,12 +188,7 @@ describe("SnowflakeGenerator", () => {
     const last = g.decode(g.nextId());
     expect(last.ticks).toBe(small.maxTicks);
     clock.advance(1);
-    let error: unknown;
-    try {
-      g.nextId();
-    } catch (e) {
-      error = e;
-    }
+    const error = errorOf(() => g.nextId());
     expect(error).toMatchObject({ code: ErrorCodes.LAYOUT_EXHAUSTED });
     expect((error as Error).message).toMatch(/cannot represent .* its last instant/);
   });
@@ -228,12 +220,7 @@ describe("SnowflakeGenerator", () => {
     g.nextId();
     g.fence();
     expect(g.state).toBe("fenced");
-    let error: unknown;
-    try {
-      g.nextId();
-    } catch (e) {
-      error = e;
-    }
+    const error = errorOf(() => g.nextId());
     expect(error).toMatchObject({ code: ErrorCodes.LEASE_LOST, leafCode: -4 });
     clock.advance(10);
     g.setLease({ workerId: 9, lastTimestamp: T0 + 50 });
@@ -251,12 +238,7 @@ describe("SnowflakeGenerator", () => {
     g.nextId();
     lease.fenceAt = performance.now() - 1;
     clock.advance(1);
-    let error: unknown;
-    try {
-      g.nextId();
-    } catch (e) {
-      error = e;
-    }
+    const error = errorOf(() => g.nextId());
     expect(error).toMatchObject({ code: ErrorCodes.LEASE_LOST, leafCode: -4 });
     expect((error as Error).message).toMatch(/lease ran out on this node's clock/);
     lease.fenceAt = performance.now() + 60_000;

@@ -1,50 +1,16 @@
 // Allocation against a real Redis: ids parse back, ranges are cached and refilled one round trip
 // at a time, range sizes follow demand, and a used-up second locks and moves on as seed 002 says.
 import { defineLayout, ErrorCodes, ManualClock } from "@leaf/core";
-import { type RedisHandle, startRedis } from "@leaf/testkit";
-import type { Redis } from "ioredis";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createRedisSequence, type RedisSequence, type RedisSequenceOptions } from "../src/index";
-import {
-  duplicates,
-  freshNamespace,
-  passFenceManually,
-  rawClient,
-  sleep,
-  warningSink,
-} from "./helpers";
+import { describe, expect, it } from "vitest";
+import { createRedisSequence } from "../src/index";
+import { duplicates, passFenceManually, redisFixture, sleep } from "./helpers";
 
-let redis: RedisHandle;
-let raw: Redis;
-const open: RedisSequence[] = [];
-
-beforeAll(async () => {
-  redis = await startRedis();
-  raw = rawClient(redis.url);
-});
-
-afterAll(async () => {
-  await Promise.all(open.map((s) => s.close()));
-  raw?.disconnect();
-  await redis?.dispose();
-});
-
-async function sequence(options: Partial<RedisSequenceOptions> = {}): Promise<RedisSequence> {
-  const created = await createRedisSequence({
-    redis: redis.url,
-    namespace: freshNamespace("alloc"),
-    maxClockSkewMs: 500,
-    fenceMarginMs: 0,
-    onWarning: warningSink().onWarning,
-    ...options,
-  });
-  open.push(created);
-  return created;
-}
+const fx = redisFixture("alloc", { maxClockSkewMs: 500, fenceMarginMs: 0 });
+const sequence = fx.sequence;
 
 /** Script calls Redis has run so far (EVALSHA and EVAL), from INFO commandstats. */
 async function scriptCalls(): Promise<number> {
-  const info = await raw.info("commandstats");
+  const info = await fx.raw.info("commandstats");
   let total = 0;
   for (const match of info.matchAll(/cmdstat_(?:evalsha|eval):calls=(\d+)/g)) {
     total += Number(match[1]);
@@ -93,7 +59,7 @@ describe("allocation", () => {
     const seq = await sequence({ batchSize: 100, minBatchSize: 100 });
     const clock = new ManualClock(Date.now());
     const frozen = await createRedisSequence({
-      redis: redis.url,
+      redis: fx.redis.url,
       namespace: seq.keys.namespace,
       clock,
       maxClockSkewMs: 3000,
@@ -101,7 +67,7 @@ describe("allocation", () => {
       batchSize: 100,
       minBatchSize: 100,
     });
-    open.push(frozen);
+    fx.open.push(frozen);
     const second = await passFenceManually(frozen, clock, 3000);
     const ids: bigint[] = [];
     for (let shard = 0; shard < 150; shard++) ids.push(await frozen.nextId(shard));
@@ -110,11 +76,11 @@ describe("allocation", () => {
     // Shards share the counter: 150 ids of 150 shards use 150 distinct sequences.
     expect(new Set(sequences.map((p) => p.sequence)).size).toBe(150);
     const key = frozen.keys.sequence(second);
-    expect(Number(await raw.get(key))).toBeGreaterThanOrEqual(150);
-    const ttl = await raw.ttl(key);
+    expect(Number(await fx.raw.get(key))).toBeGreaterThanOrEqual(150);
+    const ttl = await fx.raw.ttl(key);
     expect(ttl).toBeGreaterThan(590);
     expect(ttl).toBeLessThanOrEqual(600);
-    expect(await raw.ttl(frozen.keys.marker())).toBe(-1);
+    expect(await fx.raw.ttl(frozen.keys.marker())).toBe(-1);
   });
 
   it("keeps one counter per shard with sequenceScope shard", async () => {
@@ -128,8 +94,8 @@ describe("allocation", () => {
       expect(pa[0]!.sequence).toBe(0);
       expect(pb[0]!.sequence).toBe(0);
     }
-    expect(await raw.exists(seq.keys.sequence(pa[0]!.second, 1))).toBe(1);
-    expect(await raw.exists(seq.keys.sequence(pa[0]!.second))).toBe(0);
+    expect(await fx.raw.exists(seq.keys.sequence(pa[0]!.second, 1))).toBe(1);
+    expect(await fx.raw.exists(seq.keys.sequence(pa[0]!.second))).toBe(0);
     expect(
       seq
         .state()
@@ -142,14 +108,14 @@ describe("allocation", () => {
     const first = await sequence({ batchSize: 1000, minBatchSize: 1000 });
     await first.nextId(0); // the namespace's fence has passed
     const seq = await createRedisSequence({
-      redis: redis.url,
+      redis: fx.redis.url,
       namespace: first.keys.namespace,
       batchSize: 1000,
       minBatchSize: 1000,
       maxClockSkewMs: 500,
       fenceMarginMs: 0,
     });
-    open.push(seq);
+    fx.open.push(seq);
     const before = await scriptCalls();
     const ids = await Promise.all(Array.from({ length: 600 }, (_, i) => seq.nextId(i % 64)));
     const calls = (await scriptCalls()) - before;
@@ -168,7 +134,7 @@ describe("allocation", () => {
     const ids = await Promise.all(Array.from({ length: 500 }, () => seq.nextId(3)));
     expect(duplicates(ids)).toEqual([]);
     while (seq.state().slots[0]!.refillInFlight) await sleep(5); // a prefetch may still travel
-    const granted = Number(await raw.get(seq.keys.sequence(second)));
+    const granted = Number(await fx.raw.get(seq.keys.sequence(second)));
     // 500 ids taken 10 at a time: 50 ranges, plus at most one prefetched range in flight.
     expect(granted).toBeGreaterThanOrEqual(500);
     expect(granted).toBeLessThanOrEqual(510);
@@ -247,37 +213,37 @@ describe("allocation", () => {
     expect(ids.map((id) => seq.parse(id).sequence)).toEqual([...Array(16).keys()]);
     expect(new Set(ids.map((id) => seq.parse(id).second))).toEqual(new Set([second]));
     // The range that reached the top set the lock, as in seed 002.
-    const lockTtl = await raw.pttl(seq.keys.lock(second));
+    const lockTtl = await fx.raw.pttl(seq.keys.lock(second));
     expect(lockTtl).toBeGreaterThan(0);
     expect(lockTtl).toBeLessThanOrEqual(1000);
     // The clock is stuck in the used-up second: waiting is longer than maxWaitMs, so it fails.
     await expect(seq.nextId(2)).rejects.toMatchObject({ code: ErrorCodes.SEQUENCE_EXHAUSTED });
     // Another client asking for that second gets the script's error while the lock lasts.
     const other = await createRedisSequence({
-      redis: redis.url,
+      redis: fx.redis.url,
       namespace: seq.keys.namespace,
       layout: tinyLayout,
       clock,
       maxWaitMs: 0,
       maxClockSkewMs: 3000,
     });
-    open.push(other);
+    fx.open.push(other);
     await expect(other.nextId(2)).rejects.toMatchObject({ code: ErrorCodes.SEQUENCE_EXHAUSTED });
     expect(other.state().stats.refused.locked).toBe(1);
     // After the lock expired the counter itself still refuses the second (and locks it again).
     await sleep(lockTtl + 50);
     const third = await createRedisSequence({
-      redis: redis.url,
+      redis: fx.redis.url,
       namespace: seq.keys.namespace,
       layout: tinyLayout,
       clock,
       maxWaitMs: 0,
       maxClockSkewMs: 3000,
     });
-    open.push(third);
+    fx.open.push(third);
     await expect(third.nextId(2)).rejects.toMatchObject({ code: ErrorCodes.SEQUENCE_EXHAUSTED });
     expect(third.state().stats.refused.exhausted).toBe(1);
-    expect(await raw.pttl(seq.keys.lock(second))).toBeGreaterThan(0);
+    expect(await fx.raw.pttl(seq.keys.lock(second))).toBeGreaterThan(0);
     // The next second has its full space.
     clock.advance(1000);
     const next = seq.parse(await seq.nextId(2));

@@ -2,47 +2,24 @@
 // sequences, a paused Redis leaves the cache serving and then the configured behaviour, clocks too
 // far from Redis TIME are refused, and timeSource "redis" makes skewed machines agree.
 import { ErrorCodes, isLeafError, ManualClock } from "@leaf/core";
-import { freePort, type RedisHandle, startRedis } from "@leaf/testkit";
-import type { Redis } from "ioredis";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createRedisSequence, type RedisSequence, type RedisSequenceOptions } from "../src/index";
+import { freePort } from "@leaf/testkit";
+import { describe, expect, it } from "vitest";
+import { createRedisSequence } from "../src/index";
 import {
   duplicates,
   freshNamespace,
   passFenceManually,
-  rawClient,
+  redisFixture,
   sleep,
   warningSink,
 } from "./helpers";
 
-let redis: RedisHandle;
-let raw: Redis;
-const open: RedisSequence[] = [];
-
-beforeAll(async () => {
-  redis = await startRedis({ useEnv: false });
-  raw = rawClient(redis.url);
-});
-
-afterAll(async () => {
-  await Promise.all(open.map((s) => s.close()));
-  raw?.disconnect();
-  await redis?.dispose();
-});
-
-async function sequence(options: Partial<RedisSequenceOptions> = {}): Promise<RedisSequence> {
-  const created = await createRedisSequence({
-    redis: redis.url,
-    namespace: freshNamespace("fault"),
-    maxClockSkewMs: 3000,
-    fenceMarginMs: 0,
-    refillTimeoutMs: 300,
-    onWarning: warningSink().onWarning,
-    ...options,
-  });
-  open.push(created);
-  return created;
-}
+const fx = redisFixture(
+  "fault",
+  { maxClockSkewMs: 3000, fenceMarginMs: 0, refillTimeoutMs: 300 },
+  { useEnv: false },
+);
+const sequence = fx.sequence;
 
 async function failure(
   promise: Promise<unknown>,
@@ -68,19 +45,19 @@ describe("Redis restarted without persistence", () => {
     });
     const second = await passFenceManually(a, clock, 3000);
     const before = await a.nextIds(0, 50); // half of A's range: [0, 99] of `second`
-    await redis.kill();
-    await redis.start();
-    expect(await raw.exists(a.keys.marker())).toBe(0); // Redis came back empty
+    await fx.redis.kill();
+    await fx.redis.start();
+    expect(await fx.raw.exists(a.keys.marker())).toBe(0); // Redis came back empty
     // The seed's script would now hand sequences 0.. of `second` to the next client: a duplicate.
     const b = await createRedisSequence({
-      redis: redis.url,
+      redis: fx.redis.url,
       namespace: a.keys.namespace,
       clock,
       maxClockSkewMs: 3000,
       fenceMarginMs: 0,
       maxWaitMs: 200,
     });
-    open.push(b);
+    fx.open.push(b);
     const refused = await failure(b.nextId(0));
     expect(isLeafError(refused, ErrorCodes.UNAVAILABLE)).toBe(true);
     expect(refused.message).toContain("restarted");
@@ -105,26 +82,26 @@ describe("Redis restarted without persistence", () => {
     const second = await passFenceManually(seq, clock, 3000);
     await seq.nextId(1);
     // What an RDB restore or a promoted replica looks like: the data is there, the process is new.
-    await raw.hset(seq.keys.marker(), "run_id", "0000000000000000000000000000000000000000");
+    await fx.raw.hset(seq.keys.marker(), "run_id", "0000000000000000000000000000000000000000");
     const other = await createRedisSequence({
-      redis: redis.url,
+      redis: fx.redis.url,
       namespace: seq.keys.namespace,
       clock,
       maxClockSkewMs: 3000,
       fenceMarginMs: 0,
       maxWaitMs: 100,
     });
-    open.push(other);
+    fx.open.push(other);
     await expect(other.nextId(1)).rejects.toMatchObject({ code: ErrorCodes.UNAVAILABLE });
     expect(other.state().fence?.untilSecond).toBeGreaterThanOrEqual(second);
-    expect(await raw.hget(seq.keys.marker(), "reason")).toBe("restarted");
+    expect(await fx.raw.hget(seq.keys.marker(), "reason")).toBe("restarted");
   });
 
   it("keeps every id unique when Redis is killed and restarted while ids flow", async () => {
     const namespace = freshNamespace("flow");
     const make = async () => {
       const created = await createRedisSequence({
-        redis: redis.url,
+        redis: fx.redis.url,
         namespace,
         maxClockSkewMs: 500,
         fenceMarginMs: 0,
@@ -132,7 +109,7 @@ describe("Redis restarted without persistence", () => {
         batchSize: 200,
         onWarning: () => {},
       });
-      open.push(created);
+      fx.open.push(created);
       return created;
     };
     const clients = [await make(), await make(), await make()];
@@ -158,8 +135,8 @@ describe("Redis restarted without persistence", () => {
     // clients would now be handed that second's sequences from 0 again.
     while (Date.now() % 1000 > 300) await sleep(10);
     const beforeKill = ids.length;
-    await redis.kill();
-    await redis.start();
+    await fx.redis.kill();
+    await fx.redis.start();
     await sleep(3500);
     running = false;
     await Promise.all(loops);
@@ -183,19 +160,19 @@ describe("Redis paused", () => {
     });
     await passFenceManually(seq, clock, 3000);
     const first = await seq.nextId(4);
-    redis.pause();
+    fx.redis.pause();
     try {
       const cached = await seq.nextIds(4, 99); // the rest of the range, without Redis
       expect(duplicates([first, ...cached])).toEqual([]);
       const error = await failure(seq.nextId(4));
       expect(isLeafError(error, ErrorCodes.UNAVAILABLE)).toBe(true);
-      expect(error.message).toContain(redis.url.replace("redis://", ""));
+      expect(error.message).toContain(fx.redis.url.replace("redis://", ""));
       expect(seq.state().status).toBe("unavailable");
       // While it is down, calls fail at once instead of waiting for Redis each time.
       await expect(seq.nextId(4)).rejects.toMatchObject({ code: ErrorCodes.UNAVAILABLE });
       expect(sink.warnings.map((w) => w.type)).toEqual(["redis-unavailable"]);
     } finally {
-      redis.resume();
+      fx.redis.resume();
     }
     let id: bigint | undefined;
     for (let i = 0; i < 50 && id === undefined; i++) {
@@ -218,13 +195,13 @@ describe("Redis paused", () => {
     });
     const second = await passFenceManually(seq, clock, 3000);
     const first = await seq.nextId(4); // caches the range [0, 99] of `second`
-    redis.pause();
+    fx.redis.pause();
     let rest: bigint[];
     try {
       rest = await Promise.all(Array.from({ length: 599 }, (_, i) => seq.nextId(i % 3)));
       expect(seq.state().status).toBe("random-fallback");
     } finally {
-      redis.resume();
+      fx.redis.resume();
     }
     const ids = [first, ...rest];
     expect(duplicates(ids)).toEqual([]);
@@ -283,24 +260,24 @@ describe("lifecycle", () => {
   });
 
   it("refuses calls after close and leaves a client passed in open", async () => {
-    const seq = await sequence({ redis: raw, maxClockSkewMs: 500 });
+    const seq = await sequence({ redis: fx.raw, maxClockSkewMs: 500 });
     await seq.nextId(0);
     await seq.close();
     expect(() => seq.tryNextIdSync(0)).toThrow(/closed/);
     await expect(seq.nextId(0)).rejects.toMatchObject({ code: ErrorCodes.CLOSED });
     expect(seq.state().status).toBe("closed");
-    expect(await raw.ping()).toBe("PONG");
+    expect(await fx.raw.ping()).toBe("PONG");
   });
 
   it("loads its script again after Redis forgot it", async () => {
     const seq = await sequence({
-      redis: raw,
+      redis: fx.raw,
       batchSize: 10,
       minBatchSize: 10,
       maxClockSkewMs: 500,
     });
     await seq.nextId(0);
-    await raw.script("FLUSH");
+    await fx.raw.script("FLUSH");
     await expect(seq.nextIds(0, 30)).resolves.toHaveLength(30);
   });
 });

@@ -2,8 +2,15 @@
 // for looking at the keys, warnings collected per sequence, and waiting out a new namespace's fence.
 import { randomBytes } from "node:crypto";
 import { type Clock, ManualClock } from "@leaf/core";
+import { type RedisHandle, type RedisOptions, startRedis } from "@leaf/testkit";
 import { Redis } from "ioredis";
-import type { RedisSequence, RedisSequenceWarning } from "../src/index";
+import { afterAll, beforeAll } from "vitest";
+import {
+  createRedisSequence,
+  type RedisSequence,
+  type RedisSequenceOptions,
+  type RedisSequenceWarning,
+} from "../src/index";
 
 /** A namespace no other test uses. */
 export function freshNamespace(label: string): string {
@@ -64,3 +71,45 @@ export function duplicates(ids: Iterable<bigint>): bigint[] {
 }
 
 export type { Clock };
+
+/** A private Redis for one test file, a raw client on it, and sequences closed after the file. */
+export interface RedisFixture {
+  redis: RedisHandle;
+  raw: Redis;
+  /** Sequences to close in afterAll (tests add the ones they create themselves). */
+  open: RedisSequence[];
+  /** A started sequence on a fresh namespace with the file's defaults and `options`. */
+  sequence(options?: Partial<RedisSequenceOptions>): Promise<RedisSequence>;
+}
+
+/** Registers beforeAll/afterAll for a {@link RedisFixture}; `label` names its namespaces. */
+export function redisFixture(
+  label: string,
+  defaults: Partial<RedisSequenceOptions>,
+  start?: RedisOptions,
+): RedisFixture {
+  const fx = {
+    open: [] as RedisSequence[],
+    async sequence(options: Partial<RedisSequenceOptions> = {}) {
+      const created = await createRedisSequence({
+        redis: fx.redis.url,
+        namespace: freshNamespace(label),
+        onWarning: warningSink().onWarning,
+        ...defaults,
+        ...options,
+      });
+      fx.open.push(created);
+      return created;
+    },
+  } as RedisFixture;
+  beforeAll(async () => {
+    fx.redis = await startRedis(start);
+    fx.raw = rawClient(fx.redis.url);
+  });
+  afterAll(async () => {
+    await Promise.all(fx.open.map((s) => s.close()));
+    fx.raw?.disconnect();
+    await fx.redis?.dispose();
+  });
+  return fx;
+}

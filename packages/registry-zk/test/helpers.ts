@@ -5,9 +5,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { NodeIdentity } from "@leaf/core";
+import { startZookeeper, type ZookeeperHandle } from "@leaf/testkit";
 import zookeeper from "node-zookeeper-client";
-import { afterAll } from "vitest";
-import type { ZookeeperRegistryOptions } from "../src/index";
+import { afterAll, beforeAll } from "vitest";
+import { ZookeeperRegistry, type ZookeeperRegistryOptions } from "../src/index";
 
 /** A raw ZooKeeper client with promises. */
 export class Admin {
@@ -138,3 +139,35 @@ export async function waitUntil(check: () => boolean, ms: number, what: string):
 
 /** The acquirer fixture: a separate process holding leases (see fixtures/acquirer.ts). */
 export const ACQUIRER = fileURLToPath(new URL("./fixtures/acquirer.ts", import.meta.url));
+
+/** A private ZooKeeper for one test file, an operator session on it, and registries closed after. */
+export interface ZkFixture {
+  zk: ZookeeperHandle;
+  admin: Admin;
+  /** A registry on the file's ZooKeeper with test options, the file's defaults and `extra`. */
+  registry(extra?: Partial<ZookeeperRegistryOptions>): ZookeeperRegistry;
+}
+
+/** Registers beforeAll/afterAll for a {@link ZkFixture}. */
+export function zkFixture(defaults: Partial<ZookeeperRegistryOptions> = {}): ZkFixture {
+  const registries: ZookeeperRegistry[] = [];
+  const fx = {
+    registry(extra: Partial<ZookeeperRegistryOptions> = {}) {
+      const created = new ZookeeperRegistry(
+        testOptions(fx.zk.connectString, { ...defaults, ...extra }),
+      );
+      registries.push(created);
+      return created;
+    },
+  } as ZkFixture;
+  beforeAll(async () => {
+    fx.zk = await startZookeeper({ tickTime: 500 });
+    fx.admin = await Admin.connect(fx.zk.connectString);
+  });
+  afterAll(async () => {
+    for (const registry of registries) await registry.close();
+    fx.admin?.close();
+    await fx.zk?.dispose();
+  });
+  return fx;
+}

@@ -3,32 +3,14 @@
 // the same ip:port, chroot, digest auth and ACLs.
 import { join } from "node:path";
 import { ErrorCodes, isLeafError, ManualClock, writeLeaseCache } from "@leaf/core";
-import { freePort, startZookeeper, type ZookeeperHandle } from "@leaf/testkit";
+import { freePort } from "@leaf/testkit";
 import zookeeper from "node-zookeeper-client";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { digestAclId, ZookeeperRegistry } from "../src/index";
-import { Admin, cacheDir, nodeOf, testOptions, uniqueName } from "./helpers";
+import { describe, expect, it } from "vitest";
+import { digestAclId } from "../src/index";
+import { Admin, cacheDir, nodeOf, uniqueName, zkFixture } from "./helpers";
 
-let zk: ZookeeperHandle;
-let admin: Admin;
-const registries: ZookeeperRegistry[] = [];
-
-beforeAll(async () => {
-  zk = await startZookeeper({ tickTime: 500 });
-  admin = await Admin.connect(zk.connectString);
-});
-
-afterAll(async () => {
-  for (const registry of registries) await registry.close();
-  admin?.close();
-  await zk?.dispose();
-});
-
-function registry(extra: Parameters<typeof testOptions>[1] = {}): ZookeeperRegistry {
-  const created = new ZookeeperRegistry(testOptions(zk.connectString, extra));
-  registries.push(created);
-  return created;
-}
+const fx = zkFixture();
+const registry = fx.registry;
 
 const javaData = (ip: string, port: number, timestamp: number) =>
   JSON.stringify({ ip, port: String(port), timestamp });
@@ -49,9 +31,9 @@ describe("normal mode: Java Leaf's tree", () => {
     const lease = await registry().acquire({ node: nodeOf(name, 0), maxWorkerId: 1023 });
     expect(lease.workerId).toBe(0);
     expect(lease.lastTimestamp).toBe(0);
-    const children = await admin.children(`/snowflake/${name}/forever`);
+    const children = await fx.admin.children(`/snowflake/${name}/forever`);
     expect(children).toEqual(["10.1.0.1:8080-0000000000"]);
-    const { data, stat } = await admin.getData(`/snowflake/${name}/forever/${children[0]}`);
+    const { data, stat } = await fx.admin.getData(`/snowflake/${name}/forever/${children[0]}`);
     expect(Object.keys(JSON.parse(data))).toEqual(["ip", "port", "timestamp"]);
     expect(JSON.parse(data)).toMatchObject({ ip: "10.1.0.1", port: "8080" });
     expect(JSON.parse(data).timestamp).toBeGreaterThanOrEqual(before);
@@ -59,7 +41,7 @@ describe("normal mode: Java Leaf's tree", () => {
     expect(stat.ephemeralOwner.equals(Buffer.alloc(8))).toBe(true);
     await lease.report(Date.now());
     const reported = JSON.parse(
-      (await admin.getData(`/snowflake/${name}/forever/${children[0]}`)).data,
+      (await fx.admin.getData(`/snowflake/${name}/forever/${children[0]}`)).data,
     );
     expect(Object.keys(reported)).toEqual(["ip", "port", "timestamp"]);
     await lease.release();
@@ -69,11 +51,11 @@ describe("normal mode: Java Leaf's tree", () => {
     const name = uniqueName("java");
     const forever = `/snowflake/${name}/forever`;
     // As Java Leaf's Curator does: parents created empty, one sequential node per ip:port.
-    await admin.mkdirp(forever);
+    await fx.admin.mkdirp(forever);
     const lastWeek = Date.now() - 7 * 24 * 3600 * 1000;
     const javaNodes = ["10.2.0.1", "10.2.0.2", "10.2.0.3", "10.2.0.4"];
     for (const ip of javaNodes) {
-      await admin.create(
+      await fx.admin.create(
         `${forever}/${ip}:8080-`,
         javaData(ip, 8080, lastWeek),
         zookeeper.CreateMode.PERSISTENT_SEQUENTIAL,
@@ -88,7 +70,9 @@ describe("normal mode: Java Leaf's tree", () => {
     expect(lease.lastTimestamp).toBe(lastWeek);
     const now = Date.now();
     await lease.report(now);
-    expect(JSON.parse((await admin.getData(`${forever}/10.2.0.3:8080-0000000002`)).data)).toEqual({
+    expect(
+      JSON.parse((await fx.admin.getData(`${forever}/10.2.0.3:8080-0000000002`)).data),
+    ).toEqual({
       ip: "10.2.0.3",
       port: "8080",
       timestamp: now,
@@ -99,7 +83,7 @@ describe("normal mode: Java Leaf's tree", () => {
       maxWorkerId: 1023,
     });
     expect(fresh.workerId).toBe(4);
-    expect(await admin.children(forever)).toContain("10.2.0.9:8080-0000000004");
+    expect(await fx.admin.children(forever)).toContain("10.2.0.9:8080-0000000004");
     await lease.release();
     await fresh.release();
   });
@@ -112,11 +96,11 @@ describe("normal mode: Java Leaf's tree", () => {
     const high = Date.now();
     await lease.report(high);
     await lease.report(high - 10_000);
-    expect(JSON.parse((await admin.getData(path)).data).timestamp).toBe(high);
+    expect(JSON.parse((await fx.admin.getData(path)).data).timestamp).toBe(high);
     // Java Leaf on the same ip:port (a mistake, but it happens during a migration) writes later.
-    await admin.setData(path, javaData(node.ip, node.port, high + 5_000));
+    await fx.admin.setData(path, javaData(node.ip, node.port, high + 5_000));
     await lease.report(high + 1);
-    expect(JSON.parse((await admin.getData(path)).data).timestamp).toBe(high + 5_000);
+    expect(JSON.parse((await fx.admin.getData(path)).data).timestamp).toBe(high + 5_000);
     await lease.release();
   });
 });
@@ -134,7 +118,7 @@ describe("normal mode: start-up checks", () => {
     expect((error as Error).message).toContain(new Date(stored).toISOString());
     expect((error as Error).message).toContain(new Date(stored - 60_000).toISOString());
     // The live marker is not left behind.
-    expect(await admin.exists(`/snowflake/${name}/temporary/10.1.0.1:8080`)).toBe(false);
+    expect(await fx.admin.exists(`/snowflake/${name}/temporary/10.1.0.1:8080`)).toBe(false);
   });
 
   it("refuses a node whose clock is far from the live peers' clocks, before it takes an id", async () => {
@@ -156,8 +140,8 @@ describe("normal mode: start-up checks", () => {
     expect((error as Error).message).toMatch(/ahead of the average of 3 live peer/);
     expect((error as Error).message).toContain("peerClockCheck.maxSkewMs");
     // No forever node was spent on it, and no marker is left.
-    expect(await admin.children(`/snowflake/${name}/forever`)).toHaveLength(3);
-    expect(await admin.exists(`/snowflake/${name}/temporary/10.1.0.10:8080`)).toBe(false);
+    expect(await fx.admin.children(`/snowflake/${name}/forever`)).toHaveLength(3);
+    expect(await fx.admin.exists(`/snowflake/${name}/temporary/10.1.0.10:8080`)).toBe(false);
 
     // Within the threshold it starts.
     const close = new ManualClock(Date.now() + 2_000);
@@ -231,7 +215,7 @@ describe("normal mode: start-up checks", () => {
     expect((error as Error).message).toMatch(/new leaf name/);
     expect((error as Error).message).toMatch(/mode "recycle"/);
     // It refused before creating a node that could never be used.
-    expect(await admin.children(`/snowflake/${name}/forever`)).toHaveLength(2);
+    expect(await fx.admin.children(`/snowflake/${name}/forever`)).toHaveLength(2);
   });
 });
 
@@ -271,14 +255,14 @@ describe("normal mode: connection settings", () => {
   it("works under a chroot it creates", async () => {
     const chroot = `/${uniqueName("chroot")}/leaf`;
     const name = uniqueName("rooted");
-    const lease = await registry({ connectionString: `${zk.connectString}${chroot}` }).acquire({
+    const lease = await registry({ connectionString: `${fx.zk.connectString}${chroot}` }).acquire({
       node: nodeOf(name, 0),
       maxWorkerId: 1023,
     });
-    expect(await admin.children(`${chroot}/snowflake/${name}/forever`)).toEqual([
+    expect(await fx.admin.children(`${chroot}/snowflake/${name}/forever`)).toEqual([
       "10.1.0.1:8080-0000000000",
     ]);
-    expect(await admin.exists(`/snowflake/${name}`)).toBe(false);
+    expect(await fx.admin.exists(`/snowflake/${name}`)).toBe(false);
     await lease.release();
   });
 
@@ -291,7 +275,7 @@ describe("normal mode: connection settings", () => {
     });
     const path = `/snowflake/${name}/forever/10.1.0.1:8080-0000000000`;
     // ZooKeeper shows digest ids only to a client with ADMIN rights: read them as the creator.
-    const owner = await Admin.connect(zk.connectString, "leaf:s3cret");
+    const owner = await Admin.connect(fx.zk.connectString, "leaf:s3cret");
     const acls = await owner.getACL(path).finally(() => owner.close());
     const permission = (acl: zookeeper.ACL) =>
       (acl as unknown as { permission: number }).permission;
@@ -302,8 +286,8 @@ describe("normal mode: connection settings", () => {
       ].sort(),
     );
     // Anyone may read; nobody else may write.
-    expect(JSON.parse((await admin.getData(path)).data).ip).toBe("10.1.0.1");
-    await expect(admin.setData(path, "{}")).rejects.toMatchObject({ name: "NO_AUTH" });
+    expect(JSON.parse((await fx.admin.getData(path)).data).ip).toBe("10.1.0.1");
+    await expect(fx.admin.setData(path, "{}")).rejects.toMatchObject({ name: "NO_AUTH" });
     const stranger = await rejection(
       registry().acquire({ node: nodeOf(name, 1), maxWorkerId: 1023 }),
     );

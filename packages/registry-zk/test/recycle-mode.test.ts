@@ -2,34 +2,13 @@
 // the holder is gone with its highest timestamp, running out, the peer clock check, and a leaf
 // name used by another mode. Session expiry and killed holders are in faults.test.ts.
 import { ErrorCodes, isLeafError, ManualClock } from "@leaf/core";
-import { startZookeeper, type ZookeeperHandle } from "@leaf/testkit";
 import zookeeper from "node-zookeeper-client";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { ZookeeperRegistry } from "../src/index";
-import { Admin, nodeOf, testOptions, uniqueName } from "./helpers";
+import { nodeOf, testOptions, uniqueName, zkFixture } from "./helpers";
 
-let zk: ZookeeperHandle;
-let admin: Admin;
-const registries: ZookeeperRegistry[] = [];
-
-beforeAll(async () => {
-  zk = await startZookeeper({ tickTime: 500 });
-  admin = await Admin.connect(zk.connectString);
-});
-
-afterAll(async () => {
-  for (const registry of registries) await registry.close();
-  admin?.close();
-  await zk?.dispose();
-});
-
-function registry(extra: Parameters<typeof testOptions>[1] = {}): ZookeeperRegistry {
-  const created = new ZookeeperRegistry(
-    testOptions(zk.connectString, { mode: "recycle", ...extra }),
-  );
-  registries.push(created);
-  return created;
-}
+const fx = zkFixture({ mode: "recycle" });
+const registry = fx.registry;
 
 async function rejection(promise: Promise<unknown>): Promise<unknown> {
   try {
@@ -47,12 +26,12 @@ describe("recycle mode", () => {
     expect(lease.workerId).toBe(0);
     const leasePath = `/snowflake/${name}/recycle/leases/0`;
     const recordPath = `/snowflake/${name}/recycle/workers/0`;
-    const held = await admin.getData(leasePath);
+    const held = await fx.admin.getData(leasePath);
     expect(held.stat.ephemeralOwner.equals(Buffer.alloc(8))).toBe(false);
     expect(JSON.parse(held.data)).toMatchObject({ ip: "10.1.0.1", port: "8080", pid: process.pid });
     const reported = Date.now();
     await lease.report(reported);
-    const record = await admin.getData(recordPath);
+    const record = await fx.admin.getData(recordPath);
     expect(record.stat.ephemeralOwner.equals(Buffer.alloc(8))).toBe(true);
     expect(JSON.parse(record.data)).toEqual({
       workerId: 0,
@@ -62,8 +41,8 @@ describe("recycle mode", () => {
     });
     await lease.release(reported + 1);
     // Released: the id is free at once, the record keeps the final timestamp.
-    expect(await admin.exists(leasePath)).toBe(false);
-    expect(JSON.parse((await admin.getData(recordPath)).data).timestamp).toBe(reported + 1);
+    expect(await fx.admin.exists(leasePath)).toBe(false);
+    expect(JSON.parse((await fx.admin.getData(recordPath)).data).timestamp).toBe(reported + 1);
   });
 
   it("reuses an id once its holder is gone, issuing only after the highest timestamp reported under it", async () => {
@@ -111,7 +90,7 @@ describe("recycle mode", () => {
     expect([lease.workerId, ...lease.backups.map((b) => b.workerId)]).toEqual([0, 1, 2]);
     const owners = await Promise.all(
       [0, 1, 2].map(
-        async (id) => (await admin.getData(`/snowflake/${name}/recycle/leases/${id}`)).stat,
+        async (id) => (await fx.admin.getData(`/snowflake/${name}/recycle/leases/${id}`)).stat,
       ),
     );
     expect(new Set(owners.map((s) => s.ephemeralOwner.toString("hex"))).size).toBe(1);
@@ -121,10 +100,10 @@ describe("recycle mode", () => {
       { workerId: 2, lastTimestamp: now - 20 },
     ]);
     expect(
-      JSON.parse((await admin.getData(`/snowflake/${name}/recycle/workers/2`)).data).timestamp,
+      JSON.parse((await fx.admin.getData(`/snowflake/${name}/recycle/workers/2`)).data).timestamp,
     ).toBe(now - 20);
     await lease.release(now);
-    expect(await admin.children(`/snowflake/${name}/recycle/leases`)).toEqual([]);
+    expect(await fx.admin.children(`/snowflake/${name}/recycle/leases`)).toEqual([]);
   });
 
   it("refuses a node whose clock is far from the live holders' clocks, and frees what it took", async () => {
@@ -141,7 +120,10 @@ describe("recycle mode", () => {
     );
     expect(isLeafError(error, ErrorCodes.CLOCK_SKEW)).toBe(true);
     expect((error as Error).message).toMatch(/behind the average of 2 live peer/);
-    expect((await admin.children(`/snowflake/${name}/recycle/leases`)).sort()).toEqual(["0", "1"]);
+    expect((await fx.admin.children(`/snowflake/${name}/recycle/leases`)).sort()).toEqual([
+      "0",
+      "1",
+    ]);
     for (const lease of peers) await lease.release();
   });
 
@@ -164,7 +146,7 @@ describe("recycle mode", () => {
 
   it("refuses a leaf name that normal mode or the Leaf fork's recycle mode uses", async () => {
     const normalName = uniqueName("normal");
-    const fixed = await new ZookeeperRegistry(testOptions(zk.connectString)).acquire({
+    const fixed = await new ZookeeperRegistry(testOptions(fx.zk.connectString)).acquire({
       node: nodeOf(normalName, 0),
       maxWorkerId: 1023,
     });
@@ -176,8 +158,8 @@ describe("recycle mode", () => {
     await fixed.release();
 
     const forkName = uniqueName("fork");
-    await admin.mkdirp(`/snowflake/${forkName}/recycle/inuse`);
-    await admin.create(
+    await fx.admin.mkdirp(`/snowflake/${forkName}/recycle/inuse`);
+    await fx.admin.create(
       `/snowflake/${forkName}/recycle/inuse/workId:3`,
       JSON.stringify({
         workId: 3,

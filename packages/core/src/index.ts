@@ -65,6 +65,7 @@ export {
   type AcquireRequestLimits,
   type CheckedAcquireRequest,
   checkAcquireRequest,
+  checkLeaseUsable,
   checkReport,
   checkReportedTimestamp,
 } from "./acquire-request";

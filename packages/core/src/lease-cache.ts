@@ -52,6 +52,16 @@ export function writeFileAtomic(path: string, content: string): void {
   }
 }
 
+/** A file's text, or undefined when it does not exist; other file system errors are thrown. */
+export function readTextIfExists(path: string): string | undefined {
+  try {
+    return readFileSync(path, "utf8");
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+    throw error;
+  }
+}
+
 /** Writes a lease cache file atomically. */
 export function writeLeaseCache(path: string, lease: CachedLease): void {
   writeFileAtomic(path, `${JSON.stringify(lease, null, 2)}\n`);
@@ -62,13 +72,8 @@ export function writeLeaseCache(path: string, lease: CachedLease): void {
  * exists but is not a lease cache, naming the file and what is wrong.
  */
 export function readLeaseCache(path: string, component = "core"): CachedLease | undefined {
-  let text: string;
-  try {
-    text = readFileSync(path, "utf8");
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
-    throw error;
-  }
+  const text = readTextIfExists(path);
+  if (text === undefined) return undefined;
   const corrupt = (what: string) =>
     new LeafError({
       component,

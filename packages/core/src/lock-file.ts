@@ -17,6 +17,7 @@ import {
 import { hostname } from "node:os";
 import { basename, dirname, join } from "node:path";
 import { argumentError, type ErrorCode, ErrorCodes, LeafError } from "./errors";
+import { readTextIfExists } from "./lease-cache";
 
 /** Who holds a lock file: the JSON object the file holds. */
 export interface LockFileOwner {
@@ -129,13 +130,8 @@ export function acquireLockFile(path: string, options: LockFileOptions = {}): He
  * owner record. Throws the file system's error when it cannot be read.
  */
 export function readLockFile(path: string): LockFileOwner | "unreadable" | undefined {
-  let text: string;
-  try {
-    text = readFileSync(path, "utf8");
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === "ENOENT") return undefined;
-    throw error;
-  }
+  const text = readTextIfExists(path);
+  if (text === undefined) return undefined;
   try {
     const value = JSON.parse(text) as Partial<LockFileOwner>;
     if (

@@ -11,6 +11,7 @@ import {
   type Clock,
   checkAcquireRequest,
   checkClockNotBehind,
+  checkLeaseUsable,
   checkReport,
   configError,
   ErrorCodes,
@@ -307,14 +308,7 @@ export class LocalLease implements WorkerLease {
   }
 
   private checkUsable(): void {
-    if (this.lost.aborted) throw this.lost.reason;
-    if (this.released) {
-      throw new LeafError({
-        component: COMPONENT,
-        code: ErrorCodes.CLOSED,
-        message: `worker id ${this.workerId} lease was released: acquire a new one`,
-      });
-    }
+    checkLeaseUsable(COMPONENT, this, this.released);
   }
 
   private checkLocks(): void {

@@ -9,6 +9,7 @@ import {
   type CheckedAcquireRequest,
   type Clock,
   checkClockNotBehind,
+  checkLeaseUsable,
   checkReport,
   checkReportedTimestamp,
   delay,
@@ -333,14 +334,7 @@ export class LeasedLease implements WorkerLease {
   }
 
   private checkUsable(): void {
-    if (this.lost.aborted) throw this.lost.reason;
-    if (this.released) {
-      throw new LeafError({
-        component: COMPONENT,
-        code: ErrorCodes.CLOSED,
-        message: `worker id ${this.workerId} lease was released: acquire a new one`,
-      });
-    }
+    checkLeaseUsable(COMPONENT, this, this.released);
   }
 
   private serial<T>(task: () => Promise<T>): Promise<T> {

@@ -23,6 +23,8 @@ function parse(argv: string[]) {
       if (v === undefined) throw new Error(`${arg} needs a value\n\n${USAGE}`);
       return v;
     };
+    // A lone "--" (what `pnpm run x -- args` passes on) separates nothing here.
+    if (arg === "--") continue;
     if (arg === "--short") form = "short";
     else if (arg === "--ids") {
       const raw = value().replace(/[_,]/g, "");

@@ -71,6 +71,26 @@ function place(
   };
 }
 
+/**
+ * Load on one segment tag from every server, plus snowflake load on each server's own id space
+ * (servers with different registries issue under different leaf names).
+ */
+function loadSharedTag(
+  s: ScenarioRun,
+  db: SegmentDatabase,
+  tag: string,
+  segmentSpace: string,
+  servers: [LeafProcess, string][],
+): void {
+  s.segmentSpace(segmentSpace, db, tag);
+  for (const [server, space] of servers) s.snowflakeSpace(space, [server]);
+  s.startLoad(
+    servers.flatMap(([server, space]) =>
+      loopsOf(server, { segment: { tag, space: segmentSpace }, snowflake: { space } }),
+    ),
+  );
+}
+
 /** Loops of one server: one per mode it serves. */
 function loopsOf(
   server: LeafProcess,
@@ -284,18 +304,9 @@ const mariadbKill: Scenario = {
       fixed: `snowflake:${name}`,
       lease: `snowflake:${name}-lease`,
     };
-    s.segmentSpace(spaces.segment, db, name);
-    s.snowflakeSpace(spaces.fixed, [a]);
-    s.snowflakeSpace(spaces.lease, [b]);
-    s.startLoad([
-      ...loopsOf(a, {
-        segment: { tag: name, space: spaces.segment },
-        snowflake: { space: spaces.fixed },
-      }),
-      ...loopsOf(b, {
-        segment: { tag: name, space: spaces.segment },
-        snowflake: { space: spaces.lease },
-      }),
+    loadSharedTag(s, db, name, spaces.segment, [
+      [a, spaces.fixed],
+      [b, spaces.lease],
     ]);
     await s.phase("steady", () => sleep(3000));
     const maxAtKill = await db.maxId(name);
@@ -433,18 +444,9 @@ const mariadbPausePastLease: Scenario = {
       lease: `snowflake:${name}-lease`,
       fixed: `snowflake:${name}`,
     };
-    s.segmentSpace(spaces.segment, db, name);
-    s.snowflakeSpace(spaces.lease, [a]);
-    s.snowflakeSpace(spaces.fixed, [b]);
-    s.startLoad([
-      ...loopsOf(a, {
-        segment: { tag: name, space: spaces.segment },
-        snowflake: { space: spaces.lease },
-      }),
-      ...loopsOf(b, {
-        segment: { tag: name, space: spaces.segment },
-        snowflake: { space: spaces.fixed },
-      }),
+    loadSharedTag(s, db, name, spaces.segment, [
+      [a, spaces.lease],
+      [b, spaces.fixed],
     ]);
     await s.phase("steady", () => sleep(3000));
     const pausedAt = s.now();

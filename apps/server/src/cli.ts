@@ -126,13 +126,26 @@ async function serve(args: string[]): Promise<number> {
   return new Promise<number>((resolve) => {
     let stopping = false;
     const stop = (signal: NodeJS.Signals) => {
-      if (stopping) return;
+      if (stopping) {
+        // A second Ctrl-C means "now": the lease is not released (it expires or is re-checked on
+        // the next start). A repeated SIGTERM changes nothing.
+        if (signal === "SIGINT") {
+          console.error("leaf: second Ctrl-C: exiting without finishing the shutdown");
+          process.exit(130);
+        }
+        return;
+      }
       stopping = true;
+      // SIGTERM comes from an orchestrator: drain first (server.drainMs). Ctrl-C is a person at a
+      // terminal who wants the prompt back: no drain, in-flight requests still finish.
+      const drainMs = signal === "SIGINT" ? 0 : server.context.config.server.drainMs;
       server.app.log.info(
-        { signal },
-        `${signal}: finishing in-flight requests, then releasing the lease`,
+        { signal, drainMs },
+        drainMs > 0
+          ? `${signal}: not ready any more; answering for ${drainMs} ms (server.drainMs), then finishing in-flight requests and releasing the lease`
+          : `${signal}: finishing in-flight requests, then releasing the lease`,
       );
-      server.close().then(
+      server.close({ drainMs }).then(
         () => {
           server.app.log.info("stopped");
           resolve(0);
@@ -143,8 +156,8 @@ async function serve(args: string[]): Promise<number> {
         },
       );
     };
-    process.once("SIGTERM", stop);
-    process.once("SIGINT", stop);
+    process.on("SIGTERM", stop);
+    process.on("SIGINT", stop);
     if (early !== undefined) stop(early);
   });
 }

@@ -361,6 +361,12 @@ export const CONFIG_KEYS = [
     doc: "Log every request (costs throughput); errors are always logged.",
     read: boolean,
   }),
+  def("server.drainMs", {
+    type: "0 to 600,000",
+    default: "5000",
+    doc: "On SIGTERM, how long the server keeps answering (readiness false, every answer with `Connection: close`) before it closes its port, so that load balancers stop sending first. Ctrl-C (SIGINT) skips it.",
+    read: integer(0, 600_000),
+  }),
   def("server.shutdownTimeoutMs", {
     type: "1,000 to 600,000",
     default: "10000",

@@ -86,6 +86,8 @@ export interface ServerConfig {
     adminToken: string | undefined;
     accessTokens: Map<string, string[]> | undefined;
     requestLog: boolean;
+    /** ms of drain on SIGTERM before the port closes (see server.drainMs). */
+    drainMs: number;
     shutdownTimeoutMs: number;
     monitor: boolean;
   };
@@ -581,6 +583,7 @@ function build(
       adminToken: get<string | undefined>("server.adminToken", undefined),
       accessTokens: get<Map<string, string[]> | undefined>("server.accessTokens", undefined),
       requestLog: get("server.requestLog", false),
+      drainMs: get("server.drainMs", 5000),
       shutdownTimeoutMs: get("server.shutdownTimeoutMs", 10_000),
       monitor: get("server.monitor", true),
     },

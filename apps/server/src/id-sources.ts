@@ -13,10 +13,13 @@ export interface AppContext {
   /** Set once every mode has started. */
   services: LeafServices | undefined;
   /**
-   * "starting" until the services run; "stopping" from SIGTERM on (readiness turns false, new
-   * connections are refused, requests already accepted are still answered).
+   * "starting" until the services run; "draining" from SIGTERM on for server.drainMs (readiness
+   * is false, requests are still answered, each with `Connection: close`); then "stopping" (the
+   * port is closed, requests already received are still answered).
    */
-  state: "starting" | "running" | "stopping";
+  state: "starting" | "running" | "draining" | "stopping";
+  /** While draining: ms since 1970 when the drain ends and the port closes. */
+  drainEndsAt?: number;
   /** ms since 1970 when the server started listening. */
   startedAt: number;
   version: string;

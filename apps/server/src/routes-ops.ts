@@ -20,7 +20,12 @@ export function readiness(ctx: AppContext): Record<string, Check> {
   const checks: Record<string, Check> = {};
   const services = ctx.services;
   const running = ctx.state === "running";
-  const notRunning = ctx.state === "stopping" ? "shutting down" : "starting";
+  const notRunning =
+    ctx.state === "draining"
+      ? `draining: still answering, the port closes in ${Math.max(0, (ctx.drainEndsAt ?? 0) - Date.now())} ms`
+      : ctx.state === "stopping"
+        ? "shutting down"
+        : "starting";
   if (ctx.config.segment) {
     const segment = services?.segment;
     if (!segment || !running) checks.segment = { ready: false, detail: notRunning };

@@ -1,6 +1,8 @@
-// Starts a server: listen first (liveness answers, ids say "starting"), then start the modes with
-// the real port as the node's identity. Closing stops accepting, lets in-flight requests finish,
-// then writes the last timestamp report and releases the lease.
+// Starts a server: the modes first (with the port to be bound as the node's identity), then the
+// port, so that an open port always means "ready" to a load balancer's TCP check. Stopping drains:
+// readiness turns false, requests keep being answered (with `Connection: close`) for
+// server.drainMs, then the port closes, in-flight requests finish and the lease is released.
+import net from "node:net";
 import type { FastifyInstance } from "fastify";
 import pkg from "../package.json";
 import { type BuildAppOptions, buildApp } from "./app";
@@ -21,19 +23,22 @@ export interface LeafServer {
   services: LeafServices;
   context: AppContext;
   /**
-   * Graceful stop: refuses new requests (503), waits for in-flight ones, then closes the modes (last
-   * timestamp report, lease released, store closed). Rejects when it takes longer than
-   * server.shutdownTimeoutMs. Idempotent.
+   * Graceful stop: readiness turns false at once and requests are still answered, each with
+   * `Connection: close`, for `drainMs` (default server.drainMs) so that load balancers move away;
+   * then the port closes, in-flight requests finish and the modes close (last timestamp report,
+   * lease released, store closed). Rejects when the part after the drain takes longer than
+   * server.shutdownTimeoutMs. Idempotent: a second call returns the first call's promise.
    */
-  close(): Promise<void>;
+  close(options?: { drainMs?: number }): Promise<void>;
 }
 
 /** Options of {@link startServer}. */
 export type StartServerOptions = BuildAppOptions;
 
 /**
- * Listens on the configured host and port, then starts every enabled mode. When a mode cannot
- * start, the server is closed again and the error (a LeafError naming the mode) is rethrown.
+ * Starts every enabled mode, then listens on the configured host and port. When a mode cannot
+ * start, the error (a LeafError naming the mode) is rethrown and the port is never opened; when the
+ * port cannot be bound, the modes are closed again and the error names server.port.
  */
 export async function startServer(
   config: ServerConfig,
@@ -50,9 +55,17 @@ export async function startServer(
   };
   metrics.attach(() => ctx.services);
   const app = buildApp(ctx, options);
-  await app.listen({ host: config.server.host, port: config.server.port });
-  const address = app.server.address();
-  const port = typeof address === "object" && address !== null ? address.port : config.server.port;
+  // While draining or stopping, every answer asks the client to close its keep-alive connection,
+  // so that its next request opens a connection to another node instead of finding this one gone.
+  app.addHook("onSend", async (_request, reply, payload) => {
+    if (ctx.state === "draining" || ctx.state === "stopping") reply.header("connection", "close");
+    return payload;
+  });
+  const { host } = config.server;
+  // The node's identity includes the port, so the port must be known before the modes start. Port 0
+  // (tests) takes a free port first; the short window before it is bound again is harmless there.
+  const port = config.server.port === 0 ? await pickFreePort(host) : config.server.port;
+  await assertPortFree(host, port);
   let services: LeafServices;
   try {
     services = await startServices({ config, metrics, logger: app.log, port });
@@ -62,28 +75,97 @@ export async function startServer(
     throw error;
   }
   ctx.services = services;
+  try {
+    await app.listen({ host, port });
+  } catch (error) {
+    ctx.state = "stopping";
+    await app.close().catch(() => {});
+    await services.close().catch(() => {});
+    throw portError(error, host, port);
+  }
   ctx.state = "running";
-  const host = config.server.host.includes(":") ? `[${config.server.host}]` : config.server.host;
-  const shownHost = host === "0.0.0.0" || host === "[::]" ? "127.0.0.1" : host;
+  const shownHost = host === "0.0.0.0" || host === "::" ? "127.0.0.1" : host;
   let closing: Promise<void> | undefined;
   return {
     app,
-    url: `http://${shownHost}:${port}`,
+    url: `http://${shownHost.includes(":") ? `[${shownHost}]` : shownHost}:${port}`,
     port,
     services,
     context: ctx,
-    close() {
-      closing ??= shutdown(ctx, app, services);
+    close(closeOptions = {}) {
+      closing ??= shutdown(ctx, app, services, closeOptions.drainMs ?? config.server.drainMs);
       return closing;
     },
   };
+}
+
+/** A free TCP port on `host`, found by binding port 0 and closing again. */
+function pickFreePort(host: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = net.createServer();
+    probe.once("error", (error) => reject(portError(error, host, 0)));
+    probe.listen({ host, port: 0, exclusive: true }, () => {
+      const address = probe.address();
+      const port = typeof address === "object" && address !== null ? address.port : 0;
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
+/**
+ * Fails fast, before the modes take a worker id or load ranges, when the port is already taken or
+ * the host is not an address of this machine.
+ */
+function assertPortFree(host: string, port: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const probe = net.createServer();
+    probe.once("error", (error) => reject(portError(error, host, port)));
+    probe.listen({ host, port, exclusive: true }, () => probe.close(() => resolve()));
+  });
+}
+
+/** A bind error as an operator reads it: which address, and which key to change. */
+function portError(error: unknown, host: string, port: number): Error {
+  const code = (error as NodeJS.ErrnoException).code;
+  const where = `${host}:${port}`;
+  if (code === "EADDRINUSE") {
+    return new Error(
+      `[leaf] [server] port ${port} on ${host} is already in use (another Leaf server, or another program); ` +
+        `stop it, or choose another port with server.port (LEAF_SERVER_PORT)`,
+      { cause: error },
+    );
+  }
+  if (code === "EADDRNOTAVAIL") {
+    return new Error(
+      `[leaf] [server] cannot listen on ${where}: ${host} is not an address of this machine; ` +
+        `set server.host (LEAF_SERVER_HOST) to one of its addresses, 0.0.0.0 for all, or 127.0.0.1`,
+      { cause: error },
+    );
+  }
+  if (code === "EACCES") {
+    return new Error(
+      `[leaf] [server] not allowed to listen on ${where} (ports below 1024 need privileges); ` +
+        `choose a port of 1024 or more with server.port (LEAF_SERVER_PORT)`,
+      { cause: error },
+    );
+  }
+  return new Error(
+    `[leaf] [server] cannot listen on ${where}: ${(error as Error).message}; check server.host and server.port`,
+    { cause: error },
+  );
 }
 
 async function shutdown(
   ctx: AppContext,
   app: FastifyInstance,
   services: LeafServices,
+  drainMs: number,
 ): Promise<void> {
+  if (drainMs > 0) {
+    ctx.state = "draining";
+    ctx.drainEndsAt = Date.now() + drainMs;
+    await new Promise((resolve) => setTimeout(resolve, drainMs));
+  }
   const limit = ctx.config.server.shutdownTimeoutMs;
   ctx.state = "stopping";
   let timer: NodeJS.Timeout | undefined;

@@ -3,10 +3,10 @@ import net from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { layouts } from "@leaf/core";
-import { freePort, runNode, spawnNode, stopAll } from "@leaf/testkit";
+import { freePort, runNode, stopAll } from "@leaf/testkit";
 import { afterAll, describe, expect, it } from "vitest";
+import { CLI, startCli, text } from "./cli-process";
 
-const CLI = new URL("../src/cli.ts", import.meta.url).pathname;
 const dirs: string[] = [];
 
 afterAll(async () => {
@@ -18,42 +18,6 @@ function tempDir(): string {
   const dir = mkdtempSync(join(tmpdir(), "leaf-server-process-"));
   dirs.push(dir);
   return dir;
-}
-
-/** Starts the CLI in `cwd` and resolves once it printed its URLs (rejects when it exits first). */
-async function startCli(cwd: string, env: Record<string, string>, args: string[] = []) {
-  const child = spawnNode(CLI, args, { cwd, env });
-  let stdout = "";
-  let stderr = "";
-  child.stdout!.setEncoding("utf8").on("data", (chunk: string) => {
-    stdout += chunk;
-  });
-  child.stderr!.setEncoding("utf8").on("data", (chunk: string) => {
-    stderr += chunk;
-  });
-  const exited = new Promise<number | null>((resolve) =>
-    child.once("exit", (code) => resolve(code)),
-  );
-  await new Promise<void>((resolve, reject) => {
-    const timer = setInterval(() => {
-      if (stdout.includes("Stop with Ctrl-C")) {
-        clearInterval(timer);
-        resolve();
-      }
-    }, 50);
-    void exited.then((code) => {
-      clearInterval(timer);
-      reject(
-        new Error(`the server exited with ${code} before it was ready:\n${stdout}\n${stderr}`),
-      );
-    });
-  });
-  return { child, exited, output: () => stdout, errors: () => stderr };
-}
-
-async function text(url: string): Promise<{ status: number; body: string }> {
-  const res = await fetch(url);
-  return { status: res.status, body: await res.text() };
 }
 
 describe("the server process", () => {
@@ -80,7 +44,7 @@ describe("the server process", () => {
     }
   });
 
-  it("on SIGTERM finishes the request in flight, refuses new ones, reports the last timestamp, releases the lease and exits 0", async () => {
+  it("on SIGTERM after the drain finishes the request in flight, refuses new ones, reports the last timestamp, releases the lease and exits 0", async () => {
     const cwd = tempDir();
     const port = await freePort();
     const admin = "admin-token-0123456789abcdef";

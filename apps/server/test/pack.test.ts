@@ -1,0 +1,108 @@
+// The server outside this repository: the packages are packed as they would be published, installed
+// with npm into an empty folder, and run from there (`npx @leaf/server`, `leaf decode`).
+import { execFileSync, spawn } from "node:child_process";
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { freePort } from "@leaf/testkit";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+
+const root = new URL("../../..", import.meta.url).pathname;
+/** What the server needs at run time, in the order npm will see them. */
+const PACKAGES = [
+  "packages/core",
+  "packages/segment",
+  "packages/registry-local",
+  "packages/registry-mysql",
+  "packages/registry-zk",
+  "packages/redis-sequence",
+  "apps/server",
+];
+let work: string;
+let app: string;
+
+beforeAll(() => {
+  work = mkdtempSync(join(tmpdir(), "leaf-pack-"));
+  const tarballs = join(work, "tarballs");
+  app = join(work, "app");
+  execFileSync(
+    "pnpm",
+    ["exec", "turbo", "run", "build", "--filter=@leaf/server...", "--output-logs=errors-only"],
+    { cwd: root, stdio: "pipe" },
+  );
+  for (const dir of PACKAGES) {
+    execFileSync("pnpm", ["pack", "--pack-destination", tarballs], {
+      cwd: join(root, dir),
+      stdio: "pipe",
+    });
+  }
+  execFileSync("mkdir", ["-p", app]);
+  writeFileSync(join(app, "package.json"), JSON.stringify({ name: "uses-leaf", private: true }));
+  const files = readdirSync(tarballs).map((f) => join(tarballs, f));
+  expect(files).toHaveLength(PACKAGES.length);
+  // Outside the workspace: npm, no pnpm, no links into the repository.
+  execFileSync("npm", ["install", "--no-audit", "--no-fund", "--loglevel=error", ...files], {
+    cwd: app,
+    stdio: "pipe",
+  });
+}, 600_000);
+
+afterAll(() => {
+  if (work) rmSync(work, { recursive: true, force: true });
+});
+
+function npx(args: string[]): string {
+  return execFileSync("npx", ["--no-install", ...args], { cwd: app, encoding: "utf8" });
+}
+
+describe("the published server", () => {
+  it("checks a Java Leaf leaf.properties with npx @leaf/server", () => {
+    writeFileSync(
+      join(app, "leaf.properties"),
+      "leaf.name=pack-test\nleaf.segment.enable=false\nleaf.snowflake.enable=true\nleaf.snowflake.zk.address=127.0.0.1:2181\nleaf.snowflake.port=8080\n",
+    );
+    expect(npx(["@leaf/server", "--check", "--config", "leaf.properties"])).toContain(
+      "configuration OK",
+    );
+  });
+
+  it("decodes an id with the leaf command", () => {
+    const out = npx(["leaf", "decode", "1256557484213448722"]);
+    expect(out).toContain("2020-05-02T12:13:44.602Z (1588421624602 ms)");
+    expect(out).toMatch(/worker id\s+619/);
+  });
+
+  it("serves ids with leaf-server and stops on SIGTERM", async () => {
+    const port = await freePort();
+    const child = spawn(join(app, "node_modules/.bin/leaf-server"), [], {
+      cwd: app,
+      env: { ...process.env, LEAF_SERVER_PORT: String(port), LEAF_SERVER_DRAIN_MS: "0" },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let output = "";
+    child.stdout.setEncoding("utf8").on("data", (c: string) => {
+      output += c;
+    });
+    child.stderr.setEncoding("utf8").on("data", (c: string) => {
+      output += c;
+    });
+    const exited = new Promise<number | null>((resolve) => child.once("exit", resolve));
+    try {
+      const deadline = Date.now() + 60_000;
+      let id: string | undefined;
+      while (id === undefined && Date.now() < deadline) {
+        id = await fetch(`http://127.0.0.1:${port}/api/segment/get/leaf-segment-test`).then(
+          async (r) => (r.ok ? r.text() : undefined),
+          () => undefined,
+        );
+        if (id === undefined) await new Promise((r) => setTimeout(r, 200));
+      }
+      expect(id, output).toBe("1");
+      const snowflake = await fetch(`http://127.0.0.1:${port}/api/snowflake/get/x`);
+      expect(await snowflake.text()).toMatch(/^[0-9]{15,19}$/);
+    } finally {
+      child.kill("SIGTERM");
+    }
+    expect(await exited, output).toBe(0);
+  });
+});

@@ -78,7 +78,21 @@ export interface LeafErrorOptions {
  * The base error of every @leaf package. `code` is stable and meant for programs; the message
  * reads `[leaf] [component] what happened` and is meant for people.
  */
+/**
+ * Marks every LeafError, from whichever copy of this package made it: an application may load both
+ * the ESM and the CommonJS build (the dual-package hazard), or two versions, and `instanceof`
+ * against one copy's class would miss the other's errors. The registry symbol is shared by all.
+ */
+const LEAF_ERROR = Symbol.for("@leaf/core/LeafError");
+
 export class LeafError extends Error {
+  /** `instanceof LeafError` is true for a LeafError made by any copy of @leaf/core. */
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    // A subclass keeps the ordinary prototype check.
+    if (this !== LeafError) return Function.prototype[Symbol.hasInstance].call(this, value);
+    return typeof value === "object" && value !== null && LEAF_ERROR in value;
+  }
+
   /** Stable string code, one of {@link ErrorCodes}. */
   readonly code: ErrorCode;
   /** Java Leaf's numeric code (-1 ... -4), when the condition has one. */
@@ -95,10 +109,14 @@ export class LeafError extends Error {
     this.leafCode = options.leafCode;
     this.component = options.component;
     this.details = options.details ?? {};
+    Object.defineProperty(this, LEAF_ERROR, { value: true });
   }
 }
 
-/** True when `error` is a {@link LeafError}, optionally with the given code. */
+/**
+ * True when `error` is a {@link LeafError}, optionally with the given code; also for errors made by
+ * another copy of @leaf/core (its ESM and CommonJS builds loaded side by side).
+ */
 export function isLeafError(error: unknown, code?: ErrorCode): error is LeafError {
   return error instanceof LeafError && (code === undefined || error.code === code);
 }

@@ -1,13 +1,14 @@
 // The command line: `leaf-server [--config FILE]` runs the service (SIGTERM/SIGINT stop it
 // gracefully), `leaf decode ID [--epoch MS] [--layout NAME] [--json]` takes an id apart.
 import { defineLayout, isLeafError, type Layout, layouts } from "@leaf/core";
+import { SequenceIdFormat } from "@leaf/redis-sequence";
 import { loadConfig } from "./config";
 import { DECODE_LAYOUTS, type DecodeLayoutName, decodeId } from "./decode";
 import { type LeafServer, startServer, VERSION } from "./server";
 
 const USAGE = `Usage:
   leaf-server [--config FILE] [--check]   run the Leaf id service
-  leaf decode ID [--epoch MS] [--layout NAME] [--json]
+  leaf decode ID [--epoch MS] [--layout NAME] [--time-zone TZ] [--config FILE] [--json]
                                           take an id apart
   leaf-server --help | --version
 
@@ -15,7 +16,9 @@ The configuration comes from FILE (leaf.properties, .json, .yaml or .yml; also L
 then from LEAF_* environment variables, which win. Without any, the server starts on
 127.0.0.1:8080 with the embedded segment store in ./.leaf-data and the local registry.
 --check validates the configuration and exits.
-Layouts for decode: ${DECODE_LAYOUTS.join(", ")} (default leaf; --epoch overrides its epoch).`;
+Layouts for decode: ${DECODE_LAYOUTS.join(", ")} (default leaf; --epoch overrides its epoch).
+--time-zone: the zone a redis-sequence string id was made in ("UTC", "+08:00", "Asia/Shanghai");
+default redisSequence.timeZone from --config FILE or LEAF_REDIS_SEQUENCE_TIME_ZONE, else UTC.`;
 
 /** Thrown for bad command-line arguments: printed with the usage, exit code 2. */
 class UsageError extends Error {}
@@ -46,6 +49,8 @@ function decode(args: string[]): number {
   let epoch: number | undefined;
   let layoutName: DecodeLayoutName = "leaf";
   let json = false;
+  let timeZone: string | undefined;
+  let configFile: string | undefined;
   for (let i = 0; i < args.length; i++) {
     const arg = args[i]!;
     if (arg === "--epoch") {
@@ -59,7 +64,9 @@ function decode(args: string[]): number {
         throw new UsageError(`--layout must be one of ${DECODE_LAYOUTS.join(", ")}, got "${raw}"`);
       }
       layoutName = raw as DecodeLayoutName;
-    } else if (arg === "--json") json = true;
+    } else if (arg === "--time-zone") timeZone = takeValue(args, i++, "--time-zone");
+    else if (arg === "--config" || arg === "-c") configFile = takeValue(args, i++, arg);
+    else if (arg === "--json") json = true;
     else if (arg.startsWith("--")) throw new UsageError(`unknown option ${arg}`);
     else if (id === undefined) id = arg;
     else throw new UsageError(`one id at a time (got "${id}" and "${arg}")`);
@@ -73,7 +80,14 @@ function decode(args: string[]): number {
       throw new UsageError("--epoch applies to snowflake layouts, not redis-sequence");
     layout = defineLayout({ ...layout, epoch, name: `${layout.name} (epoch ${epoch})` });
   }
-  const answer = decodeId(id, epoch !== undefined ? "snowflake" : layoutName, layout, undefined);
+  if (timeZone !== undefined && layoutName !== "redis-sequence") {
+    throw new UsageError("--time-zone applies to redis-sequence ids (--layout redis-sequence)");
+  }
+  const format =
+    layoutName === "redis-sequence"
+      ? sequenceFormat(timeZone ?? configuredTimeZone(configFile), timeZone !== undefined)
+      : undefined;
+  const answer = decodeId(id, epoch !== undefined ? "snowflake" : layoutName, layout, format);
   if (json) {
     console.log(JSON.stringify(answer, null, 2));
     return 0;
@@ -89,9 +103,34 @@ function decode(args: string[]): number {
     [answer.shard !== undefined ? "shard" : "worker id", String(answer.workerId)],
     ["sequence", String(answer.sequence)],
   ];
-  if (answer.stringForm !== undefined) rows.push(["string form", answer.stringForm]);
+  if (answer.stringForm !== undefined) {
+    rows.push(["string form", `${answer.stringForm} (time zone ${answer.timeZone})`]);
+  }
   for (const [k, v] of rows) console.log(`${k.padEnd(12)}${v}`);
   return 0;
+}
+
+/**
+ * The redis sequence's time zone as the server would use it: redisSequence.timeZone from the
+ * configuration file (--config, or LEAF_CONFIG) and LEAF_* variables; UTC when none says.
+ */
+function configuredTimeZone(file: string | undefined): string {
+  const zoneVariable = process.env.LEAF_REDIS_SEQUENCE_TIME_ZONE;
+  file ??= process.env.LEAF_CONFIG || undefined;
+  if (file === undefined && !zoneVariable) return "UTC";
+  const config = loadConfig({ file });
+  return config.redisSequence?.timeZone ?? zoneVariable ?? "UTC";
+}
+
+function sequenceFormat(timeZone: string, fromFlag: boolean): SequenceIdFormat {
+  try {
+    return new SequenceIdFormat({ timeZone });
+  } catch (error) {
+    if (!fromFlag) throw error;
+    throw new UsageError(
+      `--time-zone must be "UTC", an offset such as "+08:00" or a zone such as "Asia/Shanghai" with a fixed offset, got "${timeZone}"`,
+    );
+  }
 }
 
 async function serve(args: string[]): Promise<number> {

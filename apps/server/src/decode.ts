@@ -53,6 +53,8 @@ export interface DecodeAnswer {
   /** Redis sequence ids: the shard (same as workerId) and the string form. */
   shard?: number;
   stringForm?: string;
+  /** Redis sequence ids: the time zone of the string form's date and time digits. */
+  timeZone?: string;
   epoch: number;
   bits: { timestamp: number; worker: number; sequence: number; unitMillis: number };
 }
@@ -77,6 +79,7 @@ export function decodeId(
       sequence: parsed.sequence,
       shard: parsed.shard,
       stringForm: format.format(parsed.id, parsed.prefix ?? ""),
+      timeZone: format.timeZone,
       epoch: layout.epoch,
       bits: bits(layout),
     };

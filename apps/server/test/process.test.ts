@@ -204,6 +204,45 @@ describe("leaf decode", () => {
     expect(redis.stdout).toContain("2024-01-02T03:04:05.000Z");
   });
 
+  it("reads a redis-sequence string id in the time zone it was made in", async () => {
+    const id = "202401020304050000170003";
+    const utc = await runNode(CLI, ["decode", id, "--layout", "redis-sequence"], {
+      timeoutMs: 30_000,
+    });
+    expect(utc.stdout).toContain("2024-01-02T03:04:05.000Z");
+    expect(utc.stdout).toContain("(time zone UTC)");
+    const flag = await runNode(
+      CLI,
+      ["decode", id, "--layout", "redis-sequence", "--time-zone", "+08:00", "--json"],
+      { timeoutMs: 30_000 },
+    );
+    expect(JSON.parse(flag.stdout)).toMatchObject({
+      time: "2024-01-01T19:04:05.000Z",
+      timeZone: "+08:00",
+      shard: 3,
+      sequence: 17,
+    });
+    // Without the flag, the configured zone (as the server that made the id uses it).
+    const configured = await runNode(CLI, ["decode", id, "--layout", "redis-sequence"], {
+      env: { LEAF_REDIS_SEQUENCE_TIME_ZONE: "Asia/Shanghai" },
+      timeoutMs: 30_000,
+    });
+    expect(configured.stdout).toContain("2024-01-01T19:04:05.000Z");
+    expect(configured.stdout).toContain("(time zone Asia/Shanghai)");
+    const bad = await runNode(
+      CLI,
+      ["decode", id, "--layout", "redis-sequence", "--time-zone", "Mars/Base"],
+      { timeoutMs: 30_000 },
+    );
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('--time-zone must be "UTC", an offset such as "+08:00"');
+    const notRedis = await runNode(CLI, ["decode", "1", "--time-zone", "+08:00"], {
+      timeoutMs: 30_000,
+    });
+    expect(notRedis.code).toBe(2);
+    expect(notRedis.stderr).toContain("--time-zone applies to redis-sequence ids");
+  });
+
   it("refuses a bad id or bad options with a clear message and a non-zero exit", async () => {
     const bad = await runNode(CLI, ["decode", "12x"], { timeoutMs: 30_000 });
     expect(bad.code).toBe(1);

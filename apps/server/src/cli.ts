@@ -204,7 +204,16 @@ async function serve(args: string[]): Promise<number> {
 function printWelcome(server: LeafServer): void {
   const { url, context } = server;
   const { config } = context;
-  const lines = [`Leaf ${VERSION} is running on ${url}`, ""];
+  const lines = [
+    `Leaf ${VERSION} is running on ${url}`,
+    `  listening on   ${config.server.host}: ${config.server.hostReason}`,
+  ];
+  if (config.segment?.store === "embedded") {
+    lines.push(
+      `  segment store  embedded in ${config.segment.dir}: single node (no other node may serve these tags)`,
+    );
+  }
+  lines.push("");
   if (config.segment) {
     const tag = config.segment.demoTag ?? server.services.segment?.generator.tags()[0] ?? "TAG";
     lines.push(`  segment id     ${url}/api/segment/get/${encodeURIComponent(tag)}`);

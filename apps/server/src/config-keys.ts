@@ -325,8 +325,8 @@ export const CONFIG_KEYS = [
   def("server.host", {
     aliases: ["server.address"],
     type: "host or IP",
-    default: "127.0.0.1",
-    doc: "Address to listen on; `0.0.0.0` for every interface.",
+    default: "0.0.0.0 when a shared store or registry is configured, else 127.0.0.1",
+    doc: "Address to listen on; `0.0.0.0` for every interface. Off loopback, the embedded store needs `segment.store=embedded` and the local registry an explicit worker id.",
     read: host,
   }),
   def("server.port", {
@@ -388,8 +388,8 @@ export const CONFIG_KEYS = [
   }),
   def("segment.store", {
     type: "embedded | mysql",
-    default: "mysql when a URL is set, else embedded",
-    doc: "Where segment ranges come from: Java Leaf's `leaf_alloc` table, or the embedded store in `dataDir/segments` (one node).",
+    default: "mysql when a URL is set, else embedded (loopback only)",
+    doc: "Where segment ranges come from: Java Leaf's `leaf_alloc` table, or the embedded store in `dataDir/segments` (one single node). With a Java Leaf file or a non-loopback `server.host`, `embedded` must be set explicitly.",
     read: oneOf(["embedded", "mysql"] as const),
   }),
   def("segment.mysql.url", {
@@ -527,8 +527,8 @@ export const CONFIG_KEYS = [
   }),
   def("snowflake.local.workerId", {
     type: "integer",
-    default: "0 (when no workIdMap)",
-    doc: "Local registry: this node's worker id.",
+    default: "0 (when no workIdMap; loopback only)",
+    doc: "Local registry: this node's worker id. Must be set explicitly when the server listens beyond loopback.",
     read: integer(0, 4_194_303),
   }),
   def("snowflake.local.workIdMap", {

@@ -51,7 +51,7 @@ export interface SegmentSettings {
 export type RegistrySettings =
   | { kind: "local"; workerId: number | undefined; workIdMap: unknown; dir: string }
   | { kind: "zk"; address: string; mode: "normal" | "recycle"; sessionTimeoutMs: number }
-  | ({ kind: "mysql"; mode: "fixed" | "lease" } & MysqlSettings);
+  | ({ kind: "mysql"; mode: "fixed" | "lease"; leaseMs: number | undefined } & MysqlSettings);
 
 /** Snowflake mode settings. */
 export interface SnowflakeSettings {
@@ -86,6 +86,8 @@ export interface ServerConfig {
     adminToken: string | undefined;
     accessTokens: Map<string, string[]> | undefined;
     requestLog: boolean;
+    /** Why the server listens where it does, for the start banner. */
+    hostReason: string;
     /** ms of drain on SIGTERM before the port closes (see server.drainMs). */
     drainMs: number;
     shutdownTimeoutMs: number;
@@ -141,9 +143,15 @@ export function loadConfig(options: LoadConfigOptions = {}): ServerConfig {
   const sources: string[] = [];
   const layers: Entry[][] = [];
 
+  let javaLeafFile = false;
   if (options.file !== undefined) {
     const path = resolve(cwd, options.file);
-    layers.push(readFileEntries(path, problems, warnings));
+    const entries = readFileEntries(path, problems, warnings);
+    // Java Leaf's own leaf.properties: its defaults apply (see build()).
+    javaLeafFile =
+      extname(path).toLowerCase() === ".properties" &&
+      entries.some((e) => e.name.startsWith("leaf."));
+    layers.push(entries);
     sources.push(path);
   }
   if (options.values !== undefined) {
@@ -189,7 +197,7 @@ export function loadConfig(options: LoadConfigOptions = {}): ServerConfig {
     }
   }
 
-  const config = build(values, chosen, cwd, problems);
+  const config = build(values, chosen, cwd, problems, javaLeafFile);
   if (problems.length > 0) throw configProblems(problems);
   config.sources = sources;
   config.warnings = warnings;
@@ -372,6 +380,7 @@ function build(
   chosen: Map<string, Entry>,
   cwd: string,
   problems: Problem[],
+  javaLeafFile: boolean,
 ): ServerConfig {
   const get = <T>(key: string, fallback: T): T =>
     values.has(key) ? (values.get(key)!.value as T) : fallback;
@@ -389,13 +398,41 @@ function build(
   const name = get("name", "leaf");
   const dataDir = resolve(cwd, get("dataDir", "./.leaf-data"));
 
+  // Where to listen. A configuration that names a shared store or registry is a deployment that
+  // other hosts call: every interface, as Java Leaf (Spring Boot) does. Otherwise the zero-config
+  // demo: loopback only.
+  const external = [
+    "segment.mysql.url",
+    "snowflake.zk.address",
+    "snowflake.mysql.url",
+    "redisSequence.url",
+  ].filter((key) => chosen.has(key));
+  const host = get<string>("server.host", external.length > 0 ? "0.0.0.0" : "127.0.0.1");
+  const hostReason = has("server.host")
+    ? `set by ${label("server.host")}`
+    : external.length > 0
+      ? `every interface, as Java Leaf: the configuration names a shared store or registry (${external.map((k) => chosen.get(k)!.name).join(", ")}); set server.host to change`
+      : "loopback only: no shared store or registry is configured (demo set-up); set server.host=0.0.0.0 to serve other hosts";
+  const loopback = isLoopbackHost(host);
+
   // Segment mode.
   let segment: SegmentSettings | undefined;
   if (get("segment.enabled", true)) {
     const store = get<"embedded" | "mysql">(
       "segment.store",
-      has("segment.mysql.url") ? "mysql" : "embedded",
+      has("segment.mysql.url") || chosen.has("segment.mysql.url") ? "mysql" : "embedded",
     );
+    if (store === "embedded" && !has("segment.store") && (javaLeafFile || !loopback)) {
+      // Each node with its own embedded store hands out the same ids: only one node may use it.
+      problems.push({
+        key: "segment.store",
+        message: javaLeafFile
+          ? `segment mode is on (${chosen.has("segment.enabled") ? label("segment.enabled") : "leaf.segment.enable defaults to true in Java Leaf"}) but no leaf.jdbc.url is set. ` +
+            "Set leaf.jdbc.url, or leaf.segment.enable=false, or segment.store=embedded for one single node (two nodes with their own embedded stores hand out the same ids)"
+          : `segment mode would use the embedded store while listening on ${host}, reachable from other hosts: ` +
+            "set segment.mysql.url (leaf.jdbc.url) for a shared store, or segment.store=embedded to confirm this is the only node serving these tags",
+      });
+    }
     let mysql: MysqlSettings | undefined;
     if (store === "mysql") {
       if (!has("segment.mysql.url") && !chosen.has("segment.mysql.url")) {
@@ -437,8 +474,26 @@ function build(
     const chosenRegistry = get<
       { registry: "local" | "zk" | "mysql"; zkMode?: "normal" | "recycle" } | undefined
     >("snowflake.registry", undefined);
-    const kind = chosenRegistry?.registry ?? (has("snowflake.zk.address") ? "zk" : "local");
+    const kind =
+      chosenRegistry?.registry ??
+      (has("snowflake.zk.address") || chosen.has("snowflake.zk.address") ? "zk" : "local");
     let registry: RegistrySettings | undefined;
+    const explicitLocalId = has("snowflake.local.workerId") || has("snowflake.local.workIdMap");
+    if (kind === "local" && javaLeafFile && !chosenRegistry) {
+      problems.push({
+        key: "snowflake.zk.address",
+        message:
+          `snowflake mode is on (${chosen.has("snowflake.enabled") ? label("snowflake.enabled") : "leaf.snowflake.enable defaults to true in Java Leaf"}) but no leaf.snowflake.zk.address is set. ` +
+          "Set leaf.snowflake.zk.address and leaf.snowflake.port, or leaf.snowflake.enable=false, or choose a registry with leaf.snowflake.mode (local needs snowflake.local.workerId or leaf.snowflake.local.workIdMap)",
+      });
+    } else if (kind === "local" && !loopback && !explicitLocalId) {
+      problems.push({
+        key: "snowflake.local.workerId",
+        message:
+          `snowflake mode would use the local registry's default worker id 0 while listening on ${host}, reachable from other hosts; two nodes started like this hand out the same ids. ` +
+          "Give each node its own id with snowflake.local.workerId (or leaf.snowflake.local.workIdMap), or use a registry (leaf.snowflake.zk.address, snowflake.registry=mysql)",
+      });
+    }
     if (kind === "local") {
       const workIdMap = get<unknown>("snowflake.local.workIdMap", undefined);
       if (workIdMap !== undefined && has("snowflake.local.workerId")) {
@@ -507,6 +562,7 @@ function build(
           registry = {
             kind,
             mode: get("snowflake.mysql.mode", "fixed"),
+            leaseMs: get<number | undefined>("snowflake.mysql.leaseMs", undefined),
             ...settings,
             table: undefined,
             createTable: get("snowflake.mysql.createTable", false),
@@ -577,7 +633,8 @@ function build(
     dataDir,
     logLevel: get("log.level", "info"),
     server: {
-      host: get("server.host", "127.0.0.1"),
+      host,
+      hostReason,
       port: get("server.port", 8080),
       maxBatch: get("server.maxBatch", 10_000),
       adminToken: get<string | undefined>("server.adminToken", undefined),
@@ -682,4 +739,9 @@ function buildLayout(
     });
     return undefined;
   }
+}
+
+/** True for addresses only this machine can reach: 127.0.0.0/8, ::1 and "localhost". */
+function isLoopbackHost(host: string): boolean {
+  return host === "localhost" || host === "::1" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
 }

@@ -81,7 +81,7 @@ describe("configuration", () => {
     const recycle = loadConfig({
       file: file(
         "recycle.properties",
-        "leaf.snowflake.mode=zk_recycle\nleaf.snowflake.zk.address=127.0.0.1:2181\n",
+        "leaf.segment.enable=false\nleaf.snowflake.mode=zk_recycle\nleaf.snowflake.zk.address=127.0.0.1:2181\n",
       ),
       env: {},
     });
@@ -89,7 +89,7 @@ describe("configuration", () => {
     const local = loadConfig({
       file: file(
         "local.properties",
-        'leaf.snowflake.mode=local\nleaf.snowflake.local.workIdMap={"10.1.46.33:8080":1,"10.1.46.33:8081":2}\n',
+        'leaf.segment.enable=false\nleaf.snowflake.mode=local\nleaf.snowflake.local.workIdMap={"10.1.46.33:8080":1,"10.1.46.33:8081":2}\n',
       ),
       env: {},
     });
@@ -158,7 +158,7 @@ describe("configuration", () => {
   it("lets the environment override the file, by canonical name or Java Leaf name", () => {
     const path = file(
       "env.properties",
-      "server.port=9000\nleaf.jdbc.url=jdbc:mysql://a:3306/leaf\nleaf.jdbc.username=u\nleaf.jdbc.password=p\n",
+      "server.port=9000\nleaf.snowflake.enable=false\nleaf.jdbc.url=jdbc:mysql://a:3306/leaf\nleaf.jdbc.username=u\nleaf.jdbc.password=p\n",
     );
     const config = loadConfig({
       file: path,
@@ -353,5 +353,91 @@ describe("the .properties reader", () => {
       ["empty", ""],
     ]);
     expect(entries[3]!.line).toBe(6);
+  });
+});
+
+describe("safe defaults for a real deployment", () => {
+  it("listens on every interface when a shared store or registry is named, as Java Leaf does; the demo stays on loopback", () => {
+    const java = loadConfig({
+      file: file(
+        "deploy.properties",
+        "leaf.name=orders\nleaf.segment.enable=true\nleaf.jdbc.url=jdbc:mysql://db:3306/leaf\n" +
+          "leaf.jdbc.username=leaf\nleaf.jdbc.password=x\nleaf.snowflake.enable=true\n" +
+          "leaf.snowflake.zk.address=zk:2181\nleaf.snowflake.port=8080\n",
+      ),
+      env: {},
+    });
+    expect(java.server.host).toBe("0.0.0.0");
+    expect(java.server.hostReason).toContain("leaf.jdbc.url, leaf.snowflake.zk.address");
+    const demo = loadConfig({ env: {} });
+    expect(demo.server.host).toBe("127.0.0.1");
+    expect(demo.server.hostReason).toContain("loopback only");
+    const pinned = loadConfig({
+      env: {
+        LEAF_SERVER_HOST: "127.0.0.1",
+        LEAF_JDBC_URL: "mysql://u@db/leaf",
+        LEAF_JDBC_PASSWORD: "",
+      },
+      values: { snowflake: { enabled: false } },
+    });
+    expect(pinned.server.host).toBe("127.0.0.1");
+    expect(pinned.server.hostReason).toContain("LEAF_SERVER_HOST");
+  });
+
+  it("does not start snowflake mode with worker id 0 from a Java Leaf file that has only segment keys", () => {
+    const error = configError({
+      file: file(
+        "segment-only.properties",
+        "leaf.name=orders\nleaf.segment.enable=true\nleaf.jdbc.url=jdbc:mysql://db:3306/leaf\n" +
+          "leaf.jdbc.username=leaf\nleaf.jdbc.password=x\n",
+      ),
+      env: {},
+    });
+    expect(error.message).toContain("leaf.snowflake.enable defaults to true in Java Leaf");
+    expect(error.message).toContain("no leaf.snowflake.zk.address is set");
+    expect(error.message).toContain("leaf.snowflake.enable=false");
+  });
+
+  it("refuses the local registry's default worker id off loopback unless the id is set", () => {
+    const error = configError({
+      env: { LEAF_SERVER_HOST: "0.0.0.0", LEAF_SEGMENT_STORE: "embedded" },
+    });
+    expect(error.message).toContain(
+      "local registry's default worker id 0 while listening on 0.0.0.0",
+    );
+    expect(error.message).toContain("snowflake.local.workerId");
+    const explicit = loadConfig({
+      env: {
+        LEAF_SERVER_HOST: "0.0.0.0",
+        LEAF_SEGMENT_STORE: "embedded",
+        LEAF_SNOWFLAKE_LOCAL_WORKER_ID: "0",
+      },
+    });
+    expect(explicit.snowflake?.registry).toMatchObject({ kind: "local", workerId: 0 });
+  });
+
+  it("uses the embedded store with a Java Leaf file or off loopback only when asked to", () => {
+    const java = configError({
+      file: file(
+        "no-jdbc.properties",
+        "leaf.name=orders\nleaf.segment.enable=true\nleaf.snowflake.enable=false\n",
+      ),
+      env: {},
+    });
+    expect(java.message).toContain("segment mode is on (leaf.segment.enable");
+    expect(java.message).toContain("no leaf.jdbc.url is set");
+    expect(java.message).toContain("segment.store=embedded for one single node");
+    const open = configError({
+      env: { LEAF_SERVER_HOST: "0.0.0.0", LEAF_SNOWFLAKE_ENABLED: "false" },
+    });
+    expect(open.message).toContain("embedded store while listening on 0.0.0.0");
+    const asked = loadConfig({
+      file: file(
+        "embedded.properties",
+        "leaf.name=orders\nleaf.segment.enable=true\nsegment.store=embedded\nleaf.snowflake.enable=false\n",
+      ),
+      env: {},
+    });
+    expect(asked.segment?.store).toBe("embedded");
   });
 });

@@ -147,7 +147,7 @@ describe("the server process", () => {
     expect(password.stderr).toContain("missing segment.mysql.password / leaf.jdbc.password");
     const ok = await runNode(CLI, ["--check", "--config", "leaf.properties"], {
       cwd,
-      env: { LEAF_SNOWFLAKE_REGISTRY: "local" },
+      env: { LEAF_SNOWFLAKE_REGISTRY: "local", LEAF_SEGMENT_STORE: "embedded" },
       timeoutMs: 30_000,
     });
     expect(ok.stdout).toContain("configuration OK");

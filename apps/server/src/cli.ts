@@ -146,6 +146,14 @@ async function serve(args: string[]): Promise<number> {
   const config = loadConfig({ file });
   for (const warning of config.warnings) console.error(`[leaf] [server] warning: ${warning}`);
   if (check) {
+    if (config.unknownVariables.length > 0) {
+      console.error(
+        `leaf: ${config.unknownVariables.length} LEAF_* variable(s) that no key reads: ${config.unknownVariables
+          .map((v) => (v.suggestion ? `${v.name} (did you mean ${v.suggestion}?)` : v.name))
+          .join(", ")}; fix or unset them (the server ignores them)`,
+      );
+      return 1;
+    }
     console.log(`configuration OK (${config.sources.join(", ") || "defaults"})`);
     return 0;
   }

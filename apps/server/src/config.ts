@@ -100,6 +100,11 @@ export interface ServerConfig {
   sources: string[];
   /** Things that were ignored (keys of other programs in a .properties file, unknown LEAF_ variables). */
   warnings: string[];
+  /**
+   * LEAF_* variables that are not Leaf keys, each with the closest key's variable when one is near
+   * (a typo). Ignored when serving; `--check` fails on them.
+   */
+  unknownVariables: Array<{ name: string; suggestion: string | undefined }>;
 }
 
 /** Options of {@link loadConfig}. */
@@ -158,7 +163,8 @@ export function loadConfig(options: LoadConfigOptions = {}): ServerConfig {
     layers.push(objectEntries(options.values, "options", problems));
     sources.push("options");
   }
-  const envLayer = envEntries(env, warnings);
+  const unknownVariables: ServerConfig["unknownVariables"] = [];
+  const envLayer = envEntries(env, warnings, unknownVariables);
   if (envLayer.length > 0) sources.push("environment");
   layers.push(envLayer);
 
@@ -201,6 +207,7 @@ export function loadConfig(options: LoadConfigOptions = {}): ServerConfig {
   if (problems.length > 0) throw configProblems(problems);
   config.sources = sources;
   config.warnings = warnings;
+  config.unknownVariables = unknownVariables;
   return config;
 }
 
@@ -321,7 +328,11 @@ function objectEntries(data: Record<string, unknown>, label: string, problems: P
   return entries;
 }
 
-function envEntries(env: Record<string, string | undefined>, warnings: string[]): Entry[] {
+function envEntries(
+  env: Record<string, string | undefined>,
+  warnings: string[],
+  unknown: ServerConfig["unknownVariables"],
+): Entry[] {
   const byName = new Map<string, KeyDef>();
   for (const def of CONFIG_KEYS as readonly KeyDef[]) {
     byName.set(def.env, def);
@@ -335,27 +346,34 @@ function envEntries(env: Record<string, string | undefined>, warnings: string[])
     const def = byName.get(name);
     if (def) entries.push({ def, name, raw: value, source: "environment" });
     else if (!name.startsWith("LEAF_TEST_") && name !== "LEAF_CONFIG") {
-      warnings.push(`ignored environment variable ${name}: not a Leaf key`);
+      const suggestion = closest(name, [...byName.keys(), "LEAF_CONFIG"]);
+      unknown.push({ name, suggestion });
+      warnings.push(
+        `ignored environment variable ${name}: not a Leaf key${suggestion ? `; did you mean ${suggestion}?` : ""}`,
+      );
     }
   }
   return entries;
 }
 
-function unknownKeyMessage(key: string, source: string): string {
-  const names = (CONFIG_KEYS as readonly KeyDef[]).flatMap((d) => [d.key, ...d.aliases]);
+/** The name in `names` nearest to `name` when it is near enough to be a typo of it. */
+function closest(name: string, names: readonly string[]): string | undefined {
   let best: string | undefined;
   let bestDistance = Number.POSITIVE_INFINITY;
-  for (const name of names) {
-    const d = distance(key.toLowerCase(), name.toLowerCase());
+  for (const candidate of names) {
+    const d = distance(name.toLowerCase(), candidate.toLowerCase());
     if (d < bestDistance) {
       bestDistance = d;
-      best = name;
+      best = candidate;
     }
   }
-  const hint =
-    best !== undefined && bestDistance <= Math.max(2, key.length / 4)
-      ? `; did you mean ${best}?`
-      : "";
+  return best !== undefined && bestDistance <= Math.max(2, name.length / 4) ? best : undefined;
+}
+
+function unknownKeyMessage(key: string, source: string): string {
+  const names = (CONFIG_KEYS as readonly KeyDef[]).flatMap((d) => [d.key, ...d.aliases]);
+  const best = closest(key, names);
+  const hint = best !== undefined ? `; did you mean ${best}?` : "";
   return `unknown configuration key ${key} (${source})${hint} See the README's table of keys`;
 }
 
@@ -649,6 +667,7 @@ function build(
     redisSequence,
     sources: [],
     warnings: [],
+    unknownVariables: [],
   };
 }
 

@@ -152,6 +152,13 @@ describe("the server process", () => {
     });
     expect(ok.stdout).toContain("configuration OK");
     expect(ok.code).toBe(0);
+    const typo = await runNode(CLI, ["--check"], {
+      cwd,
+      env: { LEAF_SEGMNT_STORE: "embedded" },
+      timeoutMs: 30_000,
+    });
+    expect(typo.code).toBe(1);
+    expect(typo.stderr).toContain("LEAF_SEGMNT_STORE (did you mean LEAF_SEGMENT_STORE?)");
     const usage = await runNode(CLI, ["--bogus"], { cwd, timeoutMs: 30_000 });
     expect(usage.code).toBe(2);
     expect(usage.stderr).toContain("unknown argument --bogus");

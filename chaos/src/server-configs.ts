@@ -107,7 +107,8 @@ export function redisOn(url: string, namespace: string): Config {
 
 /** Merges mode configs and the service name into one file's content. */
 export function serverConfig(name: string, ...parts: Config[]): Config {
-  return Object.assign({ name }, ...parts);
+  // Loopback only: a configuration with a database would otherwise listen on every interface.
+  return Object.assign({ name, server: { host: "127.0.0.1" } }, ...parts);
 }
 
 function need<T>(value: T | undefined, what: string): T {

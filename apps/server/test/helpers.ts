@@ -16,7 +16,7 @@ export interface TestServer {
 export async function startTestServer(values: Record<string, unknown> = {}): Promise<TestServer> {
   const dir = mkdtempSync(join(tmpdir(), "leaf-server-test-"));
   const config = loadConfig({
-    values: merge({ server: { port: 0, drainMs: 0 }, dataDir: dir }, values),
+    values: merge({ server: { host: "127.0.0.1", port: 0, drainMs: 0 }, dataDir: dir }, values),
     env: {},
   });
   const server = await startServer(config, { logger: false });

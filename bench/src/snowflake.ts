@@ -54,6 +54,22 @@ function measureBatch(
   return row(name, ids, performance.now() - start, note);
 }
 
+async function measureBatchAsync(
+  name: string,
+  nextIds: (n: number) => Promise<bigint[]>,
+  batch: number,
+  note?: string,
+): Promise<BenchRow> {
+  await nextIds(batch);
+  const ids = new BigInt64Array(COUNT);
+  const start = performance.now();
+  for (let i = 0; i < COUNT; ) {
+    const chunk = await nextIds(Math.min(batch, COUNT - i));
+    for (const id of chunk) ids[i++] = id;
+  }
+  return row(name, ids, performance.now() - start, note);
+}
+
 /** flake-idgen with its overflow callback: past 4096 ids in a ms it answers in the next ms. */
 function measureFlake(): Promise<BenchRow> {
   const gen = new FlakeId({ id: 1 });
@@ -91,6 +107,23 @@ const rows: BenchRow[] = [
   measure("@leaf/core", () => leaf.nextId(), "Leaf random sequence start in [0,100)"),
   measureBatch("@leaf/core (batch of 1,000)", (n) => leaf.nextIds(n), 1000),
 ];
+// A lease whose fenceAt is far ahead: the cost of the fence check, once per tick.
+const leased = new SnowflakeGenerator({
+  workerId: 4,
+  lease: { fenceAt: performance.now() + 3_600_000 },
+});
+rows.push(
+  measure("@leaf/core (lease with fenceAt)", () => leased.nextId(), "fenceAt read on every tick"),
+  measureBatch("@leaf/core (lease, batch of 1,000)", (n) => leased.nextIds(n), 1000),
+);
+rows.push(
+  await measureBatchAsync(
+    "@leaf/core nextIdsAsync (batch of 100,000)",
+    (n) => leased.nextIdsAsync(n),
+    100_000,
+    "a turn of the event loop every 4,096 ids",
+  ),
+);
 const zeroStart = new SnowflakeGenerator({ workerId: 2, randomSequenceStart: 0 });
 rows.push(
   measure(

@@ -336,10 +336,10 @@ export const CONFIG_KEYS = [
     read: integer(0, 65535),
   }),
   def("server.maxBatch", {
-    type: "1 to 1,000,000",
+    type: "1 to 100,000",
     default: "10000",
-    doc: "Largest `count` of a batch request.",
-    read: integer(1, 1_000_000),
+    doc: "Largest `count` of a batch request. At most 100,000, so that one request's synchronous work stays far below the shortest lease margin (see Batches and leases).",
+    read: integer(1, 100_000),
   }),
   def("server.adminToken", {
     type: "16+ characters",
@@ -587,6 +587,12 @@ export const CONFIG_KEYS = [
     default: "fixed",
     doc: "fixed: the fork's table, id fixed per ip:port; lease: ids leased and recycled.",
     read: oneOf(["fixed", "lease"] as const),
+  }),
+  def("snowflake.mysql.leaseMs", {
+    type: "500 to 600,000",
+    default: "60000",
+    doc: "MySQL registry, lease mode: how long a lease lasts without renewal. The holder fences itself at leaseMs - leaseMs / 5 after its last renewal.",
+    read: integer(500, 600_000),
   }),
   def("snowflake.mysql.createTable", {
     type: "boolean",

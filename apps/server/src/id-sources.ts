@@ -109,9 +109,12 @@ export class IdSources {
     return id;
   }
 
-  /** `count` snowflake ids, in increasing order. */
-  snowflakeIds(count: number): bigint[] {
-    const ids = this.snowflake().worker.generator.nextIds(count);
+  /**
+   * `count` snowflake ids, in increasing order, made in chunks of one tick's sequence space with a
+   * turn of the event loop between them, so that lease renewals and fencing run during a batch.
+   */
+  async snowflakeIds(count: number): Promise<bigint[]> {
+    const ids = await this.snowflake().worker.generator.nextIdsAsync(count);
     this.snowflakeTally.n += count;
     return ids;
   }

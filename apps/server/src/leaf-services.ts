@@ -312,6 +312,7 @@ async function createRegistry(config: ServerConfig): Promise<WorkerIdRegistry> {
       const { MysqlRegistry } = await import("@leaf/registry-mysql");
       const registry = new MysqlRegistry({
         mode: settings.mode,
+        ...(settings.leaseMs !== undefined ? { leaseMs: settings.leaseMs } : {}),
         connection: settings.url,
         user: settings.user,
         password: settings.password,

@@ -93,12 +93,9 @@ export function registerIdRoutes(
       const key = readTag(request.params.key, "key");
       if (tokens) tokens.check(request, key, `key ${JSON.stringify(key)}`);
       if (request.query.count !== undefined) {
-        return sendBatch(
-          request,
-          reply,
-          sources.snowflakeIds(readCount(request.query, maxBatch)!),
-          "",
-        );
+        return sources
+          .snowflakeIds(readCount(request.query, maxBatch)!)
+          .then((ids) => sendBatch(request, reply, ids, ""));
       }
       return reply.send(sources.snowflakeId().toString());
     },
@@ -163,10 +160,13 @@ export function registerIdRoutes(
     (request: Req, reply: FastifyReply) => {
       checkSnowflakeToken(request);
       const count = readCount(request.query, maxBatch) ?? 1;
-      const ids = sources.snowflakeIds(count);
-      return reply
-        .type("application/json; charset=utf-8")
-        .send(`{"count":${count},"ids":${jsonIds(ids)}}`);
+      return sources
+        .snowflakeIds(count)
+        .then((ids) =>
+          reply
+            .type("application/json; charset=utf-8")
+            .send(`{"count":${count},"ids":${jsonIds(ids)}}`),
+        );
     },
   );
 

@@ -113,13 +113,21 @@ export class CachedSnowflakeGenerator {
     return id;
   }
 
-  /** Hands out `count` ids in increasing order. */
+  /**
+   * Hands out `count` ids in increasing order (sorted when the buffer holds ids from before and
+   * after a move to a backup worker id, which start lower).
+   */
   nextIds(count: number): bigint[] {
     if (!Number.isInteger(count) || count < 1 || count > 10_000_000) {
       throw argumentError(COMPONENT, "count", count, "an integer from 1 to 10,000,000");
     }
     const out: bigint[] = new Array(count);
-    for (let i = 0; i < count; i++) out[i] = this.nextId();
+    let unordered = false;
+    for (let i = 0; i < count; i++) {
+      out[i] = this.nextId();
+      if (i > 0 && out[i]! <= out[i - 1]!) unordered = true;
+    }
+    if (unordered) out.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
     return out;
   }
 

@@ -162,6 +162,7 @@ export class SnowflakeGenerator {
   /**
    * Starts issuing under a (new) lease: worker id, the highest timestamp stored for it, backups.
    * The first id under each worker id comes strictly after its stored timestamp. Lifts a fence.
+   * `deadline` is read for `fenceAt` on every new tick (default: `lease` itself).
    */
   setLease(
     lease: {
@@ -169,6 +170,7 @@ export class SnowflakeGenerator {
       lastTimestamp: number;
       backups?: readonly BackupWorker[];
     } & LeaseDeadline,
+    deadline: LeaseDeadline = lease,
   ) {
     const max = this.layout.maxWorkerId;
     const ids = [lease.workerId, ...(lease.backups ?? []).map((b) => b.workerId)];
@@ -201,7 +203,7 @@ export class SnowflakeGenerator {
     this.backupOrder = (lease.backups ?? []).map((b) => b.workerId);
     this.activate(lease.workerId);
     this.fencedBy = undefined;
-    this.leaseDeadline = lease;
+    this.leaseDeadline = deadline;
     this.nextExpiryCheck = 0;
   }
 
@@ -232,26 +234,62 @@ export class SnowflakeGenerator {
 
   /**
    * Issues `count` ids in increasing order. After the first id of a tick, the rest of that tick's
-   * sequence is taken without reading the clock again (ids never run ahead of the clock).
+   * sequence is taken without reading the clock again (ids never run ahead of the clock). When the
+   * clock moves back past the tolerance mid-batch and the generator moves to a backup worker id,
+   * the later ids may be smaller than the earlier ones: the batch is then sorted, so it is
+   * increasing all the same. Synchronous: for large batches on a server, use {@link nextIdsAsync}.
    */
   nextIds(count: number): bigint[] {
-    if (!Number.isInteger(count) || count < 1 || count > 10_000_000) {
-      throw argumentError(COMPONENT, "count", count, "an integer from 1 to 10,000,000");
+    checkCount(count);
+    const out: bigint[] = new Array(count);
+    if (this.fill(out, 0, count)) sortIds(out);
+    return out;
+  }
+
+  /**
+   * {@link nextIds}, generated in chunks of at most `chunk` ids (default: one tick's sequence space)
+   * with a turn of the event loop between them, so that lease renewals and fencing timers run
+   * during a large batch. Other callers may take ids between chunks: the batch is increasing, not
+   * consecutive. Rejects with the generator's error when a chunk cannot be issued (fenced, lease
+   * ran out): the ids made before are dropped, never reissued.
+   */
+  async nextIdsAsync(count: number, chunk = this.maxSequence + 1): Promise<bigint[]> {
+    checkCount(count);
+    if (!Number.isInteger(chunk) || chunk < 1) {
+      throw argumentError(COMPONENT, "chunk", chunk, "an integer of 1 or more");
     }
     const out: bigint[] = new Array(count);
-    let i = 0;
-    while (i < count) {
+    let unordered = false;
+    for (let i = 0; i < count; i += chunk) {
+      if (i > 0) await yieldToEventLoop();
+      const end = Math.min(count, i + chunk);
+      if (this.fill(out, i, end)) unordered = true;
+      if (i > 0 && out[i]! <= out[i - 1]!) unordered = true;
+    }
+    if (unordered) sortIds(out);
+    return out;
+  }
+
+  /** Writes ids into out[from, to); true when one of them is not above its predecessor. */
+  private fill(out: bigint[], from: number, to: number): boolean {
+    let i = from;
+    let unordered = false;
+    let previous = -1n;
+    while (i < to) {
       let id = this.nextId();
+      // Only a move to a backup worker id (a clock rollback) makes a tick start lower.
+      if (id <= previous) unordered = true;
       out[i++] = id;
-      let room = Math.min(this.maxSequence - this.sequence, count - i);
+      let room = Math.min(this.maxSequence - this.sequence, to - i);
       this.sequence += room;
       while (room-- > 0) {
         id += 1n;
         out[i++] = id;
       }
       this.current = id;
+      previous = id;
     }
-    return out;
+    return unordered;
   }
 
   /** Takes an id apart with this generator's layout and epoch. */
@@ -289,10 +327,15 @@ export class SnowflakeGenerator {
     this.current = 0n;
   }
 
-  private nextIdSlow(now: number, tick: number): bigint {
+  /**
+   * Throws LEASE_LOST when the lease's `fenceAt` has passed. Called after the clock reading that
+   * decides an id's tick, so a pause between that reading and this check (a wait for the next tick,
+   * SIGSTOP, a blocked event loop) is caught. Not a sticky fence: a renewal that arrives late moves
+   * fenceAt and ids resume.
+   */
+  private checkFence(): void {
     const fenceAt = this.leaseDeadline?.fenceAt;
     if (fenceAt !== undefined && performance.now() >= fenceAt) {
-      // Not a sticky fence: a renewal that arrives late moves fenceAt and ids resume.
       throw new LeafError({
         component: COMPONENT,
         code: ErrorCodes.LEASE_LOST,
@@ -300,6 +343,15 @@ export class SnowflakeGenerator {
         message: `worker id ${this.primaryWorkerId}: the lease ran out on this node's clock before a renewal arrived; no ids until it is renewed or replaced`,
       });
     }
+  }
+
+  /**
+   * A new tick, or a tick after a wait. `fenceAt` is checked here and only here: every tick starts
+   * in this method, after the clock reading that chose it, and the fast path in {@link nextId}
+   * issues only within a tick checked here (its own clock reading is still in that tick).
+   */
+  private nextIdSlow(now: number, tick: number): bigint {
+    this.checkFence();
     for (;;) {
       if (tick < this.lastTick) {
         tick = this.handleRollback(now, tick);
@@ -308,6 +360,8 @@ export class SnowflakeGenerator {
       }
       if (tick === this.lastTick) {
         if (this.sequence < this.maxSequence) {
+          // Reached after a rollback wait: the wait may have outlasted the lease.
+          this.checkFence();
           this.sequence++;
           this.current += 1n;
           return this.current;
@@ -329,6 +383,8 @@ export class SnowflakeGenerator {
       }
       if (tick > this.layout.maxTicks) throw this.exhausted(now);
       if (now >= this.nextExpiryCheck) this.checkExpiry(now);
+      // After the last clock reading of this call, which may have come after a wait.
+      this.checkFence();
       this.lastTick = tick;
       this.sequence = this.randomStart > 1 ? Math.floor(this.random() * this.randomStart) : 0;
       this.current =
@@ -439,6 +495,21 @@ export class SnowflakeGenerator {
       });
     }
   }
+}
+
+function checkCount(count: number): void {
+  if (!Number.isInteger(count) || count < 1 || count > 10_000_000) {
+    throw argumentError(COMPONENT, "count", count, "an integer from 1 to 10,000,000");
+  }
+}
+
+/** Sorts bigint ids in place, ascending (Array.prototype.sort compares strings by default). */
+function sortIds(ids: bigint[]): void {
+  ids.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+}
+
+function yieldToEventLoop(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
 }
 
 function nonNegative(name: string, value: number): number {

@@ -6,7 +6,7 @@ import { type Clock, systemClock } from "./clock";
 import { ErrorCodes, isLeafError, LeafError } from "./errors";
 import { type Layout, layouts } from "./layout";
 import { checkClockNotBehind } from "./lease-cache";
-import type { NodeIdentity, WorkerIdRegistry, WorkerLease } from "./registry";
+import type { BackupWorker, NodeIdentity, WorkerIdRegistry, WorkerLease } from "./registry";
 import { SnowflakeGenerator, type SnowflakeOptions } from "./snowflake-generator";
 
 const COMPONENT = "core";
@@ -31,8 +31,18 @@ export interface SnowflakeWorkerOptions {
    * start (default: the generator's rollback tolerance, 5 ms). Further behind: start is refused.
    */
   startToleranceMs?: number;
-  /** Period of timestamp reports in ms (default 3,000, as Leaf). */
+  /**
+   * Period of timestamp reports in ms (default 3,000, as Leaf). Every holder of the worker ids of
+   * one registry must use the same period (or a shorter one): a new holder assumes that ids were
+   * issued up to one period after the stored timestamp.
+   */
   reportIntervalMs?: number;
+  /**
+   * Added to the report period when a lease's stored timestamp is turned into the instant ids may
+   * start from (default 1,000 ms): it covers the time a report takes, from reading the clock to the
+   * registry storing it.
+   */
+  restartMarginMs?: number;
   /** Delay of the first report in ms (default 1,000, as Leaf). */
   firstReportDelayMs?: number;
   /** Backup worker ids to lease with the primary one (default 0). */
@@ -93,13 +103,14 @@ class Worker implements SnowflakeWorker {
     const lease = await this.acquire();
     try {
       await this.admit(lease);
+      const floors = this.floors(lease);
       this.generator = new SnowflakeGenerator({
         ...this.options.generator,
         layout: this.layout,
         clock: this.clock,
         workerId: lease.workerId,
-        lastTimestamp: lease.lastTimestamp,
-        backups: lease.backups,
+        lastTimestamp: floors.lastTimestamp,
+        backups: floors.backups,
         lease,
       });
     } catch (error) {
@@ -122,18 +133,50 @@ class Worker implements SnowflakeWorker {
     });
   }
 
-  /** Refuses a lease whose stored timestamp is ahead of the clock past tolerance; waits within it. */
+  /**
+   * The earliest instant (ms) ids may carry under a worker id whose stored timestamp is `stored`.
+   * The stored timestamp is the last report, and the previous holder may have issued ids until its
+   * next report was due, a report period later (it may have crashed just before it): ids start
+   * after that, whatever the clock says now, so a restart with the clock stepped back by less than
+   * a period cannot repeat them. 0 (never used) stays 0.
+   */
+  private issueFloor(stored: number): number {
+    if (stored <= 0) return stored;
+    return (
+      stored + (this.options.reportIntervalMs ?? 3000) + (this.options.restartMarginMs ?? 1000)
+    );
+  }
+
+  /** The lease's timestamps as the generator's floors (see {@link issueFloor}). */
+  private floors(lease: WorkerLease): { lastTimestamp: number; backups: BackupWorker[] } {
+    return {
+      lastTimestamp: this.issueFloor(lease.lastTimestamp),
+      backups: lease.backups.map((b) => ({
+        workerId: b.workerId,
+        lastTimestamp: this.issueFloor(b.lastTimestamp),
+      })),
+    };
+  }
+
+  /**
+   * Refuses a lease whose stored timestamp is ahead of the clock past tolerance (CLOCK_BEHIND_LEASE,
+   * both times in the message). Otherwise waits until the clock passes the issue floor: at most
+   * the report period + the restart margin + the tolerance. The generator enforces the floor
+   * itself (it is its last timestamp), so a clock that moves back during the wait is still safe.
+   */
   private async admit(lease: WorkerLease): Promise<void> {
     const tolerance =
       this.options.startToleranceMs ?? this.options.generator?.rollbackToleranceMs ?? 5;
-    const wait = checkClockNotBehind({
+    const now = this.clock.now();
+    checkClockNotBehind({
       component: COMPONENT,
       lastTimestamp: lease.lastTimestamp,
-      now: this.clock.now(),
+      now,
       toleranceMs: tolerance,
       source: `the ${this.options.registry.kind} registry`,
       workerId: lease.workerId,
     });
+    const wait = this.issueFloor(lease.lastTimestamp) - now;
     // Short waits block (as the generator's own rollback wait); long ones yield the event loop.
     if (wait > 0 && wait <= 50) this.clock.sleepSync(wait + 1);
     else if (wait > 0) await delay(wait + 1, this.closing.signal);
@@ -222,7 +265,7 @@ class Worker implements SnowflakeWorker {
           await lease.release().catch(() => {});
           return;
         }
-        this.generator.setLease(lease);
+        this.generator.setLease({ ...this.floors(lease), workerId: lease.workerId }, lease);
         this.hold(lease);
         return;
       } catch (error) {
@@ -236,27 +279,24 @@ class Worker implements SnowflakeWorker {
     }
   }
 
+  /**
+   * Fences the generator first (no id from here on), then waits for a report in flight, then takes
+   * the final timestamp, which therefore covers every id issued, and releases the lease with it.
+   */
   async close(): Promise<void> {
     if (this.state === "closed") return;
     const lease = this.lease;
-    const finalValues = this.generator ? this.reportValues() : undefined;
+    const closed = new LeafError({
+      component: COMPONENT,
+      code: ErrorCodes.CLOSED,
+      message: "snowflake worker closed",
+    });
+    this.generator?.fence(closed);
     this.state = "closed";
-    this.closing.abort(
-      new LeafError({
-        component: COMPONENT,
-        code: ErrorCodes.CLOSED,
-        message: "snowflake worker closed",
-      }),
-    );
+    this.closing.abort(closed);
     clearTimeout(this.timer);
     await this.reporting;
-    this.generator?.fence(
-      new LeafError({
-        component: COMPONENT,
-        code: ErrorCodes.CLOSED,
-        message: "snowflake worker closed",
-      }),
-    );
+    const finalValues = this.generator ? this.reportValues() : undefined;
     if (lease && !lease.lost.aborted) {
       if (finalValues && finalValues.backups.length > 0) {
         await lease.report(finalValues.primary, finalValues.backups).catch(() => {});

@@ -245,6 +245,98 @@ describe("SnowflakeGenerator", () => {
     expect(g.decode(g.nextId()).timestampMs).toBe(T0 + 1);
   });
 
+  it("never issues a tick read after fenceAt: a pause inside the wait for the next tick is caught (a clock whose read blocks)", () => {
+    const clock = new ManualClock(T0);
+    const lease = { fenceAt: performance.now() + 30 };
+    const g = generator(clock, { randomSequenceStart: 0, lease });
+    const tick = g.nextIds(4096); // the whole of tick T0: the next id must wait for T0 + 1
+    // The next call reads T0 (sequence used up: the slow path, fenceAt not passed yet), then waits
+    // for T0 + 1. Its read inside that wait blocks, really, until past fenceAt (a SIGSTOP or a
+    // blocked event loop there), and returns the next tick.
+    let reads = 0;
+    clock.onNow = (c) => {
+      if (++reads !== 2) return;
+      while (performance.now() <= lease.fenceAt + 1) {
+        // blocked
+      }
+      c.set(T0 + 1);
+    };
+    const error = errorOf(() => g.nextId());
+    expect(isLeafError(error) && error.code).toBe(ErrorCodes.LEASE_LOST);
+    expect(reads).toBe(2);
+    // Later calls in that tick do not slip through a fast path either.
+    clock.onNow = undefined;
+    expect(codeOf(() => g.nextId())).toBe(ErrorCodes.LEASE_LOST);
+    expect(codeOf(() => g.nextIds(10))).toBe(ErrorCodes.LEASE_LOST);
+    // A renewal moves fenceAt: ids resume, after every earlier one.
+    lease.fenceAt = performance.now() + 60_000;
+    expect(g.nextId() > tick[4095]!).toBe(true);
+  });
+
+  it("never issues after fenceAt when the wait for a clock moved back (within the tolerance) outlasts the lease", () => {
+    const clock = new ManualClock(T0);
+    const lease = { fenceAt: performance.now() + 30 };
+    const g = generator(clock, { randomSequenceStart: 0, lease });
+    const first = g.nextId();
+    clock.set(T0 + 1);
+    g.nextId();
+    // The clock steps back 2 ms: the generator waits it out, and that wait blocks past fenceAt.
+    clock.set(T0 - 1);
+    let reads = 0;
+    clock.onNow = (c) => {
+      if (++reads !== 2) return;
+      while (performance.now() <= lease.fenceAt + 1) {
+        // blocked
+      }
+      c.set(T0 + 2);
+    };
+    expect(codeOf(() => g.nextId())).toBe(ErrorCodes.LEASE_LOST);
+    clock.onNow = undefined;
+    lease.fenceAt = performance.now() + 60_000;
+    expect(g.nextId() > first).toBe(true);
+  });
+
+  it("keeps a batch increasing when it moves to a backup worker id mid-batch (clock moved back)", async () => {
+    for (const call of ["nextIds", "nextIdsAsync"] as const) {
+      const clock = new ManualClock(T0);
+      const rollbacks: string[] = [];
+      const g = generator(clock, {
+        randomSequenceStart: 0,
+        backups: [{ workerId: 3, lastTimestamp: 0 }],
+        onClockRollback: (e) => rollbacks.push(`${e.action} ${e.workerId}`),
+      });
+      // Each clock reading moves 1 ms on; the third one (the batch's third tick) finds the clock
+      // stepped back 1 s, past the tolerance: the rest of the batch comes from backup worker id 3,
+      // whose ids are lower (earlier time, lower worker id).
+      let reads = 0;
+      clock.onNow = (c) => {
+        reads++;
+        c.advance(reads === 3 ? -1000 : 1);
+      };
+      const ids = call === "nextIds" ? g.nextIds(20_000) : await g.nextIdsAsync(20_000, 5000);
+      expect(rollbacks, call).toEqual(["backup 3"]);
+      const workers = new Set(ids.map((id) => g.decode(id).workerId));
+      expect(workers, call).toEqual(new Set([7, 3]));
+      let decreases = 0;
+      for (let i = 1; i < ids.length; i++) if (ids[i]! <= ids[i - 1]!) decreases++;
+      expect(decreases, call).toBe(0);
+      expect(new Set(ids).size, call).toBe(ids.length);
+    }
+  });
+
+  it("generates a large batch in chunks with a turn of the event loop between them", async () => {
+    const g = new SnowflakeGenerator({ workerId: 1 });
+    let turns = 0;
+    const counting = setInterval(() => turns++, 0);
+    const ids = await g.nextIdsAsync(50_000, 4096);
+    clearInterval(counting);
+    expect(turns).toBeGreaterThan(0);
+    expect(ids.length).toBe(50_000);
+    for (let i = 1; i < ids.length; i++) expect(ids[i]! > ids[i - 1]!).toBe(true);
+    await expect(g.nextIdsAsync(0)).rejects.toThrow(/count.*0.*from 1 to 10,000,000/);
+    await expect(g.nextIdsAsync(5, 0)).rejects.toThrow(/invalid chunk: 0/);
+  });
+
   it("rejects worker ids outside the layout and bad options, naming them", () => {
     expect(() => new SnowflakeGenerator({ workerId: 1024 })).toThrow(
       /invalid workerId: 1024; expected an integer from 0 to 1023/,

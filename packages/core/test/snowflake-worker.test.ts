@@ -6,6 +6,8 @@ import {
   MemoryRegistryStore,
   type SnowflakeWorkerEvent,
   startSnowflakeWorker,
+  type WorkerIdRegistry,
+  type WorkerLease,
 } from "../src/index";
 
 const node = { name: "orders", ip: "10.1.2.3", port: 8080 };
@@ -33,6 +35,9 @@ describe("startSnowflakeWorker", () => {
       registry: new MemoryRegistry({ store }),
       node,
       clock,
+      // The start waits until the stored timestamp + one report period + margin: keep it short.
+      reportIntervalMs: 20,
+      restartMarginMs: 0,
     });
     expect(worker.state).toBe("held");
     await worker.close();
@@ -46,6 +51,8 @@ describe("startSnowflakeWorker", () => {
       registry: new MemoryRegistry({ store }),
       node,
       clock,
+      reportIntervalMs: 20,
+      restartMarginMs: 0,
     });
     const first = worker.generator.decode(worker.nextId());
     expect(first.timestampMs).toBeGreaterThan(Date.UTC(2026, 0, 1) + 3);
@@ -91,6 +98,63 @@ describe("startSnowflakeWorker", () => {
     expect(worker.nextId() > before).toBe(true);
     expect(events).toEqual(["lease-acquired", "lease-lost", "lease-acquired"]);
     await worker.close();
+  });
+
+  it("close() fences first, waits for the report in flight, then releases with a timestamp covering every id issued", async () => {
+    const clock = new ManualClock(Date.UTC(2026, 0, 1));
+    const inner = new MemoryRegistry();
+    let reportStarted!: () => void;
+    const started = new Promise<void>((resolve) => {
+      reportStarted = resolve;
+    });
+    let openGate!: () => void;
+    const gate = new Promise<void>((resolve) => {
+      openGate = resolve;
+    });
+    let released: number | undefined;
+    // A registry whose reports hang until the test lets them through.
+    const registry: WorkerIdRegistry = {
+      kind: "gated",
+      async acquire(request) {
+        const lease = await inner.acquire(request);
+        const gated: WorkerLease = {
+          workerId: lease.workerId,
+          lastTimestamp: lease.lastTimestamp,
+          backups: lease.backups,
+          lost: lease.lost,
+          async report(timestampMs, backups) {
+            reportStarted();
+            await gate;
+            await lease.report(timestampMs, backups);
+          },
+          async release(finalTimestampMs) {
+            released = finalTimestampMs;
+            await lease.release(finalTimestampMs);
+          },
+        };
+        return gated;
+      },
+      close: () => inner.close(),
+    };
+    const worker = await startSnowflakeWorker({ registry, node, clock, firstReportDelayMs: 1 });
+    const issued = [worker.nextId()];
+    await started;
+    const closing = worker.close();
+    // While close() waits for the report in flight, the clock moves on and callers keep asking.
+    clock.advance(50);
+    const error = (() => {
+      try {
+        issued.push(worker.nextId());
+        return undefined;
+      } catch (e) {
+        return e;
+      }
+    })();
+    expect(error).toMatchObject({ code: ErrorCodes.CLOSED });
+    openGate();
+    await closing;
+    const newest = Math.max(...issued.map((id) => worker.generator.decode(id).timestampMs));
+    expect(released).toBeGreaterThanOrEqual(newest);
   });
 
   it("refuses ids after close", async () => {

@@ -8,7 +8,8 @@ import {
   openSync,
   readFileSync,
   renameSync,
-  writeSync,
+  unlinkSync,
+  writeFileSync,
 } from "node:fs";
 import { dirname } from "node:path";
 import { ErrorCodes, LeafError } from "./errors";
@@ -34,11 +35,19 @@ export function writeFileAtomic(path: string, content: string): void {
   const temp = `${path}.${process.pid}.${tempCounter++}.tmp`;
   const fd = openSync(temp, "w", 0o644);
   try {
-    writeSync(fd, content);
+    // writeFileSync writes every byte (one writeSync may write fewer on a full disk) or throws.
+    writeFileSync(fd, content);
     fsyncSync(fd);
-  } finally {
+  } catch (error) {
     closeSync(fd);
+    try {
+      unlinkSync(temp);
+    } catch {
+      // Removed already; a leftover temp file is never read as the real one.
+    }
+    throw error;
   }
+  closeSync(fd);
   renameSync(temp, path);
   try {
     const dirFd = openSync(dirname(path), "r");

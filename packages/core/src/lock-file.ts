@@ -1,18 +1,21 @@
 // An exclusive lock file that survives crashes: created atomically with its owner inside (pid, host,
-// process start time, a random token), and taken over only when that owner is provably gone, through
-// a claim file so that two processes taking over the same stale lock never both win.
+// boot id, PID namespace, process start time, a random token), and taken over only when that owner is
+// provably gone, through a claim file so that two processes taking over the same stale lock never
+// both win.
 import { randomBytes } from "node:crypto";
 import {
   closeSync,
+  fstatSync,
   fsyncSync,
   linkSync,
   openSync,
   readdirSync,
   readFileSync,
+  readlinkSync,
   statSync,
   unlinkSync,
   utimesSync,
-  writeSync,
+  writeFileSync,
 } from "node:fs";
 import { hostname } from "node:os";
 import { basename, dirname, join } from "node:path";
@@ -25,6 +28,17 @@ export interface LockFileOwner {
   pid: number;
   /** The holder's host name (`os.hostname()`); a pid is only judged on the host that wrote it. */
   host: string;
+  /**
+   * The kernel's boot id (`/proc/sys/kernel/random/boot_id`, Linux): a pid is only judged by a process
+   * of the same boot of the same kernel. Missing in records of older versions and off Linux.
+   */
+  bootId?: string;
+  /**
+   * The holder's PID namespace (`readlink /proc/self/ns/pid`, e.g. "pid:[4026531836]", Linux): a pid
+   * means nothing in another namespace (containers, `unshare --pid`), so it is only judged by a
+   * process of the same namespace. Missing in records of older versions and off Linux.
+   */
+  pidNamespace?: string;
   /** The process's start time as the kernel counts it (Linux), to tell a reused pid apart. */
   processStart: string | undefined;
   /** Random per lock: says which holding this is, even within one process. */
@@ -50,10 +64,14 @@ export interface LockFileOptions {
   /** Added to the refusal's details (which hold `path`, `owner` and `unreadable`). */
   details?: Record<string, unknown>;
   /**
-   * A lock written on another host (a shared file system) is never taken over by default, since its
-   * pid means nothing here. Given this many ms, it is taken over once its file has not been touched
-   * for that long, and a holder touches its own lock every third of it (at least every second).
-   * Hosts sharing the folder then need clocks within a small part of this of each other.
+   * A lock whose owner cannot be judged by its pid (written on another host, in another boot, in
+   * another PID namespace such as another container, or by a version that did not record these) is
+   * never taken over by default: its owner cannot be proven dead. Given this many ms, it is taken
+   * over once its file has not been touched for that long, and a holder touches its own lock every
+   * third of it (at least every second). A holder that is merely paused (SIGSTOP, a VM freeze) for
+   * that long loses its lock this way: only use it when the holder checks `owns()` before and after
+   * every write it makes under the lock, as the embedded segment store does. Hosts sharing the
+   * folder need clocks within a small part of this of each other.
    */
   foreignStaleAfterMs?: number;
 }
@@ -64,7 +82,10 @@ export interface HeldLockFile {
   readonly path: string;
   /** The owner record written into it. */
   readonly owner: LockFileOwner;
-  /** True while the lock file still names this holder: false once it was removed or taken over. */
+  /**
+   * True while the lock file at `path` is still the one this holder created (same inode, same
+   * content): false once it was removed, replaced or taken over. Reads the file each time.
+   */
   owns(): boolean;
   /** Stops touching the lock and removes it if it still names this holder. Idempotent. */
   release(): void;
@@ -100,11 +121,13 @@ const TEMP_MAX_AGE_MS = 60_000;
 
 /**
  * Takes the lock file at `path` (its folder must exist), or reports who holds it. A lock whose
- * owner is provably gone is taken over: on the same host when its pid is not running, is a zombie,
- * runs a program started at another time than the one that locked (a reused pid, Linux), or is
- * this very process without holding it (as after a restart in a container); on another host only
- * with `foreignStaleAfterMs`. The file is created by hard-linking a fully written temp file, so it
- * is never seen empty or half written; the folder needs a file system with hard links. Throws
+ * owner is provably gone is taken over. Proof needs the same host, the same boot id and the same
+ * PID namespace as this process (so that its pid means the same process here), and then its pid is
+ * not running, is a zombie, runs a program started at another time than the one that locked (a
+ * reused pid, Linux), or is this very process without holding it. Any other owner (another host,
+ * boot or PID namespace) cannot be proven gone and is only taken over with `foreignStaleAfterMs`.
+ * The file is created by hard-linking a fully written temp file, so it is never seen empty or half
+ * written; the folder needs a file system with hard links. Throws
  * INVALID_ARGUMENT for bad options, and the file system's error when the folder cannot be used.
  */
 export function tryAcquireLockFile(path: string, options: LockFileOptions = {}): LockFileAttempt {
@@ -112,7 +135,10 @@ export function tryAcquireLockFile(path: string, options: LockFileOptions = {}):
   const owner = newOwner(options.label);
   const attempt = lockAs(path, owner, settings.foreignStaleAfterMs, 0);
   if (!attempt.acquired) return attempt;
-  return { acquired: true, lock: holdLock(path, owner, settings.foreignStaleAfterMs) };
+  return {
+    acquired: true,
+    lock: holdLock(path, owner, attempt.created, settings.foreignStaleAfterMs),
+  };
 }
 
 /**
@@ -162,17 +188,62 @@ function checkOptions(path: string, options: LockFileOptions): { foreignStaleAft
 }
 
 function newOwner(label: string | undefined): LockFileOwner {
+  const here = thisProcess();
   return {
     pid: process.pid,
     host: hostname(),
-    processStart: procStat(process.pid)?.start,
+    ...(here.bootId === undefined ? {} : { bootId: here.bootId }),
+    ...(here.pidNamespace === undefined ? {} : { pidNamespace: here.pidNamespace }),
+    // /proc/self, not /proc/<pid>: under `unshare --pid` without its own /proc the two differ.
+    processStart: procStat("self")?.start,
     token: randomToken(),
     ...(label === undefined ? {} : { label }),
     acquiredAt: Date.now(),
   };
 }
 
-type Attempt = { acquired: true } | Extract<LockFileAttempt, { acquired: false }>;
+/** What identifies this process's view of pids: boot, PID namespace, and whether /proc matches it. */
+interface ProcessView {
+  bootId: string | undefined;
+  pidNamespace: string | undefined;
+  /** True when /proc/<pid> shows this namespace's pids (its /proc/self is our pid). */
+  procMatches: boolean;
+}
+
+let view: ProcessView | undefined;
+
+function thisProcess(): ProcessView {
+  if (view) return view;
+  let bootId: string | undefined;
+  let pidNamespace: string | undefined;
+  let procMatches = false;
+  try {
+    bootId = readFileSync("/proc/sys/kernel/random/boot_id", "utf8").trim() || undefined;
+  } catch {
+    // Not Linux: no boot id, so no pid can be judged across processes (see isStale).
+  }
+  try {
+    pidNamespace = readlinkSync("/proc/self/ns/pid");
+  } catch {
+    // Not Linux, or /proc is not mounted.
+  }
+  try {
+    procMatches = Number(readFileSync("/proc/self/stat", "utf8").split(" ")[0]) === process.pid;
+  } catch {
+    // No /proc.
+  }
+  view = { bootId, pidNamespace, procMatches };
+  return view;
+}
+
+/** What a lock file created by this process holds, to tell it apart from any later one. */
+interface Created {
+  text: string;
+  dev: number;
+  ino: number;
+}
+
+type Attempt = { acquired: true; created: Created } | Extract<LockFileAttempt, { acquired: false }>;
 
 function lockAs(
   path: string,
@@ -182,9 +253,10 @@ function lockAs(
 ): Attempt {
   sweepTempFiles(path);
   for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
-    if (createExclusive(path, owner)) {
+    const created = createExclusive(path, owner);
+    if (created) {
       held.add(owner.token);
-      return { acquired: true };
+      return { acquired: true, created };
     }
     const current = readLockFile(path);
     if (current === undefined) continue; // released in between: try again
@@ -202,9 +274,10 @@ function lockAs(
     try {
       const again = readLockFile(path);
       if (typeof again === "object" && again.token === current.token) unlinkQuietly(path);
-      if (createExclusive(path, owner)) {
+      const created = createExclusive(path, owner);
+      if (created) {
         held.add(owner.token);
-        return { acquired: true };
+        return { acquired: true, created };
       }
       // Another process created the lock between our unlink and create: judge that owner next.
     } finally {
@@ -218,9 +291,19 @@ function lockAs(
 function holdLock(
   path: string,
   owner: LockFileOwner,
+  created: Created,
   foreignStaleAfterMs: number | undefined,
 ): HeldLockFile {
-  const owns = () => readOwnerToken(path) === owner.token;
+  const owns = () => {
+    try {
+      const stat = statSync(path);
+      if (stat.ino !== created.ino || stat.dev !== created.dev) return false;
+      return readFileSync(path, "utf8") === created.text;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === "ENOENT") return false;
+      throw error;
+    }
+  };
   let timer: NodeJS.Timeout | undefined;
   if (foreignStaleAfterMs !== undefined) {
     // Keeps the lock fresh for other hosts, which judge it by its age alone.
@@ -271,22 +354,43 @@ function readOwnerToken(path: string): string | undefined {
   return typeof owner === "object" ? owner.token : undefined;
 }
 
-/** Whether the owner of a lock is provably gone. */
+/** Whether the owner of a lock may be replaced: provably gone, or unjudgeable and untouched long. */
 function isStale(
   path: string,
   owner: LockFileOwner,
   foreignStaleAfterMs: number | undefined,
 ): boolean {
-  if (owner.host !== hostname()) {
-    return foreignStaleAfterMs !== undefined && ageMs(path) >= foreignStaleAfterMs;
+  const verdict = judgeOwner(owner);
+  if (verdict === "dead") return true;
+  if (verdict === "alive") return false;
+  return foreignStaleAfterMs !== undefined && ageMs(path) >= foreignStaleAfterMs;
+}
+
+/**
+ * Whether the owner of a lock is provably gone ("dead"), surely or possibly running ("alive"), or
+ * cannot be judged by its pid at all (a string saying why: another host, boot or PID namespace).
+ */
+function judgeOwner(owner: LockFileOwner): "dead" | "alive" | string {
+  if (owner.host !== hostname()) return `it was written on another host (${owner.host})`;
+  const here = thisProcess();
+  if (owner.bootId === undefined || here.bootId === undefined) {
+    return "it records no boot id (written by an older version, or not on Linux)";
   }
-  if (owner.pid === process.pid) return !held.has(owner.token);
-  if (!processAlive(owner.pid)) return true;
-  const stat = procStat(owner.pid);
-  if (!stat) return false;
+  if (owner.bootId !== here.bootId) {
+    return `it was written in another boot (boot id ${owner.bootId}, here ${here.bootId}): by this machine before a reboot, or by another machine of the same name`;
+  }
+  if (owner.pidNamespace === undefined || owner.pidNamespace !== here.pidNamespace) {
+    return `it was written in another PID namespace (${owner.pidNamespace ?? "not recorded"}, here ${here.pidNamespace ?? "unknown"}), such as another container, where its pid ${owner.pid} means another process`;
+  }
+  if (owner.pid === process.pid) return held.has(owner.token) ? "alive" : "dead";
+  if (!processAlive(owner.pid)) return "dead";
+  // /proc of another namespace (unshare --pid without its own /proc) shows other processes.
+  if (!here.procMatches) return "alive";
+  const stat = procStat(String(owner.pid));
+  if (!stat) return "alive";
   // A zombie has exited (its parent has not reaped it yet); another start time is a reused pid.
-  if (stat.state === "Z") return true;
-  return owner.processStart !== undefined && stat.start !== owner.processStart;
+  if (stat.state === "Z") return "dead";
+  return owner.processStart !== undefined && stat.start !== owner.processStart ? "dead" : "alive";
 }
 
 function processAlive(pid: number): boolean {
@@ -300,7 +404,7 @@ function processAlive(pid: number): boolean {
 }
 
 /** State and start time (clock ticks since boot) from /proc/PID/stat; undefined off Linux. */
-function procStat(pid: number): { state: string; start: string | undefined } | undefined {
+function procStat(pid: string): { state: string; start: string | undefined } | undefined {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
     // The command name (field 2) may hold spaces and parentheses: count from the last ")".
@@ -321,23 +425,28 @@ function ageMs(path: string): number {
 }
 
 /**
- * Creates `path` holding `owner`, failing when it exists. The content is written to a temp file
- * first and hard-linked into place, so the lock is never seen empty or half written.
+ * Creates `path` holding `owner`, failing (undefined) when it exists. The content is written to a
+ * temp file first and hard-linked into place, so the lock is never seen empty or half written.
  */
-function createExclusive(path: string, owner: LockFileOwner): boolean {
+function createExclusive(path: string, owner: LockFileOwner): Created | undefined {
   const temp = `${path}.${owner.pid}.${owner.token}.tmp`;
+  const text = `${JSON.stringify(owner)}\n`;
   const fd = openSync(temp, "w", 0o644);
+  let created: Created;
   try {
-    writeSync(fd, `${JSON.stringify(owner)}\n`);
+    // writeFileSync loops over short writes (a full disk), unlike one writeSync; it throws on errors.
+    writeFileSync(fd, text);
     fsyncSync(fd);
+    const stat = fstatSync(fd);
+    created = { text, dev: stat.dev, ino: stat.ino };
   } finally {
     closeSync(fd);
   }
   try {
     linkSync(temp, path);
-    return true;
+    return created;
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === "EEXIST") return false;
+    if ((error as NodeJS.ErrnoException).code === "EEXIST") return undefined;
     throw error;
   } finally {
     unlinkQuietly(temp);
@@ -397,11 +506,12 @@ function lockedError(
       : "an unknown time";
     const label = owner.label ? ` for ${owner.label}` : "";
     let foreign = "";
-    if (owner.host !== hostname()) {
+    const verdict = judgeOwner(owner);
+    if (verdict !== "dead" && verdict !== "alive") {
       foreign =
         options.foreignStaleAfterMs === undefined
-          ? "; a lock written on another host is never taken over: delete it once that process is gone"
-          : `; a lock written on another host is taken over once untouched for ${options.foreignStaleAfterMs} ms`;
+          ? `; its owner cannot be judged by pid since ${verdict}, so it is never taken over: delete the lock file once you are sure that process is gone`
+          : `; its owner cannot be judged by pid since ${verdict}, so it is taken over only once untouched for ${options.foreignStaleAfterMs} ms`;
     }
     message =
       `${resource} is in use: lock file ${path} is held by pid ${owner.pid} on host ` +

@@ -1,12 +1,14 @@
 // The exclusive lock file against real processes: a live holder in another process refuses takers,
-// a SIGKILLed, reused-pid or zombie holder is taken over, and of several processes taking over one
-// stale lock exactly one wins.
+// a SIGKILLed, reused-pid or zombie holder is taken over, of several processes taking over one stale
+// lock exactly one wins, and a holder in another PID namespace (unshare --pid) is never taken over.
 import { type ChildProcess, spawn } from "node:child_process";
 import {
   existsSync,
   mkdtempSync,
   readdirSync,
   readFileSync,
+  readlinkSync,
+  renameSync,
   rmSync,
   statSync,
   utimesSync,
@@ -65,12 +67,14 @@ interface Holder {
   next(): Promise<Record<string, unknown>>;
 }
 
-function startHolder(path: string): Holder {
-  const child = spawn(
-    process.execPath,
-    ["--import", tsx, "--input-type=module", "-e", HOLDER, path],
-    { stdio: ["pipe", "pipe", "inherit"] },
-  );
+/**
+ * Starts a holder process; `wrapper` runs it under another program, e.g. `unshare --pid --fork` to
+ * put it in a PID namespace of its own (where it is pid 1).
+ */
+function startHolder(path: string, wrapper: string[] = []): Holder {
+  const command = [process.execPath, "--import", tsx, "--input-type=module", "-e", HOLDER, path];
+  const [program, ...args] = [...wrapper, ...command];
+  const child = spawn(program!, args, { stdio: ["pipe", "pipe", "inherit"] });
   children.add(child);
   const lines: Record<string, unknown>[] = [];
   const waiting: ((line: Record<string, unknown>) => void)[] = [];
@@ -96,8 +100,8 @@ function startHolder(path: string): Holder {
 }
 
 /** Starts holders, waits until all are ready, then tells them all to take the lock at once. */
-async function race(path: string, count: number) {
-  const holders = Array.from({ length: count }, () => startHolder(path));
+async function race(path: string, count: number, wrapper: string[] = []) {
+  const holders = Array.from({ length: count }, () => startHolder(path, wrapper));
   await Promise.all(holders.map((h) => h.next()));
   for (const holder of holders) holder.child.stdin!.write("go\n");
   const outcomes = await Promise.all(holders.map((h) => h.next()));
@@ -123,11 +127,21 @@ function thrown(run: () => unknown): LeafError {
   throw new Error("expected a LeafError, but nothing was thrown");
 }
 
-/** A lock record as another process (or host) would have written it. */
+const bootId = readFileSync("/proc/sys/kernel/random/boot_id", "utf8").trim();
+const pidNamespace = readlinkSync("/proc/self/ns/pid");
+
+/** A lock record as another process (by default of this host, boot and PID namespace) would write it. */
 function writeOwner(path: string, owner: Record<string, unknown>): void {
   writeFileSync(
     path,
-    JSON.stringify({ host: hostname(), token: "left-behind", acquiredAt: 0, ...owner }),
+    JSON.stringify({
+      host: hostname(),
+      bootId,
+      pidNamespace,
+      token: "left-behind",
+      acquiredAt: 0,
+      ...owner,
+    }),
   );
 }
 
@@ -139,6 +153,8 @@ describe("acquireLockFile within one process", () => {
     expect(lock.owner).toMatchObject({
       pid: process.pid,
       host: hostname(),
+      bootId,
+      pidNamespace,
       label: "node 10.0.0.1:8080",
     });
     expect(lock.owns()).toBe(true);
@@ -258,9 +274,51 @@ describe("acquireLockFile within one process", () => {
   });
 });
 
-describe("acquireLockFile and other hosts", () => {
+describe("acquireLockFile and owners it cannot judge by pid", () => {
   afterEach(() => {
     vi.useRealTimers();
+  });
+
+  it("never takes over a lock of a pid that looks dead when it was written in another PID namespace, boot or version", () => {
+    const gone = 2 ** 22 + 12_345;
+    const cases: [Record<string, unknown>, string][] = [
+      [{ pid: gone, pidNamespace: "pid:[4026599999]" }, "another PID namespace"],
+      // pid 1 of another container is this process's pid 1 here, without being this process.
+      [{ pid: process.pid, pidNamespace: "pid:[4026599999]" }, "another PID namespace"],
+      [{ pid: gone, bootId: "00000000-0000-0000-0000-000000000000" }, "another boot"],
+      [{ pid: gone, bootId: undefined, pidNamespace: undefined }, "records no boot id"],
+    ];
+    for (const [owner, why] of cases) {
+      const path = freshLock();
+      writeOwner(path, owner);
+      const longAgo = new Date(Date.now() - 3_600_000);
+      utimesSync(path, longAgo, longAgo);
+      const error = thrown(() => acquireLockFile(path));
+      expect(error.code).toBe(ErrorCodes.LOCKED);
+      expect(error.message).toContain(why);
+      expect(error.message).toContain("never taken over");
+      expect(readLockFile(path)).toMatchObject({ token: "left-behind" });
+      // Only an explicit staleness rule takes it, and only once the file went untouched that long.
+      const recent = new Date(Date.now() - 5_000);
+      utimesSync(path, recent, recent);
+      expect(() => acquireLockFile(path, { foreignStaleAfterMs: 30_000 })).toThrow(
+        expect.objectContaining({ code: ErrorCodes.LOCKED }),
+      );
+      utimesSync(path, longAgo, longAgo);
+      const lock = acquireLockFile(path, { foreignStaleAfterMs: 30_000 });
+      expect(lock.owns()).toBe(true);
+      lock.release();
+    }
+  });
+
+  it("no longer owns a lock whose file was replaced by a copy with the same content", () => {
+    const path = freshLock();
+    const lock = acquireLockFile(path);
+    // Written beside it while the original still exists, so that it gets another inode.
+    writeFileSync(`${path}.copy`, readFileSync(path, "utf8"));
+    renameSync(`${path}.copy`, path);
+    expect(lock.owns()).toBe(false);
+    lock.release();
   });
 
   it("never takes over a lock written on another host unless told how long one may go untouched", () => {
@@ -327,6 +385,29 @@ describe("acquireLockFile between processes", () => {
     await Promise.all(holders.map((h) => kill(h.child)));
     // No claim file of the takeover is left behind.
     expect(readdirSync(root).filter((name) => name.includes(".claim"))).toEqual([]);
+  });
+
+  it("refuses a holder of the same host in another PID namespace (unshare --pid), though both are pid 1", async () => {
+    const path = freshLock();
+    const wrapper = ["unshare", "--pid", "--fork", "--kill-child"];
+    const first = await race(path, 1, wrapper);
+    expect(first.outcomes[0]).toEqual({ acquired: true, pid: 1 });
+    const owner = readLockFile(path);
+    // Other namespaces: their own pid is 1 as well, which must not read as "my own stale lock".
+    const second = await race(path, 3, wrapper);
+    expect(second.outcomes).toEqual([
+      { acquired: false, pid: 1 },
+      { acquired: false, pid: 1 },
+      { acquired: false, pid: 1 },
+    ]);
+    expect(owner).toMatchObject({ pid: 1, host: hostname(), bootId });
+    expect((owner as { pidNamespace: string }).pidNamespace).not.toBe(pidNamespace);
+    // This namespace sees another process as pid 1: not proof of anything either.
+    const error = thrown(() => acquireLockFile(path));
+    expect(error.code).toBe(ErrorCodes.LOCKED);
+    expect(error.message).toContain("another PID namespace");
+    expect(readLockFile(path)).toEqual(owner);
+    await Promise.all([...first.holders, ...second.holders].map((h) => kill(h.child)));
   });
 
   it("takes over a lock whose process exited but was not reaped yet (a zombie)", async () => {

@@ -5,6 +5,7 @@ import {
   mkdirSync,
   mkdtempSync,
   readFileSync,
+  readlinkSync,
   rmSync,
   unlinkSync,
   writeFileSync,
@@ -218,6 +219,9 @@ describe("one holder per worker id", () => {
       JSON.stringify({
         pid: process.ppid,
         host: hostname(),
+        // Same boot and PID namespace as this process: only then does a pid prove anything.
+        bootId: readFileSync("/proc/sys/kernel/random/boot_id", "utf8").trim(),
+        pidNamespace: readlinkSync("/proc/self/ns/pid"),
         processStart,
         token: "from-a-process-long-gone",
         node: "10.0.0.9:8080",

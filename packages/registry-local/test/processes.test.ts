@@ -1,9 +1,12 @@
-// LocalRegistry across real processes: one holder per worker id among processes racing for it, a
-// SIGKILLed holder's id taken over with its last timestamp, and a cache file that survives kill -9
-// in the middle of being rewritten.
+// LocalRegistry across real processes: one holder per worker id among processes racing for it (also
+// across PID namespaces), a SIGKILLed holder's id taken over with its last timestamp, and a cache
+// file that survives kill -9 in the middle of being rewritten.
+import { spawn } from "node:child_process";
 import { mkdtempSync, readdirSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { createRequire } from "node:module";
+import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
+import { pathToFileURL } from "node:url";
 import { readLeaseCache } from "@leaf/core";
 import { ChildLines, spawnNode, stopAll } from "@leaf/testkit";
 import { afterAll, describe, expect, it } from "vitest";
@@ -29,6 +32,23 @@ interface Outcome {
 
 function hold(dir: string, workerId: number, ip = "10.0.0.1"): ChildLines {
   return new ChildLines(spawnNode(holdWorker, [dir, String(workerId), ip]));
+}
+
+const tsx = pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href;
+const namespaced = new Set<ChildLines>();
+afterAll(async () => {
+  await Promise.all([...namespaced].map((child) => child.kill()));
+});
+
+/** hold() in a PID namespace of its own (`unshare --pid --fork`), where the holder is pid 1. */
+function holdInOwnPidNamespace(dir: string, workerId: number, ip: string): ChildLines {
+  const command = [process.execPath, "--import", tsx, holdWorker, dir, String(workerId), ip];
+  const child = spawn("unshare", ["--pid", "--fork", "--kill-child", ...command], {
+    stdio: ["pipe", "pipe", "inherit"],
+  });
+  const lines = new ChildLines(child);
+  namespaced.add(lines);
+  return lines;
 }
 
 /** Waits until every child is ready, then tells them all to acquire at once. */
@@ -91,6 +111,29 @@ describe("worker id locks between processes", () => {
     // No claim file of the takeover is left behind.
     const left = readdirSync(join(dir, "fixture")).filter((name) => name.includes(".claim"));
     expect(left).toEqual([]);
+  });
+});
+
+describe("worker id locks between PID namespaces", () => {
+  it("refuses a process of the same host in another PID namespace (unshare --pid), though both are pid 1", async () => {
+    const dir = freshDir();
+    const first = holdInOwnPidNamespace(dir, 14, "10.0.3.1");
+    const [held] = await race([first]);
+    expect(held).toMatchObject({ ok: true, pid: 1, workerId: 14 });
+    // Its pid 1 is the second one's own pid: that must not read as "my own stale lock".
+    const second = holdInOwnPidNamespace(dir, 14, "10.0.3.2");
+    const [refused] = await race([second]);
+    expect(refused).toMatchObject({ ok: false, pid: 1, code: "WORKER_ID_IN_USE" });
+    expect(refused!.message).toContain(`pid 1 on host ${hostname()} for node 10.0.3.1:8080`);
+    expect(refused!.message).toContain("another PID namespace");
+    // The holder keeps its lease: its reports go on, none of them failing.
+    const reports = first.lines.filter((l) => l.includes('"reported"')).length;
+    await first.until(
+      (lines) => lines.filter((l) => l.includes('"reported"')).length >= reports + 5,
+      "further reports",
+    );
+    expect(first.lines.filter((l) => l.includes("reportFailed"))).toEqual([]);
+    await Promise.all([first.kill(), second.kill()]);
   });
 });
 

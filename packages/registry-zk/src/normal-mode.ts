@@ -4,11 +4,16 @@
 // second process off the same id and tells which peers are live, the peer clock check, and a cache
 // file that is used only after its timestamp check passes (Java Leaf #97).
 //
-// The id belongs to the ip:port, not to the session: when the session is lost the lease is not
-// fenced (as in Java Leaf, ids keep flowing), reports go to the cache file, and the next report
-// opens a new session, takes the marker again and checks the id is still this node's.
+// One live holder per ip:port: the marker is ephemeral, so it lasts exactly as long as the session
+// that took it, and a lease issues ids only while it holds the marker through a session the leader
+// vouches for (`fenceAt`, as recycle mode). When the session is lost the lease is not lost (the id
+// belongs to the ip:port), but it stops issuing, opens a new session at once and takes the marker
+// again: ids resume under the same id. Finding the marker held by another process ends the lease
+// (lost, code -4). A lease started from the cache file (ZooKeeper unreachable at start) issues
+// without the marker until it first reaches ZooKeeper, as Java Leaf does.
 import {
   type BackupWorker,
+  backoffDelay,
   type CachedLease,
   type CheckedAcquireRequest,
   checkClockNotBehind,
@@ -219,6 +224,9 @@ class NormalLease implements WorkerLease, TrackedLease {
   private readonly previousSessions: string[] = [];
   private session: ZkSession | undefined;
   private markerPath: string | undefined;
+  /** Whether the lease ever held the marker (a lease from the cache file has not yet). */
+  private attached = false;
+  private reattaching: Promise<void> | undefined;
   private released = false;
   private releasing: Promise<void> | undefined;
 
@@ -234,6 +242,18 @@ class NormalLease implements WorkerLease, TrackedLease {
     this.workerId = primary!.workerId;
     this.lastTimestamp = primary!.stored;
     this.backups = backups.map((s) => ({ workerId: s.workerId, lastTimestamp: s.stored }));
+  }
+
+  /**
+   * The `performance.now()` instant after which no id may be issued unless the marker's session is
+   * proven alive again (see ZkSession.fenceAt). 0 while the lease holds no marker after having held
+   * one (it is taking it again) and once lost; undefined for a lease from the cache file that has
+   * not reached ZooKeeper yet.
+   */
+  get fenceAt(): number | undefined {
+    if (this.lost.aborted || this.released) return 0;
+    if (this.session) return this.session.fenceAt;
+    return this.attached ? 0 : undefined;
   }
 
   report(timestampMs: number, backups?: readonly BackupWorker[]): Promise<void> {
@@ -276,16 +296,44 @@ class NormalLease implements WorkerLease, TrackedLease {
   attach(session: ZkSession, markerPath: string): void {
     this.session = session;
     this.markerPath = markerPath;
+    this.attached = true;
     session.lost.addEventListener(
       "abort",
       () => {
         if (this.session !== session) return;
         this.previousSessions.push(session.sessionId);
         this.session = undefined;
+        this.reattachSoon();
       },
       { once: true },
     );
     this.watchMarker(session, markerPath);
+  }
+
+  /**
+   * Takes the marker again through a new session, at once and then with a growing pause (0.1 s to
+   * 2 s) until it succeeds, the marker turns out to be another process's (lost), or the lease ends.
+   * Ids stop meanwhile (fenceAt is 0).
+   */
+  private reattachSoon(): void {
+    if (this.reattaching) return;
+    const closed = this.context.closed;
+    const detached = () => !this.session && !this.lost.aborted && !this.released && !closed.aborted;
+    this.reattaching = (async () => {
+      for (let attempt = 0; detached(); attempt++) {
+        try {
+          await this.serial.run(async () => {
+            if (detached()) await this.reattach();
+          });
+        } catch {
+          await delay(backoffDelay(attempt, { initialMs: 100, maxMs: 2_000 }), closed).catch(
+            () => {},
+          );
+        }
+      }
+    })().finally(() => {
+      this.reattaching = undefined;
+    });
   }
 
   /** Writes the cache file with the highest timestamps known. */

@@ -3,7 +3,8 @@
 // the persistent record `recycle/workers/N` that keeps the highest timestamp ever reported under N.
 // Taking an id is that one atomic step, never delete-then-create; an id is free exactly when its
 // lease node is gone, which ZooKeeper does when the holder's session ends. The holder fences
-// itself (lost, code -4) before the server could expire its session: see ZkSession.
+// itself (lost, code -4; `fenceAt` for the generator) before the leader could expire its session:
+// see ZkSession.
 import {
   type BackupWorker,
   type CheckedAcquireRequest,
@@ -283,6 +284,15 @@ class RecycledLease implements WorkerLease, TrackedLease {
     if (session.lost.aborted) onSessionLost();
     else session.lost.addEventListener("abort", onSessionLost, { once: true });
     for (const slot of slots) this.watch(slot);
+  }
+
+  /**
+   * The `performance.now()` instant after which no id may be issued under this lease unless the
+   * leader answers again (see ZkSession.fenceAt): the send time of the last request the leader
+   * answered plus `silenceLimitMs`. 0 once the lease is lost.
+   */
+  get fenceAt(): number {
+    return this.lost.aborted ? 0 : this.session.fenceAt;
   }
 
   report(timestampMs: number, backups?: readonly BackupWorker[]): Promise<void> {

@@ -1,9 +1,13 @@
 // One ZooKeeper session, with promises, time limits on every request, and a local judgement of
 // when the session may be gone. node-zookeeper-client has no read timeout: against a hung server
-// it never reports a disconnection. So the session sends its own heartbeats and, when the server
-// has been silent for `silenceLimitMs` (measured on the monotonic clock from the moment the last
-// answered request was sent), declares itself lost: before the server can expire it, since the
-// server's expiry counts the full session timeout from a later instant.
+// it never reports a disconnection. So the session sends its own heartbeats and, when no proof of
+// life came for `silenceLimitMs` (measured on the monotonic clock from the moment the last proven
+// request was sent), declares itself lost: before the leader can expire it.
+//
+// Only an answer that went through the leader proves the session alive: a write (a transaction the
+// leader ordered; the heartbeat is a one-op transaction that checks "/"). A read is answered by
+// whichever server the client talks to, and a follower cut off from the leader keeps answering
+// reads from its own copy while the leader expires the session. `fenceAt` publishes the deadline.
 import { performance } from "node:perf_hooks";
 import { ErrorCodes, LeafCodes, LeafError } from "@leaf/core";
 import zookeeper from "node-zookeeper-client";
@@ -61,11 +65,18 @@ export function zkCode(error: unknown): number | undefined {
   return undefined;
 }
 
-const CLIENT_SIDE_CODES = new Set<number>([
-  zookeeper.Exception.CONNECTION_LOSS,
-  zookeeper.Exception.SESSION_EXPIRED,
-  zookeeper.Exception.OPERATION_TIMEOUT,
+/**
+ * Errors of a write that the leader's request preparation produces (the transaction still goes
+ * through the leader): such an answer proves the leader saw the request as much as a success.
+ */
+const LEADER_CODES = new Set<number>([
+  zookeeper.Exception.NO_NODE,
+  zookeeper.Exception.NODE_EXISTS,
+  zookeeper.Exception.BAD_VERSION,
+  zookeeper.Exception.NOT_EMPTY,
 ]);
+/** Heartbeats in flight at most: while the leader does not answer, more would only queue. */
+const MAX_HEARTBEATS_IN_FLIGHT = 3;
 const AUTH_CODES = new Set<number>([
   zookeeper.Exception.NO_AUTH,
   zookeeper.Exception.AUTH_FAILED,
@@ -91,23 +102,27 @@ export class ZkSession {
   readonly sessionId: string;
   /** Session timeout the server granted, in ms. */
   readonly sessionTimeoutMs: number;
-  /** Silence after which the session counts as lost, in ms. */
+  /**
+   * Time after the send of the last request the leader answered (a write) at which the session
+   * counts as lost, in ms: `fenceAt` is that send time plus this.
+   */
   readonly silenceLimitMs: number;
   private readonly lostController = new AbortController();
   private readonly acls: zookeeper.ACL[];
   private readonly operationTimeoutMs: number;
   private readonly failPending = new Set<(error: LeafError) => void>();
-  private lastHeardSentAt: number;
+  /** performance.now() at which the last request the leader answered was sent. */
+  private lastProvenSentAt: number;
   private heartbeatTimer: NodeJS.Timeout | undefined;
   private silenceTimer: NodeJS.Timeout | undefined;
-  private heartbeatInFlight = false;
+  private heartbeatsInFlight = 0;
   private closed = false;
   private closing: Promise<void> | undefined;
 
   private constructor(
     private readonly client: zookeeper.Client,
     private readonly settings: SessionSettings,
-    heardAt: number,
+    connectSentAt: number,
   ) {
     this.lost = this.lostController.signal;
     this.sessionId = client.getSessionId().toString("hex");
@@ -118,12 +133,31 @@ export class ZkSession {
     );
     this.operationTimeoutMs = settings.operationTimeoutMs ?? this.sessionTimeoutMs;
     this.acls = toClientAcls(settings.acls);
-    this.lastHeardSentAt = heardAt;
+    // The leader created the session after this: its expiry clock started later.
+    this.lastProvenSentAt = connectSentAt;
     client.on("expired", () => this.lose("the server expired the session"));
     client.on("authenticationFailed", () =>
       this.lose("the server refused the credentials (authentication failed)"),
     );
-    const heartbeatMs = Math.max(20, Math.floor(this.silenceLimitMs / 4));
+  }
+
+  /**
+   * The `performance.now()` instant (ms) after which the leader may have expired this session:
+   * the send time of the last request the leader answered, plus `silenceLimitMs`. Moves forward
+   * with every such answer; 0 once the session is lost or closed.
+   */
+  get fenceAt(): number {
+    if (this.lost.aborted || this.closed) return 0;
+    return this.lastProvenSentAt + this.silenceLimitMs;
+  }
+
+  /**
+   * Heartbeats every twelfth of the silence limit, sent whether or not the previous one was
+   * answered, so the server this client talks to hears from it regularly (the leader learns of it
+   * through that server's pings); and the silence check.
+   */
+  private startTimers(): void {
+    const heartbeatMs = Math.max(20, Math.floor(this.silenceLimitMs / 12));
     this.heartbeatTimer = setInterval(() => this.heartbeat(), heartbeatMs);
     this.heartbeatTimer.unref();
     this.silenceTimer = setInterval(
@@ -134,12 +168,13 @@ export class ZkSession {
   }
 
   /**
-   * Connects, waits for the session (at most `connectTimeoutMs`) and for one answered request.
-   * Rejects with UNAVAILABLE when no server answers in time, or with the signal's reason.
+   * Connects, waits for the session (at most `connectTimeoutMs`) and for one request the leader
+   * answered. Rejects with UNAVAILABLE when no server answers in time, or with the signal's reason.
    */
   static async open(settings: SessionSettings, signal?: AbortSignal): Promise<ZkSession> {
     signal?.throwIfAborted();
     const where = `${settings.servers}${settings.chroot}`;
+    let connectSentAt = performance.now();
     const client = zookeeper.createClient(`${settings.servers}${settings.chroot}`, {
       sessionTimeout: settings.sessionTimeoutMs,
       spinDelay: 200,
@@ -194,21 +229,21 @@ export class ZkSession {
         client.once("connected", onConnected);
         client.once("authenticationFailed", onAuthFailed);
         signal?.addEventListener("abort", onAbort, { once: true });
+        connectSentAt = performance.now();
         client.connect();
       });
     } catch (error) {
       void forceClose(client);
       throw error;
     }
-    // The server's expiry clock for this session started after this instant.
-    const heardAt = performance.now();
-    const session = new ZkSession(client, settings, heardAt);
+    const session = new ZkSession(client, settings, connectSentAt);
     try {
-      await session.exists("/");
+      await session.prove();
     } catch (error) {
       void session.close();
       throw error;
     }
+    session.startTimers();
     return session;
   }
 
@@ -218,12 +253,16 @@ export class ZkSession {
     watcher?: (type: "deleted" | "changed" | "created") => void,
   ): Promise<{ data: Buffer; stat: NodeStat } | undefined> {
     try {
-      return await this.request<{ data: Buffer; stat: NodeStat }>(`read ${path}`, (done) => {
-        const callback = (error: unknown, data: Buffer, stat: zookeeper.Stat) =>
-          done(error, error ? undefined : { data: data ?? Buffer.alloc(0), stat: toStat(stat) });
-        if (watcher) this.client.getData(path, toWatcher(watcher), callback);
-        else this.client.getData(path, callback);
-      });
+      return await this.request<{ data: Buffer; stat: NodeStat }>(
+        `read ${path}`,
+        "read",
+        (done) => {
+          const callback = (error: unknown, data: Buffer, stat: zookeeper.Stat) =>
+            done(error, error ? undefined : { data: data ?? Buffer.alloc(0), stat: toStat(stat) });
+          if (watcher) this.client.getData(path, toWatcher(watcher), callback);
+          else this.client.getData(path, callback);
+        },
+      );
     } catch (error) {
       if (zkCode(error) === ZkCodes.NO_NODE) return undefined;
       throw error;
@@ -235,7 +274,7 @@ export class ZkSession {
     path: string,
     watcher?: (type: "deleted" | "changed" | "created") => void,
   ): Promise<NodeStat | undefined> {
-    return this.request(`check ${path}`, (done) => {
+    return this.request(`check ${path}`, "read", (done) => {
       const callback = (error: unknown, stat: zookeeper.Stat | null) =>
         done(error, stat ? toStat(stat) : undefined);
       if (watcher) this.client.exists(path, toWatcher(watcher), callback);
@@ -246,7 +285,7 @@ export class ZkSession {
   /** A node's children; undefined when the node does not exist. */
   async getChildren(path: string): Promise<{ children: string[]; stat: NodeStat } | undefined> {
     try {
-      return await this.request(`list ${path}`, (done) =>
+      return await this.request(`list ${path}`, "read", (done) =>
         this.client.getChildren(path, (error, children, stat) =>
           done(error, error ? undefined : { children, stat: toStat(stat) }),
         ),
@@ -268,7 +307,7 @@ export class ZkSession {
       "persistent-sequential": zookeeper.CreateMode.PERSISTENT_SEQUENTIAL,
       ephemeral: zookeeper.CreateMode.EPHEMERAL,
     }[mode];
-    return this.request(`create ${path}`, (done) =>
+    return this.request(`create ${path}`, "write", (done) =>
       this.client.create(path, data, this.acls, clientMode, (error, created) =>
         done(error, created),
       ),
@@ -277,7 +316,7 @@ export class ZkSession {
 
   /** Writes a node's data when its version is `version` (-1: any); returns the new metadata. */
   setData(path: string, data: Buffer, version: number): Promise<NodeStat> {
-    return this.request(`write ${path}`, (done) =>
+    return this.request(`write ${path}`, "write", (done) =>
       this.client.setData(path, data, version, (error, stat) =>
         done(error, error ? undefined : toStat(stat)),
       ),
@@ -286,14 +325,15 @@ export class ZkSession {
 
   /** Deletes a node when its version is `version` (-1: any). */
   remove(path: string, version: number): Promise<void> {
-    return this.request(`delete ${path}`, (done) =>
+    return this.request(`delete ${path}`, "write", (done) =>
       this.client.remove(path, version, (error) => done(error, undefined)),
     );
   }
 
   /** Runs `ops` atomically: all or none. Rejects with the first failing op's code. */
   multi(ops: readonly MultiOp[]): Promise<void> {
-    return this.request(`commit ${ops.map((o) => `${o.op} ${o.path}`).join(", ")}`, (done) => {
+    const what = `commit ${ops.map((o) => `${o.op} ${o.path}`).join(", ")}`;
+    return this.request(what, "write", (done) => {
       const transaction = this.client.transaction();
       for (const o of ops) {
         if (o.op === "create") {
@@ -364,8 +404,23 @@ export class ZkSession {
     void this.close();
   }
 
+  /**
+   * A transaction that only checks that "/" exists: the cheapest request the leader must order.
+   * Its answer moves `fenceAt`; resolves on any answer of the leader.
+   */
+  async prove(): Promise<void> {
+    try {
+      await this.multi([{ op: "check", path: "/", version: -1 }]);
+    } catch (error) {
+      // "/" is the chroot, which may not exist yet: the leader answered all the same.
+      const code = zkCode(error);
+      if (code === undefined || !LEADER_CODES.has(code)) throw error;
+    }
+  }
+
   private request<T>(
     what: string,
+    kind: "read" | "write",
     run: (done: (error: unknown, value: T | undefined) => void) => void,
   ) {
     return new Promise<T>((resolve, reject) => {
@@ -398,7 +453,7 @@ export class ZkSession {
       this.failPending.add(settle);
       try {
         run((error, value) => {
-          if (answeredByServer(error)) this.heard(sentAt);
+          if (kind === "write" && answeredByLeader(error)) this.proven(sentAt);
           settle(error, value);
         });
       } catch (error) {
@@ -440,26 +495,26 @@ export class ZkSession {
     });
   }
 
-  private heard(sentAt: number): void {
-    if (sentAt > this.lastHeardSentAt) this.lastHeardSentAt = sentAt;
+  private proven(sentAt: number): void {
+    if (sentAt > this.lastProvenSentAt) this.lastProvenSentAt = sentAt;
   }
 
   private heartbeat(): void {
-    if (this.heartbeatInFlight || this.closed) return;
-    this.heartbeatInFlight = true;
-    const sentAt = performance.now();
-    this.client.exists("/", (error) => {
-      this.heartbeatInFlight = false;
-      if (answeredByServer(error)) this.heard(sentAt);
-    });
+    if (this.heartbeatsInFlight >= MAX_HEARTBEATS_IN_FLIGHT || this.closed) return;
+    this.heartbeatsInFlight++;
+    this.prove()
+      .catch(() => {})
+      .finally(() => {
+        this.heartbeatsInFlight--;
+      });
   }
 
   private checkSilence(): void {
-    const silent = performance.now() - this.lastHeardSentAt;
-    if (silent > this.silenceLimitMs) {
+    const now = performance.now();
+    if (now >= this.fenceAt) {
       this.lose(
-        `no answer from ZooKeeper for ${Math.round(silent)} ms (limit ${this.silenceLimitMs} ms, ` +
-          `session timeout ${this.sessionTimeoutMs} ms): the server may expire the session`,
+        `the ZooKeeper leader answered nothing sent in the last ${Math.round(now - this.lastProvenSentAt)} ms ` +
+          `(limit ${this.silenceLimitMs} ms, session timeout ${this.sessionTimeoutMs} ms): it may expire the session`,
       );
     }
   }
@@ -482,9 +537,10 @@ export class ZkSession {
   }
 }
 
-function answeredByServer(error: unknown): boolean {
+/** Whether a write's answer came through the leader: a success, or an error it produced. */
+function answeredByLeader(error: unknown): boolean {
   if (!error) return true;
-  return error instanceof zookeeper.Exception && !CLIENT_SIDE_CODES.has(error.getCode());
+  return error instanceof zookeeper.Exception && LEADER_CODES.has(error.getCode());
 }
 
 function unavailable(message: string, what: string): LeafError {

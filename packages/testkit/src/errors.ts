@@ -7,7 +7,8 @@ export type TestkitErrorCode =
   | "TESTKIT_EXTERNAL_SERVER"
   | "TESTKIT_NOT_RUNNING"
   | "TESTKIT_BAD_ENV"
-  | "TESTKIT_DISPOSED";
+  | "TESTKIT_DISPOSED"
+  | "TESTKIT_BAD_OPTION";
 
 /**
  * Raised by the test kit. The message starts with `[leaf] [testkit]`, says what happened and what

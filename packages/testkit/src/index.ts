@@ -6,6 +6,11 @@ export { TestkitError, type TestkitErrorCode } from "./errors";
 export { isExternal } from "./handle";
 export { startMysql } from "./mysql";
 export {
+  type MysqlReplicaPair,
+  type MysqlReplicaPairOptions,
+  startMysqlReplicaPair,
+} from "./mysql-replication";
+export {
   type RunNodeOptions,
   type RunNodeResult,
   runNode,
@@ -14,6 +19,7 @@ export {
 } from "./node-process";
 export { freePort } from "./ports";
 export { startRedis } from "./redis";
+export { TcpProxy, type TcpProxyOptions } from "./tcp-proxy";
 export type {
   MysqlHandle,
   MysqlOptions,
@@ -26,3 +32,10 @@ export type {
   ZookeeperOptions,
 } from "./types";
 export { startZookeeper } from "./zookeeper";
+export {
+  startZookeeperEnsemble,
+  type ZookeeperEnsembleHandle,
+  type ZookeeperEnsembleOptions,
+  type ZookeeperMemberHandle,
+  type ZookeeperMemberMode,
+} from "./zookeeper-ensemble";

@@ -62,7 +62,7 @@ const DEPENDENCIES = [
 ];
 
 /** The classpath for Debian's zookeeper package, with a logger binding that writes to stderr. */
-function debianClasspath(): string {
+export function debianClasspath(): string {
   requireFiles("zookeeper", [DEBIAN_JAR]);
   const entries = [DEBIAN_JAR];
   for (const name of DEPENDENCIES) {
@@ -71,6 +71,42 @@ function debianClasspath(): string {
   }
   if (existsSync(DEBIAN_LOGGER)) entries.push(DEBIAN_LOGGER);
   return entries.join(":");
+}
+
+/**
+ * java and its arguments for a ZooKeeper server in folder `dir` reading `config` (small heap, fast
+ * start, logs to stderr).
+ */
+export function zookeeperCommand(
+  java: string,
+  classpath: string,
+  heapMb: number,
+  dir: string,
+  config: string,
+  extraArgs: readonly string[] = [],
+): { file: string; args: string[] } {
+  return {
+    file: java,
+    args: [
+      `-Xmx${heapMb}m`,
+      "-Xms16m",
+      "-XX:+UseSerialGC",
+      // Startup speed over peak speed; no hsperfdata files in /tmp.
+      "-XX:TieredStopAtLevel=1",
+      "-XX:-UsePerfData",
+      "-Djava.net.preferIPv4Stack=true",
+      `-Djava.io.tmpdir=${dir}`,
+      "-Dzookeeper.admin.enableServer=false",
+      "-Dorg.slf4j.simpleLogger.defaultLogLevel=info",
+      "-Dorg.slf4j.simpleLogger.showDateTime=true",
+      "-cp",
+      classpath,
+      ...extraArgs,
+      "org.apache.zookeeper.server.quorum.QuorumPeerMain",
+      // The config path holds the folder: that is how the watchdog finds the process.
+      config,
+    ],
+  };
 }
 
 /**
@@ -117,28 +153,7 @@ export async function startZookeeper(options: ZookeeperOptions = {}): Promise<Zo
           "",
         ].join("\n"),
       ),
-    command: () => ({
-      file: java,
-      args: [
-        `-Xmx${heapMb}m`,
-        "-Xms16m",
-        "-XX:+UseSerialGC",
-        // Startup speed over peak speed; no hsperfdata files in /tmp.
-        "-XX:TieredStopAtLevel=1",
-        "-XX:-UsePerfData",
-        "-Djava.net.preferIPv4Stack=true",
-        `-Djava.io.tmpdir=${dir}`,
-        "-Dzookeeper.admin.enableServer=false",
-        "-Dorg.slf4j.simpleLogger.defaultLogLevel=info",
-        "-Dorg.slf4j.simpleLogger.showDateTime=true",
-        "-cp",
-        classpath,
-        ...(options.args ?? []),
-        "org.apache.zookeeper.server.quorum.QuorumPeerMain",
-        // The config path holds the folder: that is how the watchdog finds the process.
-        config,
-      ],
-    }),
+    command: () => zookeeperCommand(java, classpath, heapMb, dir, config, options.args),
     probe: async (port) => {
       const conf = await zookeeperConf(LOOPBACK, port);
       return conf?.includes(`dataDir=${dataDir}`) ?? false;

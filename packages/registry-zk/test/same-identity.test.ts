@@ -1,0 +1,117 @@
+// Two real processes running as the same ip:port in normal mode (two containers with the same
+// bridge address): the second is refused while the first lives; and when the first is frozen
+// (SIGSTOP) past its session timeout, the second gets the id, and the first, resumed, must not
+// issue a single id under it again. Every id of both processes is counted.
+import { readFileSync } from "node:fs";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { ErrorCodes } from "@leaf/core";
+import { ChildLines, spawnNode, startZookeeper, type ZookeeperHandle } from "@leaf/testkit";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { uniqueName } from "./helpers";
+
+const HOLDER = fileURLToPath(new URL("./fixtures/normal-holder.ts", import.meta.url));
+/** The holders' session timeout (see the fixture). */
+const SESSION_TIMEOUT_MS = 2_000;
+
+let zk: ZookeeperHandle;
+let dir: string;
+
+beforeAll(async () => {
+  zk = await startZookeeper({ tickTime: 500, useEnv: false });
+  dir = await mkdtemp(join(tmpdir(), "leaf-zk-same-identity-"));
+});
+
+afterAll(async () => {
+  await zk?.dispose();
+  if (dir) await rm(dir, { recursive: true, force: true });
+});
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+interface Holder {
+  lines: ChildLines;
+  out: string;
+  kill(): void;
+}
+
+function startHolder(name: string, label: string): Holder {
+  const out = join(dir, `${label}.ids`);
+  const child = spawnNode(HOLDER, [zk.connectString, name, "10.7.0.1", "8080", out]);
+  return {
+    lines: new ChildLines(child),
+    out,
+    kill: () => {
+      if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+    },
+  };
+}
+
+/** The first JSON line of `holder` that has `key`. */
+async function answer(holder: Holder, key: string, timeoutMs = 30_000) {
+  await holder.lines.until(
+    () => holder.lines.json().some((j) => key in j),
+    `a line with "${key}"`,
+    timeoutMs,
+  );
+  return holder.lines.json().find((j) => key in j)!;
+}
+
+/** Stops `holder` issuing, and returns its ids and the wall-clock time of its last one. */
+async function collect(holder: Holder): Promise<{ ids: BigUint64Array; lastIdAt: number }> {
+  holder.lines.child.stdin!.write("stop\n");
+  const done = (await answer(holder, "count")) as { count: number; lastIdAt: number };
+  const bytes = readFileSync(holder.out);
+  const ids = new BigUint64Array(done.count);
+  for (let i = 0; i < done.count; i++) ids[i] = bytes.readBigUInt64BE(i * 8);
+  return { ids, lastIdAt: done.lastIdAt };
+}
+
+function duplicates(a: BigUint64Array, b: BigUint64Array): number {
+  const all = new BigUint64Array(a.length + b.length);
+  all.set(a);
+  all.set(b, a.length);
+  all.sort();
+  let repeated = 0;
+  for (let i = 1; i < all.length; i++) if (all[i] === all[i - 1]) repeated++;
+  return repeated;
+}
+
+describe("normal mode: one live holder per ip:port, across processes", () => {
+  it("refuses a second live process, and a frozen holder whose id was taken never issues again", async () => {
+    const name = uniqueName("twin");
+    const first = startHolder(name, "first");
+    const holders = [first];
+    try {
+      const { workerId } = (await answer(first, "workerId")) as { workerId: number };
+      // A second process as the same ip:port while the first lives: refused.
+      const refused = startHolder(name, "refused");
+      holders.push(refused);
+      expect(await answer(refused, "error")).toEqual({ error: ErrorCodes.WORKER_ID_IN_USE });
+
+      // Freeze the first past its session timeout while it issues: its marker goes.
+      await sleep(500);
+      first.lines.child.kill("SIGSTOP");
+      const second = startHolder(name, "second");
+      holders.push(second);
+      expect(await answer(second, "workerId")).toEqual({ workerId });
+      await sleep(SESSION_TIMEOUT_MS);
+      const resumedAt = Date.now();
+      first.lines.child.kill("SIGCONT");
+      // The resumed holder finds the marker held by another process: its lease is lost.
+      expect(await answer(first, "lost")).toEqual({ lost: ErrorCodes.LEASE_LOST });
+      await sleep(500);
+      const a = await collect(first);
+      const b = await collect(second);
+      expect(a.ids.length).toBeGreaterThan(0);
+      expect(b.ids.length).toBeGreaterThan(0);
+      expect(duplicates(a.ids, b.ids)).toBe(0);
+      // Not one id after it was resumed: the id had been taken over while it was frozen.
+      expect(a.lastIdAt).toBeLessThan(resumedAt);
+    } finally {
+      for (const holder of holders) holder.kill();
+    }
+  }, 120_000);
+});

@@ -14,4 +14,4 @@ if ! command -v apt-get >/dev/null 2>&1; then
 fi
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -q
-apt-get install -y -q mariadb-server redis-server zookeeper chromium faketime
+apt-get install -y -q mariadb-server redis-server zookeeper chromium faketime gcc libc6-dev

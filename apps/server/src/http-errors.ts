@@ -61,6 +61,12 @@ const STATUS: Record<ErrorCode, number> = {
   CORRUPT_DATA: 500,
 };
 
+/** fastify's parser says only "not valid JSON", also for the keys it refuses on purpose. */
+const INVALID_JSON_MESSAGE =
+  "[leaf] [server] bad request: the body is not valid JSON, or it has a key named __proto__ or " +
+  "constructor.prototype (refused: they could change the server's objects); send a JSON object, " +
+  'e.g. {"tag": "order", "step": 1000}';
+
 /** What an error answer holds, whatever its format. */
 export interface ErrorBody {
   status: number;
@@ -91,10 +97,14 @@ export function toErrorBody(error: unknown): ErrorBody {
   // Errors fastify raises for malformed requests carry a 4xx statusCode.
   const status = (error as { statusCode?: unknown })?.statusCode;
   if (typeof status === "number" && status >= 400 && status < 500) {
+    const fastifyCode = (error as { code?: unknown }).code;
     return {
       status,
       code: status === 404 ? HttpCodes.NOT_FOUND : HttpCodes.BAD_REQUEST,
-      message: `[leaf] [server] bad request: ${cut((error as Error).message, 300)}`,
+      message:
+        fastifyCode === "FST_ERR_CTP_INVALID_JSON_BODY"
+          ? INVALID_JSON_MESSAGE
+          : `[leaf] [server] bad request: ${cut((error as Error).message, 300)}`,
     };
   }
   return {
@@ -139,18 +149,54 @@ export function errorText(body: ErrorBody): string {
 
 /** A 400 naming the parameter, the value seen and what was expected. */
 export function badParameter(name: string, value: unknown, expected: string): LeafError {
-  const shown =
-    typeof value === "string"
-      ? JSON.stringify(value.length > 80 ? `${value.slice(0, 80)}...` : value)
-      : value === undefined
-        ? "(missing)"
-        : (JSON.stringify(value)?.slice(0, 80) ?? String(value));
+  // The name may come from the request (an unknown field of a body): shown cut, like the value.
+  const shownName = cut(name, MAX_NAME_SHOWN);
   return new LeafError({
     component: "server",
     code: ErrorCodes.INVALID_ARGUMENT,
-    message: `invalid ${name}: ${shown}; expected ${expected}`,
-    details: { name, expected },
+    message: `invalid ${shownName}: ${preview(value)}; expected ${expected}`,
+    details: { name: shownName, expected },
   });
+}
+
+const MAX_NAME_SHOWN = 64;
+const MAX_PREVIEW = 80;
+/** Levels of arrays and objects a preview opens; deeper ones are shown as [...] or {...}. */
+const PREVIEW_DEPTH = 3;
+/** Items or fields a preview shows of one array or object. */
+const PREVIEW_ITEMS = 4;
+
+/**
+ * A short text for a value taken from a request, at most about 80 characters. Its work is bounded
+ * whatever the value: a body nested thousands of levels deep, with huge keys or huge strings, is
+ * described without walking all of it (JSON.stringify of such a value throws a RangeError).
+ */
+function preview(value: unknown): string {
+  if (value === undefined) return "(missing)";
+  const text = previewPart(value, 0);
+  return text.length > MAX_PREVIEW ? `${text.slice(0, MAX_PREVIEW)}...` : text;
+}
+
+function previewPart(value: unknown, depth: number): string {
+  if (typeof value === "string") return JSON.stringify(cut(value, MAX_PREVIEW));
+  if (typeof value === "bigint") return value.toString();
+  if (typeof value !== "object" || value === null) return String(value);
+  if (Array.isArray(value)) {
+    if (depth >= PREVIEW_DEPTH) return value.length === 0 ? "[]" : "[...]";
+    const items = value.slice(0, PREVIEW_ITEMS).map((item) => previewPart(item, depth + 1));
+    if (value.length > PREVIEW_ITEMS) items.push("...");
+    return `[${items.join(",")}]`;
+  }
+  const keys = Object.keys(value);
+  if (depth >= PREVIEW_DEPTH) return keys.length === 0 ? "{}" : "{...}";
+  const fields = keys
+    .slice(0, PREVIEW_ITEMS)
+    .map(
+      (key) =>
+        `${JSON.stringify(cut(key, 20))}:${previewPart((value as Record<string, unknown>)[key], depth + 1)}`,
+    );
+  if (keys.length > PREVIEW_ITEMS) fields.push("...");
+  return `{${fields.join(",")}}`;
 }
 
 function cut(text: string, max: number): string {

@@ -26,7 +26,17 @@ export interface SequenceKeys {
    * the namespace and the second up to which allocations are refused after a restart.
    */
   marker(): string;
+  /**
+   * The settings marker without expiry: a hash holding the key prefix, sequence scope and layout
+   * of the namespace's clients. Its name does not carry the key prefix (it is
+   * `leaf-sequence:{namespace}:settings` whatever the prefix), so that clients with different
+   * prefixes find the same one.
+   */
+  settings(): string;
 }
+
+/** The fixed start of the settings marker's name, which does not depend on keyPrefix. */
+export const SETTINGS_KEY_PREFIX = "leaf-sequence:";
 
 /** Checks a namespace: 1 to 128 characters, letters, digits and `. _ : -`, starting with a letter or digit. */
 export function checkNamespace(namespace: unknown): string {
@@ -63,5 +73,6 @@ export function sequenceKeys(namespace: string, keyPrefix = "leaf:"): SequenceKe
     sequence: (second: number, shard?: number) => `${base}seq:${suffix(second, shard)}`,
     lock: (second: number, shard?: number) => `${base}lock:${suffix(second, shard)}`,
     marker: () => `${base}marker`,
+    settings: () => `${SETTINGS_KEY_PREFIX}{${ns}}:settings`,
   });
 }

@@ -22,6 +22,7 @@ export interface RedisSequenceWarning {
     | "fenced"
     | "random-fallback"
     | "clock-skew"
+    | "clock-behind"
     | "layout-expiry";
   message: string;
   details?: Record<string, unknown>;

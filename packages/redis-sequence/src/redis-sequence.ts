@@ -13,7 +13,13 @@ import {
 import { RedisLink, RedisTimeoutError, unavailable } from "./connection";
 import { checkPrefix, type ParsedSequenceId, SequenceIdFormat } from "./id-format";
 import { type SequenceKeys, sequenceKeys } from "./keys";
-import { allocateScript, parseRefusal, probeScript } from "./lua-scripts";
+import {
+  allocateScript,
+  parseRefusal,
+  parseSettingsRefusal,
+  probeScript,
+  type RecordedSettings,
+} from "./lua-scripts";
 import { type RedisSequenceOptions, type ResolvedOptions, resolveOptions } from "./options";
 
 const COMPONENT = "redis-sequence";
@@ -44,6 +50,11 @@ class Slot {
   refillsThisSecond = 0;
   /** The latest second whose sequence space Redis reported used up (or locked). */
   usedUpSecond = -1;
+  /**
+   * The lowest second Redis grants this counter after it refused one at or below the counter's
+   * high-water second (Redis TIME went back to seconds already served); -1 before any refusal.
+   */
+  floorSecond = -1;
   refill: Promise<void> | undefined;
 
   constructor(
@@ -68,6 +79,11 @@ export interface SlotState {
   refillInFlight: boolean;
   /** True when Redis reported the second's sequence space used up. */
   usedUp: boolean;
+  /**
+   * The lowest second Redis will grant this counter, after it refused a second at or below the
+   * highest second it ever granted (its clock went back); -1 when none was refused.
+   */
+  floorSecond: number;
 }
 
 /** A snapshot for a monitor page or a health check. */
@@ -120,8 +136,11 @@ export interface RedisSequenceState {
     ranges: number;
     /** Round trips that failed (Redis unreachable, too slow, or an unexpected answer). */
     failures: number;
-    /** Refusals by reason. */
-    refused: { skew: number; fenced: number; locked: number; exhausted: number };
+    /**
+     * Refusals by reason; `behind`: a second at or below the highest second Redis ever granted
+     * the counter, whose counter is gone (Redis TIME went back).
+     */
+    refused: { skew: number; fenced: number; locked: number; exhausted: number; behind: number };
     /** Times a call waited for the next second or for a fence. */
     waits: number;
   };
@@ -159,6 +178,8 @@ export class RedisSequence {
   private readonly slots: Slot[] = [];
   private readonly namespaceSlot: Slot | undefined;
   private readonly redisTime: boolean;
+  /** The settings every client of the namespace must share, as the settings marker holds them. */
+  private readonly settings: RecordedSettings;
 
   private offsetMs = 0;
   private observedOffsetMs: number | undefined;
@@ -181,7 +202,7 @@ export class RedisSequence {
     roundTrips: 0,
     ranges: 0,
     failures: 0,
-    refused: { skew: 0, fenced: 0, locked: 0, exhausted: 0 },
+    refused: { skew: 0, fenced: 0, locked: 0, exhausted: 0, behind: 0 },
     waits: 0,
   };
 
@@ -200,6 +221,11 @@ export class RedisSequence {
     this.maxSequence = this.layout.maxSequence;
     this.timestampShift = BigInt(this.layout.timestampShift);
     this.redisTime = this.o.timeSource === "redis";
+    this.settings = {
+      keyPrefix: this.o.keyPrefix,
+      sequenceScope: this.o.sequenceScope,
+      layout: layoutSetting(this.layout),
+    };
     if (this.o.sequenceScope === "namespace") {
       this.namespaceSlot = new Slot(undefined, this.o.minBatchSize);
     }
@@ -314,6 +340,7 @@ export class RedisSequence {
           batchSize: s.batch,
           refillInFlight: s.refill !== undefined,
           usedUp: s.usedUpSecond >= s.second,
+          floorSecond: s.floorSecond,
         }),
       );
     let status: RedisSequenceState["status"];
@@ -424,7 +451,7 @@ export class RedisSequence {
   /** Starts a background refill when one may help and none is in flight. */
   private kick(slot: Slot, second: number): void {
     if (slot.refill || this.closed || !this.started) return;
-    if (this.fence >= second || slot.usedUpSecond >= second) return;
+    if (this.fence >= second || slot.usedUpSecond >= second || slot.floorSecond > second) return;
     if (this.down && performance.now() < this.down.retryAt) return;
     this.refill(slot, second).catch(() => {
       // Recorded in this.down or the stats; the next caller that needs a range sees it.
@@ -467,6 +494,10 @@ export class RedisSequence {
       if (sequence >= 0) return this.compose(slot.second, shard, sequence);
       if (this.fence >= second) {
         await this.waitForSecond(this.fence + 1, deadline, () => this.fencedError(second));
+        continue;
+      }
+      if (slot.floorSecond > second) {
+        await this.waitForSecond(slot.floorSecond, deadline, () => this.behindError(second, slot));
         continue;
       }
       if (slot.usedUpSecond >= second) {
@@ -539,16 +570,17 @@ export class RedisSequence {
     const keys = [
       this.keys.sequence(second, slot.shard),
       this.keys.lock(second, slot.shard),
+      this.keys.settings(),
       this.keys.marker(),
     ];
     const args = [
-      this.o.maxClockSkewMs,
-      this.o.fenceMarginMs,
+      ...this.checkArgs(),
       second,
       this.maxSequence,
       slot.batch,
       this.o.keyTtlSeconds,
       this.o.lockMs,
+      slot.shard === undefined ? "high_second" : `high_second:${slot.shard}`,
     ];
     const sentAt = this.o.clock.now();
     const started = performance.now();
@@ -609,10 +641,13 @@ export class RedisSequence {
   }
 
   private onAllocationError(error: unknown, slot: Slot, second: number, sentAt: number): void {
-    const refusal =
-      error instanceof Error && !(error instanceof RedisTimeoutError)
-        ? parseRefusal(error.message)
-        : undefined;
+    const answered = error instanceof Error && !(error instanceof RedisTimeoutError);
+    const recorded = answered ? parseSettingsRefusal(error.message) : undefined;
+    if (recorded) {
+      this.reachable();
+      throw this.settingsError(recorded);
+    }
+    const refusal = answered ? parseRefusal(error.message) : undefined;
     if (!refusal) {
       const failure = unavailable(
         this.link.description,
@@ -640,7 +675,60 @@ export class RedisSequence {
         this.stats.refused[refusal.kind]++;
         slot.usedUpSecond = Math.max(slot.usedUpSecond, refusal.second);
         return;
+      case "behind":
+        this.stats.refused.behind++;
+        this.onBehind(slot, second, refusal.floor, refusal.highWater, refusal.redisMs);
+        return;
     }
+  }
+
+  /**
+   * Redis refused `second` because it is not above the highest second it ever granted the counter
+   * and the counter is gone: Redis TIME went back (past the counter's expiry) to seconds whose
+   * sequences were handed out already. Nothing below `floor` is asked for again.
+   */
+  private onBehind(
+    slot: Slot,
+    second: number,
+    floor: number,
+    highWater: number,
+    redisMs: number,
+  ): void {
+    if (floor <= slot.floorSecond) return;
+    slot.floorSecond = floor;
+    // A second up to maxClockSkewMs ahead of Redis TIME may be granted, so only a Redis TIME
+    // further behind the high-water second shows that Redis's clock went back (else this client's
+    // clock lags its peers', and the short wait for the floor is all there is to it).
+    if (redisMs >= highWater * 1000 - this.o.maxClockSkewMs) return;
+    this.o.onWarning({
+      type: "clock-behind",
+      message:
+        `[leaf] [${COMPONENT}] Redis at ${this.link.description} refused second ` +
+        `${new Date(second * 1000).toISOString()} of namespace ${this.o.namespace}: Redis TIME ` +
+        `(${new Date(redisMs).toISOString()}) is back at or below the highest second it already ` +
+        `granted (${new Date(highWater * 1000).toISOString()}) and that second's counter is gone, ` +
+        "so its sequences could repeat. Ids are refused until Redis TIME passes " +
+        `${new Date(floor * 1000).toISOString()}; check the clock of the Redis host (NTP)`,
+      details: {
+        namespace: this.o.namespace,
+        shard: slot.shard,
+        second,
+        highWaterSecond: highWater,
+        floorSecond: floor,
+        redisMs,
+      },
+    });
+  }
+
+  /** The arguments both scripts start with: fence sizes and the settings of the namespace. */
+  private checkArgs(): (string | number)[] {
+    return [
+      this.o.maxClockSkewMs,
+      this.o.fenceMarginMs,
+      this.settings.keyPrefix,
+      this.settings.sequenceScope,
+      this.settings.layout,
+    ];
   }
 
   // ---- time, fence, availability ----
@@ -740,11 +828,16 @@ export class RedisSequence {
       await this.link.connect(this.o.connectTimeoutMs);
       reply = await this.link.run(
         probeScript,
-        [this.keys.marker()],
-        [this.o.maxClockSkewMs, this.o.fenceMarginMs],
+        [this.keys.settings(), this.keys.marker()],
+        this.checkArgs(),
         this.o.connectTimeoutMs,
       );
     } catch (error) {
+      const recorded =
+        error instanceof Error && !(error instanceof RedisTimeoutError)
+          ? parseSettingsRefusal(error.message)
+          : undefined;
+      if (recorded) throw this.settingsError(recorded);
       const failure = unavailable(this.link.description, error, "starting", {
         namespace: this.o.namespace,
       });
@@ -828,6 +921,55 @@ export class RedisSequence {
     });
   }
 
+  private behindError(second: number, slot: Slot): LeafError {
+    const floor = slot.floorSecond;
+    return new LeafError({
+      component: COMPONENT,
+      code: ErrorCodes.CLOCK_BEHIND,
+      message:
+        `Redis at ${this.link.description} refuses second ${new Date(second * 1000).toISOString()} ` +
+        `of namespace ${this.o.namespace}: the second is not above the highest second already ` +
+        "granted and its counter is gone (Redis's clock went back, and the counter expired), so " +
+        `its sequences could repeat. Ids resume at ` +
+        `${new Date(floor * 1000).toISOString()}, further away than maxWaitMs ` +
+        `(${this.o.maxWaitMs} ms). Fix the clock of the Redis host (NTP); retry later`,
+      details: { second, floorSecond: floor, namespace: this.o.namespace, shard: slot.shard },
+    });
+  }
+
+  private settingsError(recorded: RecordedSettings): LeafError {
+    const names: Record<keyof RecordedSettings, string> = {
+      keyPrefix: "keyPrefix",
+      sequenceScope: "sequenceScope",
+      layout: "layout",
+    };
+    const show = (s: RecordedSettings) =>
+      `keyPrefix ${JSON.stringify(s.keyPrefix)}, sequenceScope ${JSON.stringify(s.sequenceScope)}, ` +
+      `layout ${JSON.stringify(s.layout)}`;
+    const differing = (Object.keys(names) as (keyof RecordedSettings)[]).filter(
+      (key) => recorded[key] !== this.settings[key],
+    );
+    return new LeafError({
+      component: COMPONENT,
+      code: ErrorCodes.INVALID_CONFIG,
+      message:
+        `namespace ${this.o.namespace} in Redis at ${this.link.description} is used with other ` +
+        `settings: its settings marker ${this.keys.settings()} records ${show(recorded)}; this ` +
+        `client has ${show(this.settings)}. Clients of one namespace with a different ` +
+        `${differing.join(", ") || "setting"} hand out the same ids, so this one refuses to ` +
+        "serve. Use the recorded settings, or another namespace. To change a namespace's " +
+        "keyPrefix or sequenceScope, stop every client of it, wait keyTtlSeconds, then delete " +
+        "the settings marker; a layout change needs a new namespace (ids of two layouts collide)",
+      details: {
+        key: differing[0] ?? "settings",
+        namespace: this.o.namespace,
+        settingsKey: this.keys.settings(),
+        recorded: show(recorded),
+        configured: show(this.settings),
+      },
+    });
+  }
+
   private exhaustedError(second: number): LeafError {
     return new LeafError({
       component: COMPONENT,
@@ -868,6 +1010,14 @@ export class RedisSequence {
       details: { second, epoch: this.layout.epoch, lastInstantMs: this.layout.lastInstantMs },
     });
   }
+}
+
+/** How the settings marker records a layout: what decides the meaning of an id's bits. */
+function layoutSetting(layout: Layout): string {
+  return (
+    `${layout.timestampBits}+${layout.workerBits}+${layout.sequenceBits} bits, unit ` +
+    `${layout.unitMillis} ms, epoch ${new Date(layout.epoch).toISOString()}`
+  );
 }
 
 /**

@@ -10,6 +10,7 @@ import Fastify, {
 import { AccessTokens, AdminToken } from "./access-tokens";
 import { errorText, HttpCodes, toErrorBody } from "./http-errors";
 import { type AppContext, IdSources } from "./id-sources";
+import { registerObservability } from "./observability";
 import { registerAdminRoutes } from "./routes-admin";
 import { type RouteConfig, registerIdRoutes, wantsJson } from "./routes-ids";
 import { registerOpsRoutes } from "./routes-ops";
@@ -99,6 +100,7 @@ export function buildApp(ctx: AppContext, options: BuildAppOptions = {}): Fastif
     });
   });
 
+  registerObservability(app, ctx);
   registerIdRoutes(app, ctx, sources, tokens, () => sequenceFormat);
   registerAdminRoutes(app, sources, admin);
   registerOpsRoutes(app, ctx, sources);

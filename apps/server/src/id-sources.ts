@@ -4,7 +4,7 @@ import { ErrorCodes, isLeafError, LeafCodes, LeafError } from "@leaf/core";
 import type { ServerConfig } from "./config";
 import { HttpCodes, HttpError } from "./http-errors";
 import type { LeafServices, RedisSequenceMode, SegmentMode, SnowflakeMode } from "./leaf-services";
-import type { ServerMetrics, Tally } from "./metrics";
+import type { ServerMetrics, SnowflakeTally, Tally } from "./metrics";
 
 /** What the routes share: the configuration, the metrics and the running services. */
 export interface AppContext {
@@ -37,11 +37,11 @@ const MODE_TEXT: Record<Mode, { name: string; key: string }> = {
 /** Serves ids from the running modes, with the errors a caller can act on. */
 export class IdSources {
   private readonly segmentTallies = new Map<string, Tally>();
-  private readonly snowflakeTally: Tally;
+  private readonly snowflakeTally: SnowflakeTally;
   private readonly redisTally: Tally | undefined;
 
   constructor(private readonly ctx: AppContext) {
-    this.snowflakeTally = ctx.metrics.tally("snowflake", "");
+    this.snowflakeTally = ctx.metrics.snowflakeTally(ctx.config.snowflake?.layout);
     this.redisTally = ctx.config.redisSequence
       ? ctx.metrics.tally("redisSequence", ctx.config.redisSequence.namespace)
       : undefined;
@@ -104,8 +104,10 @@ export class IdSources {
 
   /** One snowflake id. */
   snowflakeId(): bigint {
-    const id = this.snowflake().worker.nextId();
-    this.snowflakeTally.n++;
+    const { worker } = this.snowflake();
+    this.snowflakeTally.before();
+    const id = worker.nextId();
+    this.snowflakeTally.issued(id);
     return id;
   }
 
@@ -114,8 +116,10 @@ export class IdSources {
    * turn of the event loop between them, so that lease renewals and fencing run during a batch.
    */
   async snowflakeIds(count: number): Promise<bigint[]> {
-    const ids = await this.snowflake().worker.generator.nextIdsAsync(count);
-    this.snowflakeTally.n += count;
+    const { worker } = this.snowflake();
+    this.snowflakeTally.before();
+    const ids = await worker.generator.nextIdsAsync(count);
+    this.snowflakeTally.issuedAll(ids);
     return ids;
   }
 

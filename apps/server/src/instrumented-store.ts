@@ -5,9 +5,22 @@ import { isLeafError } from "@leaf/core";
 import type { NewTag, SegmentRange, SegmentStore, TagRecord } from "@leaf/segment";
 import type { ServerMetrics } from "./metrics";
 
+/** The store's connection as its last operations saw it. */
+export interface StoreHealth {
+  /** "up" after a success, "down" after a failure of the store itself, "unknown" before either. */
+  state: "up" | "down" | "unknown";
+  /** ms since 1970 of the last success and the last failure; null when none. */
+  lastOkAt: number | null;
+  lastFailureAt: number | null;
+  lastFailure: string | null;
+}
+
 /** Wraps `store`; every call goes through unchanged, with its time and outcome recorded. */
 export class InstrumentedStore implements SegmentStore {
   readonly kind: string;
+  private lastOkAt: number | null = null;
+  private lastFailureAt: number | null = null;
+  private lastFailure: string | null = null;
 
   constructor(
     private readonly store: SegmentStore,
@@ -20,13 +33,16 @@ export class InstrumentedStore implements SegmentStore {
     const started = performance.now();
     try {
       const range = await this.store.takeRange(tag, step);
+      this.lastOkAt = Date.now();
       this.metrics.segmentLoads.inc({ tag, result: "ok" });
       this.metrics.segmentLoadSeconds.observe({ tag }, (performance.now() - started) / 1000);
       return range;
     } catch (error) {
       this.metrics.segmentLoads.inc({ tag, result: "error" });
-      if (isStoreFailure(error))
+      if (isStoreFailure(error)) {
+        this.failed(error);
         this.metrics.storeErrors.inc({ store: this.kind, operation: "takeRange" });
+      }
       throw error;
     }
   }
@@ -55,13 +71,39 @@ export class InstrumentedStore implements SegmentStore {
     return this.store.close();
   }
 
+  /** The connection as the last operations saw it (the monitor's and metrics' "database state"). */
+  health(): StoreHealth {
+    const state =
+      this.lastFailureAt === null && this.lastOkAt === null
+        ? "unknown"
+        : (this.lastFailureAt ?? 0) > (this.lastOkAt ?? 0)
+          ? "down"
+          : "up";
+    return {
+      state,
+      lastOkAt: this.lastOkAt,
+      lastFailureAt: this.lastFailureAt,
+      lastFailure: this.lastFailure,
+    };
+  }
+
   private async count<T>(operation: string, call: Promise<T>): Promise<T> {
     try {
-      return await call;
+      const result = await call;
+      this.lastOkAt = Date.now();
+      return result;
     } catch (error) {
-      if (isStoreFailure(error)) this.metrics.storeErrors.inc({ store: this.kind, operation });
+      if (isStoreFailure(error)) {
+        this.failed(error);
+        this.metrics.storeErrors.inc({ store: this.kind, operation });
+      }
       throw error;
     }
+  }
+
+  private failed(error: unknown): void {
+    this.lastFailureAt = Date.now();
+    this.lastFailure = error instanceof Error ? error.message : String(error);
   }
 }
 

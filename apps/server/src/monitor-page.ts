@@ -1,6 +1,7 @@
-// The monitor page: Java Leaf's /cache and /db pages remade as one live page. Self-contained (no
-// external files), it polls /api/v1/monitor every second and the store's rows every five, and
-// builds the DOM with textContent only, so a tag name can never inject markup.
+// The monitor page: Java Leaf's /cache and /db pages remade as one live page, with motion (rates and
+// sparklines, recent errors) and capacity. Self-contained (no external files), it polls
+// /api/v1/monitor every second and the store's rows every five, and builds the DOM with textContent
+// only, so a tag name can never inject markup. Every time is shown in one format, in UTC.
 
 /** The page's HTML. The script avoids template literals so that it can live in this string. */
 export const MONITOR_PAGE = `<!doctype html>
@@ -44,7 +45,7 @@ export const MONITOR_PAGE = `<!doctype html>
   .numbers { grid-column: 2; font-size: 12px; color: var(--muted); font-variant-numeric: tabular-nums; }
   .foot { margin-top: 8px; font-size: 12px; color: var(--muted); border-top: 1px solid var(--line); padding-top: 8px; }
   .error { color: var(--red); font-size: 12px; margin-top: 6px; word-break: break-word; }
-  .tiles { display: grid; grid-template-columns: repeat(auto-fill, minmax(190px, 1fr)); gap: 12px; }
+  .tiles { display: grid; grid-template-columns: repeat(auto-fill, minmax(200px, 1fr)); gap: 12px; }
   .tile { background: var(--card); border: 1px solid var(--line); border-radius: 10px; padding: 12px 14px; }
   .tile .k { font-size: 12px; color: var(--muted); }
   .tile .v { font-size: 20px; font-weight: 600; margin-top: 2px; font-variant-numeric: tabular-nums; word-break: break-all; }
@@ -56,6 +57,20 @@ export const MONITOR_PAGE = `<!doctype html>
   .events { margin-top: 12px; font-size: 12px; color: var(--muted); }
   .events div { padding: 2px 0; }
   .empty { color: var(--muted); font-style: italic; }
+  .spark { display: block; margin-top: 6px; }
+  .spark polyline { fill: none; stroke-width: 1.5; }
+  .spark .ids { stroke: var(--bar); stroke-width: 2; }
+  .spark .req { stroke: var(--amber); }
+  .spark .err { stroke: var(--red); }
+  .legend { font-size: 11px; color: var(--muted); }
+  .legend b { display: inline-block; width: 10px; height: 3px; vertical-align: middle; margin: 0 4px 0 8px; }
+  .rate { font-size: 12px; color: var(--ink); margin: 6px 0 0; font-variant-numeric: tabular-nums; }
+  .rate .spark { margin-top: 4px; }
+  .warnings { margin: 0 0 12px; padding: 0; list-style: none; }
+  .warnings li { background: var(--amber-bg); color: #744210; border: 1px solid #f6e05e; border-radius: 8px; padding: 8px 12px; margin-bottom: 6px; font-size: 13px; }
+  .tile .v .chip { font-size: 13px; }
+  .tile .v.long { font-size: 12px; padding-top: 6px; word-break: normal; white-space: nowrap; }
+  td .spark { margin: 0; }
   #banner { display: none; background: var(--red-bg); color: var(--red); padding: 8px 24px; font-weight: 600; }
 </style>
 </head>
@@ -65,10 +80,25 @@ export const MONITOR_PAGE = `<!doctype html>
   <span class="meta" id="server-name"></span>
   <span id="server-state" class="chip off">connecting</span>
   <span class="spacer"></span>
+  <span class="meta" id="config" data-testid="config"></span>
   <span class="meta" id="updated"></span>
 </header>
 <div id="banner" role="alert"></div>
 <main>
+  <section id="activity" data-testid="activity">
+    <h2>Activity <span class="sub" id="activity-sub"></span></h2>
+    <div class="tiles" id="activity-modes"></div>
+  </section>
+  <section id="errors" data-testid="errors">
+    <h2>Errors <span class="sub" id="errors-sub"></span></h2>
+    <div id="errors-table"></div>
+  </section>
+  <section id="capacity" data-testid="capacity">
+    <h2>Capacity <span class="sub" id="capacity-sub"></span></h2>
+    <ul class="warnings" id="capacity-warnings"></ul>
+    <div class="tiles" id="capacity-tiles"></div>
+    <div id="capacity-tags" class="events"></div>
+  </section>
   <section id="segment" data-testid="segment">
     <h2>Segment mode <span class="sub" id="segment-sub"></span></h2>
     <div class="grid" id="segment-tags"></div>
@@ -117,11 +147,49 @@ export const MONITOR_PAGE = `<!doctype html>
     return (neg ? "-" : "") + str + out;
   }
   function big(s) { try { return BigInt(s); } catch (e) { return 0n; } }
+  // The page's one time format: yyyy-MM-dd HH:mm:ss.SSS in UTC (the header says so).
   function clock(ms) {
     if (!ms) return "never";
-    var d = new Date(ms);
-    function p(n, w) { n = String(n); while (n.length < (w || 2)) n = "0" + n; return n; }
-    return p(d.getHours()) + ":" + p(d.getMinutes()) + ":" + p(d.getSeconds()) + "." + p(d.getMilliseconds(), 3);
+    var iso = new Date(ms).toISOString();
+    return iso.slice(0, 10) + " " + iso.slice(11, 23);
+  }
+  function rate(n) {
+    if (n >= 100) return num(String(Math.round(n)));
+    if (n >= 10) return n.toFixed(1);
+    return n === 0 ? "0" : n.toFixed(2);
+  }
+  function span(seconds) {
+    if (seconds === null || seconds === undefined) return "idle";
+    var y = seconds / (365.25 * 86400);
+    if (y >= 1) return (y >= 1000 ? num(String(Math.round(y))) : y.toFixed(1)) + " years";
+    if (seconds >= 86400) return Math.floor(seconds / 86400) + " days";
+    return duration(seconds * 1000);
+  }
+  var SVG = "http://www.w3.org/2000/svg";
+  // A sparkline of one or more series (same scale), as an inline SVG.
+  function spark(series, width, height, testid) {
+    var svg = document.createElementNS(SVG, "svg");
+    svg.setAttribute("class", "spark");
+    svg.setAttribute("width", String(width));
+    svg.setAttribute("height", String(height));
+    svg.setAttribute("viewBox", "0 0 " + width + " " + height);
+    if (testid) svg.setAttribute("data-testid", testid);
+    var max = 1;
+    series.forEach(function (s) { s.values.forEach(function (v) { if (v > max) max = v; }); });
+    series.forEach(function (s) {
+      var n = s.values.length, pts = [];
+      for (var i = 0; i < n; i++) {
+        var x = n === 1 ? 0 : (i * width) / (n - 1);
+        var y = height - 1 - (s.values[i] / max) * (height - 2);
+        pts.push(x.toFixed(1) + "," + y.toFixed(1));
+      }
+      var line = document.createElementNS(SVG, "polyline");
+      line.setAttribute("class", s.cls);
+      line.setAttribute("points", pts.join(" "));
+      line.setAttribute("data-max", String(Math.max.apply(null, s.values.concat([0]))));
+      svg.appendChild(line);
+    });
+    return svg;
   }
   function ago(ms, now) {
     if (!ms) return "never";
@@ -142,7 +210,8 @@ export const MONITOR_PAGE = `<!doctype html>
     return el("span", attrs);
   }
   function tile(key, value, sub, testid) {
-    var v = el("div", { cls: "v", text: value });
+    // Long values (times, big numbers) in a smaller font, so that a tile never wraps them.
+    var v = el("div", { cls: value.length > 14 ? "v long" : "v", text: value });
     if (testid) v.setAttribute("data-testid", testid);
     return el("div", { cls: "tile" }, [el("div", { cls: "k", text: key }), v, sub ? el("div", { cls: "s", text: sub }) : null]);
   }
@@ -180,13 +249,103 @@ export const MONITOR_PAGE = `<!doctype html>
     return el("div", { cls: "range", "data-testid": "range-" + index }, [name, bar, numbers]);
   }
 
+  // Activity and capacity rows of the last answer, by tag, for the tag cards.
+  var tagActivity = {}, tagCapacity = {};
+
+  function modeName(mode) {
+    return mode === "segment" ? "Segment" : mode === "snowflake" ? "Snowflake" : mode === "redisSequence" ? "Redis sequence" : mode;
+  }
+
+  function legend() {
+    return el("div", { cls: "legend" }, [el("b", { style: "background: var(--bar)" }), el("span", { text: "ids/s" }),
+      el("b", { style: "background: var(--amber)" }), el("span", { text: "requests/s" })]);
+  }
+
+  function renderActivity(act, data) {
+    document.getElementById("activity-sub").textContent =
+      "ids and requests per second, now (last " + act.rateSeconds + " s) and over the last " + (act.sparklineSeconds / 60) + " minutes";
+    tagActivity = {};
+    act.tags.forEach(function (t) { tagActivity[t.mode + "\\u0000" + t.tag] = t; });
+    var enabled = [];
+    if (data.segment.enabled) enabled.push("segment");
+    if (data.snowflake.enabled) enabled.push("snowflake");
+    if (data.redisSequence.enabled) enabled.push("redisSequence");
+    var byMode = {};
+    act.modes.forEach(function (m) { byMode[m.mode] = m; });
+    if (enabled.length === 0) { replace("activity-modes", [el("p", { cls: "empty", text: "No mode is enabled." })]); return; }
+    replace("activity-modes", enabled.map(function (mode) {
+      var m = byMode[mode] || { idsPerSecond: 0, requestsPerSecond: 0, ids: [], requests: [] };
+      var v = el("div", { cls: "v", "data-testid": "ids-rate", text: rate(m.idsPerSecond) + " ids/s" });
+      return el("div", { cls: "tile", "data-testid": "mode-activity", "data-mode": mode }, [
+        el("div", { cls: "k", text: modeName(mode) }), v,
+        el("div", { cls: "s", "data-testid": "requests-rate", text: rate(m.requestsPerSecond) + " requests/s" }),
+        spark([{ values: m.requests, cls: "req" }, { values: m.ids, cls: "ids" }], 180, 34, "mode-spark"),
+        legend()]);
+    }));
+  }
+
+  function renderErrors(act) {
+    var minutes = act.errorWindowSeconds / 60;
+    document.getElementById("errors-sub").textContent = "answers with an error code in the last " + minutes + " minutes";
+    if (act.errors.length === 0) { replace("errors-table", [el("p", { cls: "empty", "data-testid": "no-errors", text: "No errors in the last " + minutes + " minutes." })]); return; }
+    var head = el("tr", {}, ["code", "mode", "count", "last", "last " + (act.sparklineSeconds / 60) + " min"].map(function (h) { return el("th", { text: h }); }));
+    var body = act.errors.map(function (e) {
+      return el("tr", { "data-testid": "error-row", "data-code": e.code }, [
+        el("td", {}, [chip(e.code, e.code.indexOf("HTTP 5") === 0 || /UNAVAILABLE|EXHAUSTED|CLOCK|LEASE|CORRUPT|INTERNAL/.test(e.code) ? "bad" : "warn")]),
+        el("td", { text: e.mode ? modeName(e.mode) : "other endpoints" }),
+        el("td", { "data-testid": "error-count", text: num(String(e.count)) }),
+        el("td", { text: clock(e.lastAt) }),
+        el("td", {}, [spark([{ values: e.history, cls: "err" }], 160, 22)])]);
+    });
+    replace("errors-table", [el("table", {}, [el("thead", {}, [head]), el("tbody", {}, body)])]);
+  }
+
+  function renderCapacity(cap, now) {
+    document.getElementById("capacity-sub").textContent =
+      "warned when fewer than " + cap.thresholds.years + " years are left, or fewer than " + Math.round(cap.thresholds.workerFraction * 100) + "% of the worker ids";
+    replace("capacity-warnings", cap.warnings.map(function (w) {
+      return el("li", { "data-testid": "capacity-warning", "data-subject": w.subject, text: w.message.replace(/^\\[leaf\\] \\[server\\] capacity: /, "") });
+    }));
+    var tiles = [];
+    if (cap.layout) {
+      tiles.push(tile("Snowflake layout runs out", clock(cap.layout.lastInstantMs).slice(0, 10),
+        clock(cap.layout.lastInstantMs) + " · in " + span(cap.layout.secondsLeft) + " · layout " + cap.layout.name, "layout-end"));
+    }
+    if (cap.workerIds) {
+      var w = cap.workerIds;
+      tiles.push(tile("Worker ids left", w.left === null ? (w.reused ? "recycled" : "set by hand") : num(String(w.left)) + " of " + num(String(w.space)),
+        w.left === null ? (w.reused ? w.registry + " " + w.mode + " mode: ids come back when nodes stop; " + num(String(w.space)) + " in the space"
+          : "local registry: ids are configured per node; " + num(String(w.space)) + " in the space")
+          : w.registry + " " + w.mode + " mode never gives an id back; this node holds " + w.highestHeld, "worker-ids-left"));
+    }
+    replace("capacity-tiles", tiles);
+    tagCapacity = {};
+    cap.tags.forEach(function (t) { tagCapacity[t.tag] = t; });
+    if (cap.tags.length === 0) { replace("capacity-tags", []); return; }
+    var head = el("tr", {}, ["tag", "max_id", "headroom below 2^63 - 1", "at this node's rate it lasts"].map(function (h) { return el("th", { text: h }); }));
+    var rows = cap.tags.map(function (t) {
+      return el("tr", { "data-testid": "headroom-row", "data-tag": t.tag }, [el("td", { text: t.tag }), el("td", { text: num(t.maxId) }),
+        el("td", { text: num(t.headroom) }), el("td", { "data-testid": "headroom-time", text: t.headroomYears === null ? "idle" : span(t.headroomYears * 365.25 * 86400) })]);
+    });
+    replace("capacity-tags", [el("table", {}, [el("thead", {}, [head]), el("tbody", {}, rows)])]);
+  }
+
   function renderSegment(seg, now) {
     if (!seg.enabled) { document.getElementById("segment-sub").textContent = ""; disabled("segment-tags", "Segment mode is disabled on this server."); return; }
     if (!seg.running) { document.getElementById("segment-sub").textContent = seg.store + " store"; disabled("segment-tags", "Starting..."); return; }
-    document.getElementById("segment-sub").textContent =
+    var health = seg.storeHealth;
+    var sub = document.getElementById("segment-sub");
+    sub.textContent = "";
+    if (health) {
+      sub.appendChild(chip(health.state === "down" ? "database down" : health.state === "up" ? "database up" : "database not used yet",
+        health.state === "down" ? "bad" : health.state === "up" ? "ok" : "off", "store-health"));
+      sub.appendChild(document.createTextNode(" "));
+    }
+    sub.appendChild(document.createTextNode(
       seg.store + " store · " + seg.tags.length + " tag" + (seg.tags.length === 1 ? "" : "s") +
       " · tag list read " + ago(seg.status.lastRefreshAt, now) +
-      (seg.status.lastRefreshError ? " · last refresh failed: " + seg.status.lastRefreshError : "");
+      (seg.status.lastRefreshError ? " · last refresh failed: " + seg.status.lastRefreshError : "") +
+      (health && health.state === "down" ? " · last failure " + clock(health.lastFailureAt) + ": " + health.lastFailure : "")));
     if (seg.tags.length === 0) { disabled("segment-tags", "No tags in the store."); return; }
     var cards = seg.tags.map(function (t) {
       var state = t.consecutiveFailures > 0 ? chip("load failing", "bad", "tag-state")
@@ -202,7 +361,14 @@ export const MONITOR_PAGE = `<!doctype html>
           (t.lastLoadDurationMs !== null ? " (" + t.lastLoadDurationMs.toFixed(1) + " ms)" : "") +
           " · " + num(t.loads) + " loads · " + num(t.loadFailures) + " failures · step " + num(t.step) +
           " (table " + num(t.tableStep) + ") · " + num(t.idsLeft) + " ids left" });
-      var children = [title].concat(ranges).concat([foot]);
+      var a = tagActivity["segment\\u0000" + t.tag];
+      var c = tagCapacity[t.tag];
+      var motion = el("div", { cls: "rate", "data-testid": "tag-rate",
+        text: (a ? rate(a.idsPerSecond) : "0") + " ids/s · " + (a ? rate(a.requestsPerSecond) : "0") + " requests/s · both ranges last " +
+          (c && c.bufferSecondsLeft !== null ? span(c.bufferSecondsLeft) : "(idle)") + " at the last minute's rate" }, [
+      ]);
+      if (a) motion.appendChild(spark([{ values: a.requests, cls: "req" }, { values: a.ids, cls: "ids" }], 380, 30, "tag-spark"));
+      var children = [title, motion].concat(ranges).concat([foot]);
       if (t.lastError && t.consecutiveFailures > 0) children.push(el("div", { cls: "error", text: t.lastError }));
       return el("div", { cls: "card", "data-testid": "tag", "data-tag": t.tag }, children);
     });
@@ -216,7 +382,7 @@ export const MONITOR_PAGE = `<!doctype html>
     var body = rows.map(function (r) {
       return el("tr", { "data-testid": "store-row" }, [
         el("td", { text: r.tag }), el("td", { text: num(r.maxId) }), el("td", { text: num(r.step) }),
-        el("td", { text: r.description || "" }), el("td", { text: r.updatedAt ? new Date(r.updatedAt).toLocaleString() : "" })]);
+        el("td", { text: r.description || "" }), el("td", { text: r.updatedAt ? clock(r.updatedAt) : "" })]);
     });
     replace("store-table", [el("table", {}, [el("thead", {}, [head]), el("tbody", {}, body)])]);
   }
@@ -227,7 +393,7 @@ export const MONITOR_PAGE = `<!doctype html>
     if (!sf.enabled) { sub.textContent = ""; disabled("snowflake-body", "Snowflake mode is disabled on this server."); return; }
     if (!sf.running) { sub.textContent = sf.registry + " registry"; disabled("snowflake-body", "Starting..."); return; }
     sub.textContent = sf.registry + " registry · node " + sf.node.ip + ":" + sf.node.port + " · layout " + sf.layout.name +
-      " (" + sf.layout.timestampBits + "/" + sf.layout.workerBits + "/" + sf.layout.sequenceBits + ", epoch " + new Date(sf.layout.epoch).toISOString() + ")";
+      " (" + sf.layout.timestampBits + "/" + sf.layout.workerBits + "/" + sf.layout.sequenceBits + ", epoch " + clock(sf.layout.epoch) + ")";
     var leaseCls = sf.state === "held" ? "ok" : sf.state === "fenced" ? "bad" : "off";
     var leaseTile = el("div", { cls: "tile" }, [el("div", { cls: "k", text: "Lease" }),
       el("div", { cls: "v" }, [chip(sf.state, leaseCls, "lease-state")]),
@@ -236,7 +402,16 @@ export const MONITOR_PAGE = `<!doctype html>
     var offsetNote = sf.clockOffsetMs === null ? "" : sf.clockOffsetMs >= 0 ? "clock ahead of the last id: safe" : "clock BEHIND the last id: ids wait or are refused";
     var browserSkew = Math.round(receivedAt - serverNow);
     offsetNote += " · server clock vs this browser: " + (browserSkew <= 0 ? "+" : "") + num(-browserSkew) + " ms";
+    var regCls = sf.registryState === "connected" ? "ok" : sf.registryState === "reports failing" ? "warn" : "bad";
+    var registryTile = el("div", { cls: "tile" }, [el("div", { cls: "k", text: "Registry (" + sf.registry + ")" }),
+      el("div", { cls: "v" }, [chip(sf.registryState, regCls, "registry-state")]),
+      el("div", { cls: "s", text: "timestamp reported " + ago(sf.lastReportAt, now) })]);
+    var rb = sf.rollbacks || {};
+    var rollbacks = (rb.waited || 0) + (rb.backup || 0) + (rb.refused || 0);
     var tiles = el("div", { cls: "tiles" }, [
+      registryTile,
+      tile("Sequence overflow waits", num(String(sf.overflowWaits)), "ids that waited for the next ms: more than " + num(String(Math.pow(2, sf.layout.sequenceBits))) + " ids in one", "overflow-waits"),
+      tile("Clock rollbacks", num(String(rollbacks)), "waited " + (rb.waited || 0) + " · backup id " + (rb.backup || 0) + " · refused " + (rb.refused || 0), "rollbacks"),
       tile("Worker id", String(sf.workerId), sf.activeWorkerId !== sf.workerId ? "issuing under backup " + sf.activeWorkerId : (sf.backups.length ? sf.backups.length + " backup(s)" : "no backups"), "worker-id"),
       leaseTile,
       tile("Last timestamp", sf.lastTimestamp ? clock(sf.lastTimestamp) : "none", sf.lastTimestamp ? String(sf.lastTimestamp) + " ms" : "no id issued yet", "last-timestamp"),
@@ -265,7 +440,7 @@ export const MONITOR_PAGE = `<!doctype html>
     var slots = rs.slots.length === 0 ? el("p", { cls: "empty", text: "No ranges cached." }) :
       el("table", {}, [el("thead", {}, [el("tr", {}, ["shard", "second", "remaining", "ranges", "batch"].map(function (h) { return el("th", { text: h }); }))]),
         el("tbody", {}, rs.slots.map(function (s) {
-          return el("tr", {}, [el("td", { text: s.shard === undefined ? "all" : String(s.shard) }), el("td", { text: new Date(s.second * 1000).toISOString() }),
+          return el("tr", {}, [el("td", { text: s.shard === undefined ? "all" : String(s.shard) }), el("td", { text: clock(s.second * 1000) }),
             el("td", { text: num(s.remaining) }), el("td", { text: String(s.ranges) }), el("td", { text: num(s.batchSize) })]);
         }))]);
     replace("redis-body", [tiles, el("div", { cls: "events" }, [slots])]);
@@ -278,7 +453,12 @@ export const MONITOR_PAGE = `<!doctype html>
     var st = document.getElementById("server-state");
     st.textContent = data.ready ? "ready" : data.server.state;
     st.className = "chip " + (data.ready ? "ok" : data.server.state === "stopping" ? "bad" : "warn");
-    document.getElementById("updated").textContent = "updated " + clock(data.now);
+    document.getElementById("updated").textContent = "updated " + clock(data.now) + " UTC";
+    var cfg = data.server.config;
+    document.getElementById("config").textContent = "config " + cfg.sources.join(" + ") + " · #" + cfg.fingerprint;
+    renderActivity(data.activity, data);
+    renderErrors(data.activity);
+    renderCapacity(data.capacity, data.now);
     renderSegment(data.segment, data.now);
     renderSnowflake(data.snowflake, data.now);
     renderRedis(data.redisSequence, data.now);

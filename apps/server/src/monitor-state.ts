@@ -1,8 +1,11 @@
 // The data of the monitor page (Java Leaf's /cache and /db, and more), as JSON: ids and other 64-bit
 // values as strings, times in ms since 1970.
 import type { TagRecord } from "@leaf/segment";
+import { configSummary } from "./config-summary";
 import type { AppContext } from "./id-sources";
+import { InstrumentedStore } from "./instrumented-store";
 import { leaseState } from "./leaf-services";
+import { registryState } from "./metrics";
 import { tagJson } from "./routes-admin";
 
 /** What `/api/v1/monitor` answers. */
@@ -18,7 +21,10 @@ export function monitorState(ctx: AppContext) {
       startedAt: ctx.startedAt,
       uptimeMs: now - ctx.startedAt,
       pid: process.pid,
+      config: configSummary(ctx.config),
     },
+    activity: ctx.metrics.activity.view(),
+    capacity: ctx.metrics.capacityView(),
     segment: segmentState(ctx),
     snowflake: snowflakeState(ctx, now),
     redisSequence: redisState(ctx),
@@ -36,6 +42,8 @@ function segmentState(ctx: AppContext) {
     enabled: true as const,
     running: true as const,
     store: mode.store.kind,
+    /** The database (or embedded store) as the last operations saw it. */
+    storeHealth: mode.store instanceof InstrumentedStore ? mode.store.health() : null,
     status,
     tags: mode.generator.snapshots().map((s) => ({
       tag: s.tag,
@@ -90,6 +98,12 @@ function snowflakeState(ctx: AppContext, now: number) {
     registry: mode.registry.kind,
     node: mode.node,
     state: leaseState(worker),
+    /** The registry connection: connected, reports failing, lease lost, closed. */
+    registryState: registryState(mode),
+    /** Ids that waited for the next tick because their tick's sequence was used up. */
+    overflowWaits: ctx.metrics.overflowWaits,
+    /** Clock rollbacks since start, by what the generator did (waited, backup, refused). */
+    rollbacks: ctx.metrics.clockRollbacks.counts(),
     workerId: worker.lease?.workerId ?? stamps.primary.workerId,
     activeWorkerId: stamps.activeWorkerId,
     backups: stamps.backups,

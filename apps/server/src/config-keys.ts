@@ -563,6 +563,12 @@ export const CONFIG_KEYS = [
     doc: "ZooKeeper session timeout.",
     read: integer(1000, 600_000),
   }),
+  def("snowflake.zk.stopWithoutSession", {
+    type: "boolean",
+    default: "false",
+    doc: "ZooKeeper normal mode: stop issuing ids while the ZooKeeper session is not proven alive (no ids during an outage longer than 2/3 of the session timeout). false, as Java Leaf: ids keep flowing, and a second process with the same ip:port started while this one is cut off or paused past its session can repeat ids until this one reconnects (see registry-zk's README).",
+    read: boolean,
+  }),
   def("snowflake.mysql.url", {
     type: "jdbc:mysql:// or mysql:// URL",
     default: "segment.mysql.url",

@@ -50,7 +50,13 @@ export interface SegmentSettings {
 /** Where the snowflake worker id comes from. */
 export type RegistrySettings =
   | { kind: "local"; workerId: number | undefined; workIdMap: unknown; dir: string }
-  | { kind: "zk"; address: string; mode: "normal" | "recycle"; sessionTimeoutMs: number }
+  | {
+      kind: "zk";
+      address: string;
+      mode: "normal" | "recycle";
+      sessionTimeoutMs: number;
+      stopWithoutSession: boolean;
+    }
   | ({ kind: "mysql"; mode: "fixed" | "lease"; leaseMs: number | undefined } & MysqlSettings);
 
 /** Snowflake mode settings. */
@@ -550,6 +556,7 @@ function build(
           address: get("snowflake.zk.address", ""),
           mode: get("snowflake.zk.mode", chosenRegistry?.zkMode ?? "normal"),
           sessionTimeoutMs: get("snowflake.zk.sessionTimeoutMs", 6_000),
+          stopWithoutSession: get("snowflake.zk.stopWithoutSession", false),
         };
       }
     } else {

@@ -305,6 +305,7 @@ async function createRegistry(config: ServerConfig): Promise<WorkerIdRegistry> {
         connectionString: settings.address,
         mode: settings.mode,
         sessionTimeoutMs: settings.sessionTimeoutMs,
+        stopWithoutSession: settings.stopWithoutSession,
         clockToleranceMs: config.snowflake!.toleranceMs,
       });
     }

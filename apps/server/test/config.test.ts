@@ -73,6 +73,7 @@ describe("configuration", () => {
       address: "zk1:2181,zk2:2181",
       mode: "normal",
       sessionTimeoutMs: 6000,
+      stopWithoutSession: false,
     });
     expect(config.snowflake?.port).toBe(2181);
   });

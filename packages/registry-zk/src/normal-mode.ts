@@ -5,12 +5,13 @@
 // file that is used only after its timestamp check passes (Java Leaf #97).
 //
 // One live holder per ip:port: the marker is ephemeral, so it lasts exactly as long as the session
-// that took it, and a lease issues ids only while it holds the marker through a session the leader
-// vouches for (`fenceAt`, as recycle mode). When the session is lost the lease is not lost (the id
-// belongs to the ip:port), but it stops issuing, opens a new session at once and takes the marker
-// again: ids resume under the same id. Finding the marker held by another process ends the lease
-// (lost, code -4). A lease started from the cache file (ZooKeeper unreachable at start) issues
-// without the marker until it first reaches ZooKeeper, as Java Leaf does.
+// that took it. When the session is lost the lease is not lost (the id belongs to the ip:port): it
+// opens a new session at once and takes the marker again, and finding the marker held by another
+// process ends the lease (lost, code -4). Meanwhile ids keep flowing, as in Java Leaf (ZooKeeper is
+// a weak dependency), unless `stopWithoutSession` is set: then the lease issues only while it holds
+// the marker through a session the leader vouches for (`fenceAt`, as recycle mode). A lease started
+// from a cache file (ZooKeeper unreachable at start; this package's, else Java Leaf's
+// workerID.properties) issues without the marker until it first reaches ZooKeeper, as Java Leaf.
 import {
   type BackupWorker,
   backoffDelay,
@@ -27,6 +28,7 @@ import {
   type WorkerLease,
   writeLeaseCache,
 } from "@leaf/core";
+import { readJavaLeafCache } from "./java-cache";
 import { clockPair, leaseLost, noteReported, releasedError, Serial } from "./lease-support";
 import { COMPONENT, type ResolvedOptions } from "./options";
 import {
@@ -131,23 +133,17 @@ async function acquireFromZookeeper(
   });
   await session.setData(marker.path, holderData(node, primary.workerId, session, options), -1);
   const lease = new NormalLease(context, node, tree, slots, cachePath);
-  try {
-    lease.writeCache();
-  } catch (error) {
-    throw new LeafError({
-      component: COMPONENT,
-      code: ErrorCodes.INVALID_CONFIG,
-      message: `cannot write the cache file ${cachePath}: ${(error as Error).message}; fix the path or its permissions, or set cacheFile: false`,
-      details: { key: "cacheFile", value: cachePath },
-      cause: error,
-    });
-  }
+  writeCacheOrRefuse(lease, cachePath);
   lease.attach(session, marker.path);
   context.track(lease);
   return lease;
 }
 
-/** Java Leaf's start without ZooKeeper: the cached id, only when the clock is past its timestamp. */
+/**
+ * Java Leaf's start without ZooKeeper: the id of the cache file, only when the clock is past its
+ * timestamp. Without this package's own cache file, Java Leaf's `workerID.properties` (a node
+ * migrating from Java Leaf), checked against the time that file was last written.
+ */
 function leaseFromCache(
   context: RegistryContext,
   request: CheckedAcquireRequest,
@@ -155,6 +151,7 @@ function leaseFromCache(
   cause: LeafError,
 ): WorkerLease {
   const { node } = request;
+  const options = context.options;
   const unusable = (why: string) =>
     new LeafError({
       component: COMPONENT,
@@ -164,8 +161,15 @@ function leaseFromCache(
       cause,
     });
   if (!cachePath) throw unusable("the cache file is switched off (cacheFile: false)");
-  const cached = readLeaseCache(cachePath, COMPONENT);
-  if (!cached) throw unusable(`there is no cache file at ${cachePath} to start from`);
+  const cached: (CachedLease & { source?: string; path?: string }) | undefined =
+    readLeaseCache(cachePath, COMPONENT) ?? fromJavaLeafCache(options, request);
+  if (!cached) {
+    const javaPath = options.javaCacheFile?.(node);
+    throw unusable(
+      `there is no cache file at ${cachePath}${javaPath ? ` nor Java Leaf's at ${javaPath}` : ""} to start from`,
+    );
+  }
+  const source = cached.source ?? `cache file ${cachePath} (ZooKeeper unreachable)`;
   if (cached.registry !== "zk" || !sameNode(cached.node, node)) {
     throw unusable(
       `the cache file ${cachePath} belongs to ${cached.registry} ${cached.node.name} ` +
@@ -174,20 +178,19 @@ function leaseFromCache(
   }
   if ((cached.backups?.length ?? 0) < request.backups) {
     throw unusable(
-      `the cache file ${cachePath} holds ${cached.backups?.length ?? 0} backup id(s), ` +
-        `${request.backups} asked for`,
+      `the ${cached.source ? "Java Leaf " : ""}cache file ${cached.path ?? cachePath} holds ` +
+        `${cached.backups?.length ?? 0} backup id(s), ${request.backups} asked for`,
     );
   }
   const ids = [cached.workerId, ...(cached.backups ?? []).map((b) => b.workerId)];
   const tooHigh = ids.find((id) => id > request.maxWorkerId);
   if (tooHigh !== undefined) throw exhausted(node, tooHigh, request.maxWorkerId);
-  const options = context.options;
   checkClockNotBehind({
     component: COMPONENT,
     lastTimestamp: cached.timestamp,
     now: options.clock.now(),
     toleranceMs: options.clockToleranceMs,
-    source: `cache file ${cachePath} (ZooKeeper unreachable)`,
+    source,
     workerId: cached.workerId,
   });
   const tree = leafTree(node.name);
@@ -209,8 +212,50 @@ function leaseFromCache(
       .map((b, i) => slotOf(i + 1, b.workerId, b.lastTimestamp)),
   ];
   const lease = new NormalLease(context, node, tree, slots, cachePath);
+  // From Java Leaf's file: this package's own cache takes over at once (with a timestamp).
+  if (cached.source) writeCacheOrRefuse(lease, cachePath);
   context.track(lease);
   return lease;
+}
+
+/**
+ * Java Leaf's `workerID.properties` as a cache entry, or undefined when there is none (or it is
+ * switched off). It holds no timestamp and no ip: the timestamp is the file's last write, when
+ * Java Leaf last started under that id with ZooKeeper reachable (it issued ids from then on); the
+ * node is taken to be the one asking (Java Leaf's folder is per leaf name and port).
+ */
+function fromJavaLeafCache(
+  options: ResolvedOptions,
+  request: CheckedAcquireRequest,
+): (CachedLease & { source: string; path: string }) | undefined {
+  const path = options.javaCacheFile?.(request.node);
+  const java = path ? readJavaLeafCache(path) : undefined;
+  if (!path || !java) return undefined;
+  const { name, ip, port } = request.node;
+  return {
+    node: { name, ip, port },
+    workerId: java.workerId,
+    timestamp: java.writtenAt,
+    backups: [],
+    registry: "zk",
+    source: `Java Leaf's cache file ${path} (its last write; ZooKeeper unreachable)`,
+    path,
+  };
+}
+
+/** Writes `lease`'s cache file; a failure is a configuration error naming the path. */
+function writeCacheOrRefuse(lease: NormalLease, cachePath: string | undefined): void {
+  try {
+    lease.writeCache();
+  } catch (error) {
+    throw new LeafError({
+      component: COMPONENT,
+      code: ErrorCodes.INVALID_CONFIG,
+      message: `cannot write the cache file ${cachePath}: ${(error as Error).message}; fix the path or its permissions, or set cacheFile: false`,
+      details: { key: "cacheFile", value: cachePath },
+      cause: error,
+    });
+  }
 }
 
 /** A fixed worker id held by this node. */
@@ -245,13 +290,15 @@ class NormalLease implements WorkerLease, TrackedLease {
   }
 
   /**
-   * The `performance.now()` instant after which no id may be issued unless the marker's session is
-   * proven alive again (see ZkSession.fenceAt). 0 while the lease holds no marker after having held
-   * one (it is taking it again) and once lost; undefined for a lease from the cache file that has
+   * The `performance.now()` instant after which no id may be issued: 0 once lost or released.
+   * Otherwise undefined (no deadline, as Java Leaf) unless `stopWithoutSession`; with it, the
+   * marker's session's deadline (see ZkSession.fenceAt), 0 while the lease holds no marker after
+   * having held one (it is taking it again), and undefined for a lease from a cache file that has
    * not reached ZooKeeper yet.
    */
   get fenceAt(): number | undefined {
     if (this.lost.aborted || this.released) return 0;
+    if (!this.context.options.stopWithoutSession) return undefined;
     if (this.session) return this.session.fenceAt;
     return this.attached ? 0 : undefined;
   }
@@ -313,7 +360,7 @@ class NormalLease implements WorkerLease, TrackedLease {
   /**
    * Takes the marker again through a new session, at once and then with a growing pause (0.1 s to
    * 2 s) until it succeeds, the marker turns out to be another process's (lost), or the lease ends.
-   * Ids stop meanwhile (fenceAt is 0).
+   * Ids keep flowing meanwhile, or stop (fenceAt is 0) with `stopWithoutSession`.
    */
   private reattachSoon(): void {
     if (this.reattaching) return;
@@ -418,6 +465,8 @@ class NormalLease implements WorkerLease, TrackedLease {
     const options = this.context.options;
     const session = await this.context.openSession(this.context.closed);
     try {
+      // A lease from a cache file may meet a tree only Java Leaf wrote: no `temporary` yet.
+      await session.ensurePath(this.tree.temporary);
       const marker = await claimMarker(session, this.tree, this.node, options, {
         previousSessions: this.previousSessions,
         wait: false,

@@ -81,6 +81,22 @@ export interface ZookeeperRegistryOptions {
    * Default: the session timeout the marker's holder negotiated.
    */
   inUseWaitMs?: number;
+  /**
+   * Normal mode: whether a lease stops issuing ids while its ZooKeeper session is not proven alive
+   * (`fenceAt` from the session, as recycle mode). Default false, as Java Leaf: ids keep flowing
+   * while ZooKeeper is unreachable or the session is being replaced. See the README ("When the
+   * session is lost") for what each setting guarantees and costs.
+   */
+  stopWithoutSession?: boolean;
+  /**
+   * Normal mode: Java Leaf's own cache file (`workerID=N`), read when ZooKeeper is unreachable at
+   * start and `cacheFile` does not exist yet (a node migrating from Java Leaf). A path, a function
+   * of the node, or false for none. Default
+   * `{os.tmpdir()}/{name}/leafconf/{port}/workerID.properties` (Java Leaf's
+   * `{java.io.tmpdir}/{leaf.name}/leafconf/{port}/workerID.properties`). Not read with
+   * `cacheFile: false`.
+   */
+  javaCacheFile?: string | ((node: NodeIdentity) => string) | false;
 }
 
 /** Options with defaults applied and checked. */
@@ -100,6 +116,8 @@ export interface ResolvedOptions {
   peerClockCheck: Required<PeerClockCheckOptions> | false;
   cacheFile: ((node: NodeIdentity) => string) | undefined;
   inUseWaitMs: number | undefined;
+  stopWithoutSession: boolean;
+  javaCacheFile: ((node: NodeIdentity) => string) | undefined;
 }
 
 /** Validates `options` and applies the defaults. Throws INVALID_CONFIG naming the key. */
@@ -156,21 +174,11 @@ export function resolveOptions(options: ZookeeperRegistryOptions): ResolvedOptio
       liveWindowMs: positiveInt("peerClockCheck.liveWindowMs", peer.liveWindowMs, 10_000),
     };
   }
-  let cacheFile: ResolvedOptions["cacheFile"];
-  const cache = options.cacheFile;
-  if (cache === undefined) {
-    cacheFile = (node) => join(tmpdir(), node.name, "leafconf", String(node.port), "workerID.json");
-  } else if (typeof cache === "string" && cache !== "") {
-    cacheFile = () => cache;
-  } else if (typeof cache === "function") {
-    cacheFile = cache;
-  } else if (cache !== false) {
-    throw configError(
-      COMPONENT,
-      "cacheFile",
-      cache,
-      "a file path, a function of the node, or false",
-    );
+  const cacheFile = filePath("cacheFile", options.cacheFile, "workerID.json");
+  const javaCacheFile = filePath("javaCacheFile", options.javaCacheFile, "workerID.properties");
+  const stopWithoutSession = options.stopWithoutSession ?? false;
+  if (typeof stopWithoutSession !== "boolean") {
+    throw configError(COMPONENT, "stopWithoutSession", stopWithoutSession, "true or false");
   }
   const inUseWaitMs =
     options.inUseWaitMs === undefined
@@ -192,7 +200,27 @@ export function resolveOptions(options: ZookeeperRegistryOptions): ResolvedOptio
     peerClockCheck,
     cacheFile,
     inUseWaitMs,
+    stopWithoutSession,
+    javaCacheFile,
   };
+}
+
+/**
+ * A cache file option: a path, a function of the node, or false (none); undefined: `fileName` in
+ * Java Leaf's folder `{os.tmpdir()}/{name}/leafconf/{port}/`.
+ */
+function filePath(
+  key: string,
+  value: string | ((node: NodeIdentity) => string) | false | undefined,
+  fileName: string,
+): ((node: NodeIdentity) => string) | undefined {
+  if (value === undefined) {
+    return (node) => join(tmpdir(), node.name, "leafconf", String(node.port), fileName);
+  }
+  if (typeof value === "string" && value !== "") return () => value;
+  if (typeof value === "function") return value;
+  if (value === false) return undefined;
+  throw configError(COMPONENT, key, value, "a file path, a function of the node, or false");
 }
 
 /** Splits `host[:port][,host[:port]...][/chroot]`; throws INVALID_CONFIG on anything else. */

@@ -1,20 +1,25 @@
 // ZooKeeper broken on purpose while generators run: stopped and restarted, paused past the session
 // timeout (a hung server or a network stall), a holder process killed. Each test has this file's
 // private server to itself.
+import { mkdirSync, mkdtempSync, rmSync, statSync, utimesSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import {
   defineLayout,
   ErrorCodes,
   isLeafError,
   layouts,
+  readLeaseCache,
   SnowflakeGenerator,
   type SnowflakeWorkerEvent,
   startSnowflakeWorker,
   type WorkerLease,
+  writeLeaseCache,
 } from "@leaf/core";
 import { ChildLines, spawnNode, startZookeeper, type ZookeeperHandle } from "@leaf/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ZookeeperRegistry } from "../src/index";
+import { ZookeeperRegistry, type ZookeeperRegistryOptions } from "../src/index";
 import { ACQUIRER, Admin, nodeOf, testOptions, uniqueName, waitUntil } from "./helpers";
 
 /** Two worker ids: 0 and 1. */
@@ -47,11 +52,93 @@ function keepIssuing(next: () => bigint, ids: bigint[], refused: unknown[]): () 
   return () => clearInterval(timer);
 }
 
+/** The ZooKeeper session (ephemeral owner) that holds `name`'s marker for node 0, or undefined. */
+async function markerOwner(name: string): Promise<string | undefined> {
+  const admin = await Admin.connect(zk.connectString);
+  try {
+    const path = `/snowflake/${name}/temporary/10.1.0.1:8080`;
+    if (!(await admin.exists(path))) return undefined;
+    return (await admin.getData(path)).stat.ephemeralOwner.toString("hex");
+  } finally {
+    admin.close();
+  }
+}
+
+/** The timestamp stored in `name`'s forever node (one ip:port). */
+async function storedTimestamp(name: string): Promise<number> {
+  const admin = await Admin.connect(zk.connectString);
+  try {
+    const [child] = await admin.children(`/snowflake/${name}/forever`);
+    return JSON.parse((await admin.getData(`/snowflake/${name}/forever/${child}`)).data).timestamp;
+  } finally {
+    admin.close();
+  }
+}
+
 describe("ZooKeeper stopped and restarted", () => {
-  it("stops a normal-mode generator while ZooKeeper is down and resumes it under the same id once the marker is back", async () => {
+  it("keeps a normal-mode generator issuing through an outage longer than the session (default, as Java Leaf), and its reports resume after the restart", async () => {
     const name = uniqueName("restart");
     const registry = new ZookeeperRegistry(
       testOptions(zk.connectString, { sessionTimeoutMs: 2000, connectTimeoutMs: 1000 }),
+    );
+    const events: Array<SnowflakeWorkerEvent & { at: number }> = [];
+    const worker = await startSnowflakeWorker({
+      registry,
+      node: nodeOf(name, 0),
+      reportIntervalMs: 300,
+      firstReportDelayMs: 100,
+      onEvent: (event) => events.push({ ...event, at: Date.now() }),
+    });
+    const workerId = worker.lease!.workerId;
+    const ids: bigint[] = [];
+    const refused: unknown[] = [];
+    const stop = keepIssuing(() => worker.nextId(), ids, refused);
+    try {
+      await waitUntil(() => events.some((e) => e.type === "reported"), 5_000, "a first report");
+      const ownerBefore = await markerOwner(name);
+      expect(ownerBefore).toBeDefined();
+      await zk.stop();
+      // Well past the session timeout (2 s) and the silence limit: the session is gone, the fixed
+      // id is not, and ids keep flowing.
+      await sleep(3_000);
+      const pastSession = ids.length;
+      await sleep(1_000);
+      expect(ids.length).toBeGreaterThan(pastSession);
+      expect(refused).toEqual([]);
+      expect(events.some((e) => e.type === "report-failed")).toBe(true);
+      await zk.start();
+      const restartedAt = Date.now();
+      // A report pending during the outage may land just after the restart with an older value;
+      // wait for one taken after it.
+      await waitUntil(
+        () => events.some((e) => e.type === "reported" && e.timestamp >= restartedAt),
+        15_000,
+        "a report after the restart",
+      );
+      expect(worker.state).toBe("held");
+      expect(worker.lease!.workerId).toBe(workerId);
+      expect(refused).toEqual([]);
+      expect(new Set(ids).size).toBe(ids.length);
+      expect(await storedTimestamp(name)).toBeGreaterThanOrEqual(restartedAt);
+      // The marker is back, held by a new session: the old one did not survive the outage.
+      const ownerAfter = await markerOwner(name);
+      expect(ownerAfter).toBeDefined();
+      expect(ownerAfter).not.toBe(ownerBefore);
+    } finally {
+      stop();
+      await worker.close();
+      await registry.close();
+    }
+  });
+
+  it("with stopWithoutSession, stops a normal-mode generator while ZooKeeper is down and resumes it under the same id once the marker is back", async () => {
+    const name = uniqueName("strict");
+    const registry = new ZookeeperRegistry(
+      testOptions(zk.connectString, {
+        sessionTimeoutMs: 2000,
+        connectTimeoutMs: 1000,
+        stopWithoutSession: true,
+      }),
     );
     const events: Array<SnowflakeWorkerEvent & { at: number }> = [];
     const worker = await startSnowflakeWorker({
@@ -78,8 +165,6 @@ describe("ZooKeeper stopped and restarted", () => {
       await zk.start();
       const restartedAt = Date.now();
       await waitUntil(() => ids.length > issuedBeforeOutage, 15_000, "ids to resume");
-      // A report pending during the outage may land just after the restart with an older value;
-      // wait for one taken after it.
       await waitUntil(
         () => events.some((e) => e.type === "reported" && e.timestamp >= restartedAt),
         15_000,
@@ -88,18 +173,8 @@ describe("ZooKeeper stopped and restarted", () => {
       expect(worker.state).toBe("held");
       expect(worker.lease!.workerId).toBe(workerId);
       expect(new Set(ids).size).toBe(ids.length);
-      const admin = await Admin.connect(zk.connectString);
-      try {
-        const [child] = await admin.children(`/snowflake/${name}/forever`);
-        const stored = JSON.parse(
-          (await admin.getData(`/snowflake/${name}/forever/${child}`)).data,
-        );
-        expect(stored.timestamp).toBeGreaterThanOrEqual(restartedAt);
-        // The marker is back, held by the new session.
-        expect(await admin.exists(`/snowflake/${name}/temporary/10.1.0.1:8080`)).toBe(true);
-      } finally {
-        admin.close();
-      }
+      expect(await storedTimestamp(name)).toBeGreaterThanOrEqual(restartedAt);
+      expect(await markerOwner(name)).toBeDefined();
     } finally {
       stop();
       await worker.close();
@@ -143,6 +218,130 @@ describe("ZooKeeper stopped and restarted", () => {
       await cached.release();
     } finally {
       await second.close();
+    }
+  });
+});
+
+describe("Java Leaf's cache file, ZooKeeper down at start", () => {
+  /** Writes Java Leaf's `workerID.properties` as it does (no newline), last modified at `mtime`. */
+  function writeJavaCache(tmp: string, name: string, text: string, mtime: number): string {
+    const dir = join(tmp, name, "leafconf", "8080");
+    mkdirSync(dir, { recursive: true });
+    const path = join(dir, "workerID.properties");
+    writeFileSync(path, text);
+    utimesSync(path, mtime / 1000, mtime / 1000);
+    return path;
+  }
+
+  it("starts a migrating node from {tmpdir}/{name}/leafconf/{port}/workerID.properties, checked against its last write, and writes its own cache", async () => {
+    const tmp = mkdtempSync(join(tmpdir(), "leaf-zk-java-tmpdir-"));
+    const savedTmpdir = process.env.TMPDIR;
+    const node = nodeOf(uniqueName("javacache"), 0);
+    // The tree Java Leaf left: this ip:port's forever node, worker id 7, reported a minute ago.
+    const admin = await Admin.connect(zk.connectString);
+    try {
+      await admin.mkdirp(`/snowflake/${node.name}/forever`);
+      await admin.create(
+        `/snowflake/${node.name}/forever/10.1.0.1:8080-0000000007`,
+        JSON.stringify({ ip: "10.1.0.1", port: "8080", timestamp: Date.now() - 60_000 }),
+      );
+    } finally {
+      admin.close();
+    }
+    // Defaults for both cache files: under os.tmpdir(), here the test's own folder.
+    const offline = (extra: Partial<ZookeeperRegistryOptions> = {}) =>
+      new ZookeeperRegistry({
+        ...testOptions(zk.connectString, { connectTimeoutMs: 1_000 }),
+        cacheFile: undefined,
+        ...extra,
+      });
+    const registries: ZookeeperRegistry[] = [];
+    const attempt = async (
+      name: string,
+      extra: Partial<ZookeeperRegistryOptions> = {},
+      backups = 0,
+    ) => {
+      const registry = offline(extra);
+      registries.push(registry);
+      try {
+        return await registry.acquire({ node: { ...node, name }, maxWorkerId: 1023, backups });
+      } catch (error) {
+        return error;
+      }
+    };
+    process.env.TMPDIR = tmp;
+    await zk.stop();
+    try {
+      const writtenAt = Date.now() - 60_000;
+      const javaPath = writeJavaCache(tmp, node.name, "workerID=7", writtenAt);
+      expect(javaPath).toBe(join(tmp, node.name, "leafconf", "8080", "workerID.properties"));
+
+      // The file was written in the future (the clock is behind Java Leaf's last start): refused.
+      const aheadName = uniqueName("javaahead");
+      const aheadPath = writeJavaCache(tmp, aheadName, "workerID=7", Date.now() + 3_600_000);
+      const ahead = await attempt(aheadName);
+      expect(isLeafError(ahead, ErrorCodes.CLOCK_BEHIND_LEASE), String(ahead)).toBe(true);
+      expect((ahead as Error).message).toContain(aheadPath);
+
+      // Not what Java Leaf writes: refused, naming the file and the value.
+      const brokenName = uniqueName("javabroken");
+      const brokenPath = writeJavaCache(tmp, brokenName, "workerID=seven", writtenAt);
+      const broken = await attempt(brokenName);
+      expect(isLeafError(broken, ErrorCodes.CORRUPT_DATA), String(broken)).toBe(true);
+      expect((broken as Error).message).toContain(brokenPath);
+      expect((broken as Error).message).toContain('"seven"');
+
+      // Java Leaf has no backup ids.
+      const backups = await attempt(node.name, {}, 1);
+      expect(isLeafError(backups, ErrorCodes.UNAVAILABLE), String(backups)).toBe(true);
+      expect((backups as Error).message).toContain("backup");
+
+      // Switched off: no fallback.
+      const off = await attempt(node.name, { javaCacheFile: false });
+      expect(isLeafError(off, ErrorCodes.UNAVAILABLE), String(off)).toBe(true);
+      expect((off as Error).message).toContain("no cache file");
+
+      // This package's own cache file, when present, wins over Java Leaf's.
+      const ownName = uniqueName("javaown");
+      writeJavaCache(tmp, ownName, "workerID=7", writtenAt);
+      writeLeaseCache(join(tmp, ownName, "leafconf", "8080", "workerID.json"), {
+        node: { ...node, name: ownName },
+        workerId: 3,
+        timestamp: writtenAt,
+        registry: "zk",
+      });
+      const own = (await attempt(ownName)) as WorkerLease;
+      expect(own.workerId).toBe(3);
+
+      // The migrating node: Java Leaf's id, issuing after the file's last write.
+      const lease = (await attempt(node.name)) as WorkerLease;
+      expect(lease.workerId, String(lease)).toBe(7);
+      expect(lease.lastTimestamp).toBe(Math.floor(statSync(javaPath).mtimeMs));
+      // Its own cache file is written at once, next to Java Leaf's, with a timestamp.
+      const ours = readLeaseCache(join(tmp, node.name, "leafconf", "8080", "workerID.json"));
+      expect(ours).toMatchObject({ workerId: 7, node: { ip: "10.1.0.1", port: 8080 } });
+      expect(ours!.timestamp).toBeGreaterThanOrEqual(lease.lastTimestamp);
+      const reportedOffline = Date.now();
+      await expect(lease.report(reportedOffline)).rejects.toMatchObject({
+        code: ErrorCodes.UNAVAILABLE,
+      });
+      expect(
+        readLeaseCache(join(tmp, node.name, "leafconf", "8080", "workerID.json"))!.timestamp,
+      ).toBe(reportedOffline);
+
+      // ZooKeeper is back: the lease finds the same id in Java Leaf's tree and reports there.
+      await zk.start();
+      const reported = Date.now();
+      await lease.report(reported);
+      expect(await storedTimestamp(node.name)).toBe(reported);
+      expect(await markerOwner(node.name)).toBeDefined();
+      await lease.release();
+    } finally {
+      if (savedTmpdir === undefined) delete process.env.TMPDIR;
+      else process.env.TMPDIR = savedTmpdir;
+      await zk.start();
+      for (const registry of registries) await registry.close();
+      rmSync(tmp, { recursive: true, force: true });
     }
   });
 });

@@ -35,6 +35,8 @@ describe("options", () => {
     ["auth", { ...base, auth: { username: "a:b", password: "x" } }],
     ["peerClockCheck.maxSkewMs", { ...base, peerClockCheck: { maxSkewMs: 0 } }],
     ["cacheFile", { ...base, cacheFile: 42 }],
+    ["javaCacheFile", { ...base, javaCacheFile: "" }],
+    ["stopWithoutSession", { ...base, stopWithoutSession: "yes" }],
     ["clockToleranceMs", { ...base, clockToleranceMs: -5 }],
   ])("rejects a bad %s with INVALID_CONFIG naming it", (key, options) => {
     const error = configErrorOf(options);

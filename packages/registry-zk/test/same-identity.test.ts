@@ -1,13 +1,14 @@
 // Two real processes running as the same ip:port in normal mode (two containers with the same
 // bridge address): the second is refused while the first lives; and when the first is frozen
-// (SIGSTOP) past its session timeout, the second gets the id, and the first, resumed, must not
-// issue a single id under it again. Every id of both processes is counted.
+// (SIGSTOP) past its session timeout, the second gets the id. Resumed, the first must not issue a
+// single id under it again with stopWithoutSession; by default (Java Leaf's availability) it loses
+// its lease as soon as it sees the marker taken. Every id of both processes is counted.
 import { readFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { ErrorCodes } from "@leaf/core";
+import { ErrorCodes, layouts } from "@leaf/core";
 import { ChildLines, spawnNode, startZookeeper, type ZookeeperHandle } from "@leaf/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { uniqueName } from "./helpers";
@@ -37,9 +38,11 @@ interface Holder {
   kill(): void;
 }
 
-function startHolder(name: string, label: string): Holder {
-  const out = join(dir, `${label}.ids`);
-  const child = spawnNode(HOLDER, [zk.connectString, name, "10.7.0.1", "8080", out]);
+type Fencing = "strict" | "default";
+
+function startHolder(name: string, label: string, fencing: Fencing): Holder {
+  const out = join(dir, `${name}-${label}.ids`);
+  const child = spawnNode(HOLDER, [zk.connectString, name, "10.7.0.1", "8080", out, fencing]);
   return {
     lines: new ChildLines(child),
     out,
@@ -79,39 +82,88 @@ function duplicates(a: BigUint64Array, b: BigUint64Array): number {
   return repeated;
 }
 
-describe("normal mode: one live holder per ip:port, across processes", () => {
-  it("refuses a second live process, and a frozen holder whose id was taken never issues again", async () => {
-    const name = uniqueName("twin");
-    const first = startHolder(name, "first");
-    const holders = [first];
-    try {
-      const { workerId } = (await answer(first, "workerId")) as { workerId: number };
-      // A second process as the same ip:port while the first lives: refused.
-      const refused = startHolder(name, "refused");
-      holders.push(refused);
-      expect(await answer(refused, "error")).toEqual({ error: ErrorCodes.WORKER_ID_IN_USE });
+/** How many of `ids` (Leaf's layout) carry a time at or after `ms`. */
+function issuedSince(ids: BigUint64Array, ms: number): number {
+  const { leaf } = layouts;
+  let n = 0;
+  for (const id of ids) if (leaf.msAt(Number(id >> BigInt(leaf.timestampShift))) >= ms) n++;
+  return n;
+}
 
-      // Freeze the first past its session timeout while it issues: its marker goes.
-      await sleep(500);
-      first.lines.child.kill("SIGSTOP");
-      const second = startHolder(name, "second");
-      holders.push(second);
-      expect(await answer(second, "workerId")).toEqual({ workerId });
-      await sleep(SESSION_TIMEOUT_MS);
-      const resumedAt = Date.now();
-      first.lines.child.kill("SIGCONT");
-      // The resumed holder finds the marker held by another process: its lease is lost.
-      expect(await answer(first, "lost")).toEqual({ lost: ErrorCodes.LEASE_LOST });
-      await sleep(500);
-      const a = await collect(first);
-      const b = await collect(second);
-      expect(a.ids.length).toBeGreaterThan(0);
-      expect(b.ids.length).toBeGreaterThan(0);
-      expect(duplicates(a.ids, b.ids)).toBe(0);
-      // Not one id after it was resumed: the id had been taken over while it was frozen.
-      expect(a.lastIdAt).toBeLessThan(resumedAt);
-    } finally {
-      for (const holder of holders) holder.kill();
-    }
+interface Outcome {
+  first: { ids: BigUint64Array; lastIdAt: number };
+  second: { ids: BigUint64Array; lastIdAt: number };
+  resumedAt: number;
+  lost: { lost: string; at: number };
+}
+
+/**
+ * The first holder of an ip:port issues; a second process is refused while it lives; the first is
+ * frozen, a third process (the "second" holder) takes the id once the first's session expired, and
+ * the first is resumed. Returns every id of both holders and when the first lost its lease.
+ */
+async function frozenHolderScenario(fencing: Fencing): Promise<Outcome> {
+  const name = uniqueName(`twin${fencing}`);
+  const first = startHolder(name, "first", fencing);
+  const holders = [first];
+  try {
+    const { workerId } = (await answer(first, "workerId")) as { workerId: number };
+    // A second process as the same ip:port while the first lives: refused.
+    const refused = startHolder(name, "refused", fencing);
+    holders.push(refused);
+    expect(await answer(refused, "error")).toEqual({ error: ErrorCodes.WORKER_ID_IN_USE });
+
+    // Freeze the first past its session timeout while it issues: its marker goes.
+    await sleep(500);
+    first.lines.child.kill("SIGSTOP");
+    const second = startHolder(name, "second", fencing);
+    holders.push(second);
+    expect(await answer(second, "workerId")).toEqual({ workerId });
+    await sleep(SESSION_TIMEOUT_MS);
+    const resumedAt = Date.now();
+    first.lines.child.kill("SIGCONT");
+    // The resumed holder finds the marker held by another process: its lease is lost.
+    const lost = (await answer(first, "lost")) as { lost: string; at: number };
+    await sleep(500);
+    const a = await collect(first);
+    const b = await collect(second);
+    return { first: a, second: b, resumedAt, lost };
+  } finally {
+    for (const holder of holders) holder.kill();
+  }
+}
+
+describe("normal mode: one live holder per ip:port, across processes", () => {
+  it("with stopWithoutSession: refuses a second live process, and a frozen holder whose id was taken never issues again", async () => {
+    const { first, second, resumedAt, lost } = await frozenHolderScenario("strict");
+    expect(lost.lost).toBe(ErrorCodes.LEASE_LOST);
+    expect(first.ids.length).toBeGreaterThan(0);
+    expect(second.ids.length).toBeGreaterThan(0);
+    expect(duplicates(first.ids, second.ids)).toBe(0);
+    // Not one id after it was resumed: the id had been taken over while it was frozen.
+    expect(first.lastIdAt).toBeLessThan(resumedAt);
+  }, 120_000);
+
+  it("by default: refuses a second live process, and a frozen holder whose id was taken loses its lease as soon as it sees the marker taken", async () => {
+    const { first, second, resumedAt, lost } = await frozenHolderScenario("default");
+    expect(lost.lost).toBe(ErrorCodes.LEASE_LOST);
+    expect(first.ids.length).toBeGreaterThan(0);
+    expect(second.ids.length).toBeGreaterThan(0);
+    const lostAfterMs = lost.at - resumedAt;
+    const repeated = duplicates(first.ids, second.ids);
+    const afterResume = issuedSince(first.ids, resumedAt);
+    // What default mode does not prevent (README, "When the session is lost"): ids issued between
+    // SIGCONT and the loss may repeat the second holder's. Printed for the record.
+    console.log(
+      `[same-identity default] lease lost ${lostAfterMs} ms after SIGCONT; the resumed holder ` +
+        `issued ${afterResume} ids after SIGCONT, ${repeated} duplicate ids among ` +
+        `${first.ids.length + second.ids.length}`,
+    );
+    // Lost at the first reattach, not at some later report: within one reattach attempt (the
+    // session's silence limit, 2/3 of 2 s, plus a connection, at most connectTimeoutMs, 10 s).
+    expect(lostAfterMs).toBeGreaterThanOrEqual(0);
+    expect(lostAfterMs).toBeLessThan(12_000);
+    // Nothing after the loss: the generator is fenced before the event is printed.
+    expect(first.lastIdAt).toBeLessThanOrEqual(lost.at);
   }, 120_000);
 });

@@ -71,10 +71,12 @@ export {
 } from "./acquire-request";
 export {
   acquireLockFile,
+  acquireLockFileWaiting,
   type HeldLockFile,
   type LockFileAttempt,
   type LockFileOptions,
   type LockFileOwner,
+  type LockFileWaitOptions,
   readLockFile,
   tryAcquireLockFile,
 } from "./lock-file";

@@ -1,17 +1,21 @@
 // An exclusive lock file that survives crashes: created atomically with its owner inside (pid, host,
 // boot id, PID namespace, process start time, a random token), and taken over only when that owner is
 // provably gone, through a claim file so that two processes taking over the same stale lock never
-// both win.
+// both win. With a staleness rule, a holder heartbeats its lock and publishes a fence deadline, so
+// that a lock whose owner cannot be judged (another container, another boot) is taken over safely
+// once it goes untouched.
 import { randomBytes } from "node:crypto";
 import {
   closeSync,
   fstatSync,
   fsyncSync,
+  futimesSync,
   linkSync,
   openSync,
   readdirSync,
   readFileSync,
   readlinkSync,
+  renameSync,
   statSync,
   unlinkSync,
   utimesSync,
@@ -19,6 +23,8 @@ import {
 } from "node:fs";
 import { hostname } from "node:os";
 import { basename, dirname, join } from "node:path";
+import { delay } from "./backoff";
+import { systemClock } from "./clock";
 import { argumentError, type ErrorCode, ErrorCodes, LeafError } from "./errors";
 import { readTextIfExists } from "./lease-cache";
 
@@ -45,6 +51,13 @@ export interface LockFileOwner {
   token: string;
   /** What the holder uses the lock for, in words (e.g. a node "10.0.0.9:8080"), for messages. */
   label?: string;
+  /**
+   * The holder's `foreignStaleAfterMs`: it touches the lock every quarter of this and stops acting
+   * under it half of this after its last touch (`fenceAt`). Only a lock that records it is ever
+   * taken over by age, and only once untouched for the longer of this and the taker's own setting.
+   * Missing when the holder does not heartbeat (no `foreignStaleAfterMs`, or an older version).
+   */
+  staleAfterMs?: number;
   /** When the lock was taken, ms since the Unix epoch. */
   acquiredAt: number;
 }
@@ -67,13 +80,22 @@ export interface LockFileOptions {
    * A lock whose owner cannot be judged by its pid (written on another host, in another boot, in
    * another PID namespace such as another container, or by a version that did not record these) is
    * never taken over by default: its owner cannot be proven dead. Given this many ms, it is taken
-   * over once its file has not been touched for that long, and a holder touches its own lock every
-   * third of it (at least every second). A holder that is merely paused (SIGSTOP, a VM freeze) for
-   * that long loses its lock this way: only use it when the holder checks `owns()` before and after
-   * every write it makes under the lock, as the embedded segment store does. Hosts sharing the
-   * folder need clocks within a small part of this of each other.
+   * over once its file has not been touched for that long (judged by its mtime against the taker's
+   * clock). The holder heartbeats its lock every quarter of it: it checks that the file is still its
+   * own, touches it, and checks again; `fenceAt` is the start of the last such heartbeat plus half of
+   * it, and `lost` aborts once a heartbeat finds the file gone or replaced. A holder that is merely
+   * paused (SIGSTOP, a VM freeze) for that long loses its lock this way: only use it when the holder
+   * stops acting under the lock at `fenceAt` or checks `owns()` before and after every write it
+   * makes under the lock, as the embedded segment store does. Processes sharing the folder need
+   * clocks within a small part of this of each other (the same machine's clock, or NTP).
    */
   foreignStaleAfterMs?: number;
+}
+
+/** Options of {@link acquireLockFileWaiting}. */
+export interface LockFileWaitOptions extends LockFileOptions {
+  /** Aborts the wait (rejecting with the signal's reason). */
+  signal?: AbortSignal;
 }
 
 /** A lock file this process holds. */
@@ -87,7 +109,22 @@ export interface HeldLockFile {
    * content): false once it was removed, replaced or taken over. Reads the file each time.
    */
   owns(): boolean;
-  /** Stops touching the lock and removes it if it still names this holder. Idempotent. */
+  /**
+   * With `foreignStaleAfterMs`: the `performance.now()` instant (ms) after which this holder must not
+   * act under the lock unless a later heartbeat moves it: the start of the last heartbeat that found
+   * the file its own, touched it and found it its own again, plus half of `foreignStaleAfterMs`.
+   * Another process takes the lock over only once it went untouched for all of
+   * `foreignStaleAfterMs`, so a holder that stops at `fenceAt` has stopped before then, even when it
+   * was paused. Undefined without `foreignStaleAfterMs` (the lock is then never taken over from a
+   * live or unjudgeable holder).
+   */
+  readonly fenceAt: number | undefined;
+  /**
+   * Aborted once this holder finds the file is no longer its own (a heartbeat or `owns()` saw it
+   * removed, replaced or taken over); the reason is a LeafError (LOCKED, or `options.code`).
+   */
+  readonly lost: AbortSignal;
+  /** Stops touching the lock and removes it if it is still the one this holder created. Idempotent. */
   release(): void;
 }
 
@@ -100,6 +137,11 @@ export type LockFileAttempt =
       owner: LockFileOwner | undefined;
       /** True when the lock file exists but holds no owner record (damaged, or not a lock). */
       unreadable: boolean;
+      /**
+       * Set when the owner cannot be judged by its pid and `foreignStaleAfterMs` is given: the instant
+       * (ms since the Unix epoch) from which the lock may be taken over if nobody touches it before.
+       */
+      staleAt?: number;
     };
 
 /** Tokens of the locks this process holds, shared by every copy of this module it loaded. */
@@ -118,6 +160,8 @@ const MAX_CLAIM_DEPTH = 3;
 const MAX_ATTEMPTS = 8;
 /** Leftover temp files of a crashed writer older than this are removed (ms). */
 const TEMP_MAX_AGE_MS = 60_000;
+/** How often {@link acquireLockFileWaiting} waits for an untouched lock before giving up. */
+const MAX_WAITS = 8;
 
 /**
  * Takes the lock file at `path` (its folder must exist), or reports who holds it. A lock whose
@@ -132,13 +176,49 @@ const TEMP_MAX_AGE_MS = 60_000;
  */
 export function tryAcquireLockFile(path: string, options: LockFileOptions = {}): LockFileAttempt {
   const settings = checkOptions(path, options);
-  const owner = newOwner(options.label);
+  const owner = newOwner(options.label, settings.foreignStaleAfterMs);
   const attempt = lockAs(path, owner, settings.foreignStaleAfterMs, 0);
   if (!attempt.acquired) return attempt;
   return {
     acquired: true,
-    lock: holdLock(path, owner, attempt.created, settings.foreignStaleAfterMs),
+    lock: holdLock(path, owner, attempt.created, settings.foreignStaleAfterMs, options),
   };
+}
+
+/**
+ * Takes the lock file at `path` like {@link acquireLockFile}, but when its owner cannot be judged by
+ * pid and `foreignStaleAfterMs` is given, waits (at most about `foreignStaleAfterMs`) for the lock
+ * to go untouched that long and then takes it over: a process restarted in a new container or after
+ * a reboot gets its lock back by itself. Rejects with LOCKED (or `options.code`) at once when the
+ * owner is alive (same PID namespace) or the file holds no owner record, and as soon as the lock is
+ * touched or changes hands while waiting (its holder is alive); with the signal's reason on abort.
+ */
+export async function acquireLockFileWaiting(
+  path: string,
+  options: LockFileWaitOptions = {},
+): Promise<HeldLockFile> {
+  const { signal, ...lockOptions } = options;
+  let seen: { token: string; staleAt: number } | undefined;
+  for (let wait = 0; ; wait++) {
+    signal?.throwIfAborted();
+    const attempt = tryAcquireLockFile(path, lockOptions);
+    if (attempt.acquired) return attempt.lock;
+    const { owner, staleAt } = attempt;
+    const touched =
+      seen !== undefined && (owner?.token !== seen.token || (staleAt ?? 0) > seen.staleAt);
+    if (owner === undefined || staleAt === undefined || touched || wait >= MAX_WAITS) {
+      const note = touched
+        ? `; the lock was touched or changed hands while this process waited for it to go stale, so its holder is alive`
+        : undefined;
+      throw lockedError(path, lockOptions, owner, attempt.unreadable, note);
+    }
+    seen = { token: owner.token, staleAt };
+    // Past staleAt but not taken: another taker held the claim; look again shortly. A lock touched
+    // in the future (a clock set back) is looked at again at least every staleAfterMs.
+    const cap = staleAfterFor(owner, lockOptions.foreignStaleAfterMs) ?? 0;
+    const ms = Math.min(Math.max(staleAt - Date.now(), 0), cap);
+    await delay(ms + 10, signal);
+  }
 }
 
 /**
@@ -187,7 +267,7 @@ function checkOptions(path: string, options: LockFileOptions): { foreignStaleAft
   return { foreignStaleAfterMs: staleAfter };
 }
 
-function newOwner(label: string | undefined): LockFileOwner {
+function newOwner(label: string | undefined, staleAfterMs: number | undefined): LockFileOwner {
   const here = thisProcess();
   return {
     pid: process.pid,
@@ -198,6 +278,7 @@ function newOwner(label: string | undefined): LockFileOwner {
     processStart: procStat("self")?.start,
     token: randomToken(),
     ...(label === undefined ? {} : { label }),
+    ...(staleAfterMs === undefined ? {} : { staleAfterMs }),
     acquiredAt: Date.now(),
   };
 }
@@ -241,6 +322,8 @@ interface Created {
   text: string;
   dev: number;
   ino: number;
+  /** performance.now() read before the file's mtime was set: the start of its first "heartbeat". */
+  since: number;
 }
 
 type Attempt = { acquired: true; created: Created } | Extract<LockFileAttempt, { acquired: false }>;
@@ -262,7 +345,7 @@ function lockAs(
     if (current === undefined) continue; // released in between: try again
     if (current === "unreadable") return { acquired: false, owner: undefined, unreadable: true };
     if (!isStale(path, current, foreignStaleAfterMs) || depth >= MAX_CLAIM_DEPTH) {
-      return { acquired: false, owner: current, unreadable: false };
+      return refusal(path, current, foreignStaleAfterMs);
     }
     // Only the process holding the claim for this stale token may remove the lock that names it.
     const claimPath = `${path}.${current.token}.claim`;
@@ -272,14 +355,32 @@ function lockAs(
     if (!claim.acquired)
       return { acquired: false, owner: claim.owner ?? current, unreadable: false };
     try {
+      let waitMs = 0;
       const again = readLockFile(path);
-      if (typeof again === "object" && again.token === current.token) unlinkQuietly(path);
+      if (typeof again === "object" && again.token === current.token) {
+        // Judged again now that the claim is ours: its holder may have touched it meanwhile.
+        if (!isStale(path, again, foreignStaleAfterMs)) {
+          return refusal(path, again, foreignStaleAfterMs);
+        }
+        const removed = removeStale(path, again.token, claimOwner.token);
+        if (removed === "changed") continue;
+        const staleAfter = staleAfterFor(again, foreignStaleAfterMs);
+        if (removed !== "gone" && staleAfter !== undefined && judgeOwner(again) !== "dead") {
+          // A holder that cannot be judged touched it between our look and its removal: its last
+          // heartbeat's fenceAt may still be ahead, so this lock is only used once that has passed.
+          waitMs = Math.min(staleAfter - (Date.now() - removed), staleAfter);
+        }
+      }
       const created = createExclusive(path, owner);
       if (created) {
         held.add(owner.token);
+        if (waitMs > 0) {
+          systemClock.sleepSync(waitMs);
+          created.since = touch(path);
+        }
         return { acquired: true, created };
       }
-      // Another process created the lock between our unlink and create: judge that owner next.
+      // Another process created the lock between our removal and create: judge that owner next.
     } finally {
       release(claimPath, claimOwner.token);
     }
@@ -288,37 +389,111 @@ function lockAs(
   return { acquired: false, owner: typeof last === "object" ? last : undefined, unreadable: false };
 }
 
+/** The refusal of a lock held by `owner`, with `staleAt` when only its age can free it. */
+function refusal(
+  path: string,
+  owner: LockFileOwner,
+  foreignStaleAfterMs: number | undefined,
+): Attempt {
+  const verdict = judgeOwner(owner);
+  const staleAfter = staleAfterFor(owner, foreignStaleAfterMs);
+  if (staleAfter === undefined || verdict === "dead" || verdict === "alive") {
+    return { acquired: false, owner, unreadable: false };
+  }
+  let touchedAt: number;
+  try {
+    touchedAt = statSync(path).mtimeMs;
+  } catch {
+    touchedAt = Date.now(); // released in between: whoever locks next is judged afresh
+  }
+  return { acquired: false, owner, unreadable: false, staleAt: touchedAt + staleAfter };
+}
+
+/**
+ * Moves the stale lock naming `token` out of the way (a rename, so that what was removed can be
+ * checked afterwards) and deletes it. Returns the removed file's mtime (ms), "gone" when there was
+ * no file, or "changed" when the file at `path` had become another lock in between (its holder
+ * released and another process locked): that one is put back.
+ */
+function removeStale(path: string, token: string, claimToken: string): number | "gone" | "changed" {
+  const grave = `${path}.${claimToken}.stale.tmp`;
+  try {
+    renameSync(path, grave);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") return "gone";
+    throw error;
+  }
+  try {
+    const moved = readLockFile(grave);
+    if (typeof moved !== "object" || moved.token !== token) {
+      try {
+        linkSync(grave, path);
+      } catch (error) {
+        // EEXIST: a third process locked in between; that one is judged next.
+        if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+      }
+      return "changed";
+    }
+    // Every touch of a heartbeat that then found the file its own came before the rename.
+    return statSync(grave).mtimeMs;
+  } finally {
+    unlinkQuietly(grave);
+  }
+}
+
+/** Sets the file's mtime to now; returns the performance.now() read before. */
+function touch(path: string): number {
+  const since = performance.now();
+  const now = new Date();
+  utimesSync(path, now, now);
+  return since;
+}
+
 function holdLock(
   path: string,
   owner: LockFileOwner,
   created: Created,
   foreignStaleAfterMs: number | undefined,
+  options: LockFileOptions,
 ): HeldLockFile {
-  const owns = () => {
+  const controller = new AbortController();
+  let timer: NodeJS.Timeout | undefined;
+  const isMine = () => {
     try {
       const stat = statSync(path);
-      if (stat.ino !== created.ino || stat.dev !== created.dev) return false;
-      return readFileSync(path, "utf8") === created.text;
+      return (
+        stat.ino === created.ino &&
+        stat.dev === created.dev &&
+        readFileSync(path, "utf8") === created.text
+      );
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === "ENOENT") return false;
-      throw error;
+      if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
+      return false;
     }
   };
-  let timer: NodeJS.Timeout | undefined;
+  const owns = () => {
+    const mine = isMine();
+    if (!mine && !controller.signal.aborted) {
+      clearInterval(timer);
+      controller.abort(lostError(path, options));
+    }
+    return mine;
+  };
+  let lastBeat = created.since;
   if (foreignStaleAfterMs !== undefined) {
-    // Keeps the lock fresh for other hosts, which judge it by its age alone.
+    // Keeps the lock fresh for processes that judge it by its age alone, and moves fenceAt on.
     timer = setInterval(
       () => {
         try {
-          if (owns()) {
-            const now = new Date();
-            utimesSync(path, now, now);
-          }
+          if (!owns()) return;
+          const since = touch(path);
+          // Touched a file that was taken over right before the touch: not a heartbeat of ours.
+          if (owns()) lastBeat = since;
         } catch {
-          // The folder went away or became read-only; whoever writes there next reports it.
+          // The folder went away or became read-only: fenceAt is not moved, so the holder stops.
         }
       },
-      Math.max(1_000, Math.floor(foreignStaleAfterMs / 3)),
+      Math.max(1, Math.floor(foreignStaleAfterMs / 4)),
     );
     timer.unref();
   }
@@ -327,13 +502,35 @@ function holdLock(
     path,
     owner,
     owns,
+    get fenceAt() {
+      return foreignStaleAfterMs === undefined ? undefined : lastBeat + foreignStaleAfterMs / 2;
+    },
+    lost: controller.signal,
     release() {
       if (released) return;
       released = true;
       clearInterval(timer);
-      release(path, owner.token);
+      try {
+        // By inode and content, not token alone: a copy of it put in its place is not removed.
+        if (isMine()) unlinkQuietly(path);
+      } finally {
+        held.delete(owner.token);
+      }
     },
   };
+}
+
+function lostError(path: string, options: LockFileOptions): LeafError {
+  const resource = options.resource ?? `lock file ${path}`;
+  return new LeafError({
+    component: options.component ?? "core",
+    code: options.code ?? ErrorCodes.LOCKED,
+    message:
+      `${resource} is no longer held by this process: lock file ${path} was removed, replaced or ` +
+      "taken over by another process (after going untouched, e.g. while this process was paused); " +
+      "stop using it",
+    details: { ...options.details, path },
+  });
 }
 
 /** Removes the lock file at `path` if it still names `token`, and forgets the token. */
@@ -363,7 +560,23 @@ function isStale(
   const verdict = judgeOwner(owner);
   if (verdict === "dead") return true;
   if (verdict === "alive") return false;
-  return foreignStaleAfterMs !== undefined && ageMs(path) >= foreignStaleAfterMs;
+  const staleAfter = staleAfterFor(owner, foreignStaleAfterMs);
+  return staleAfter !== undefined && ageMs(path) >= staleAfter;
+}
+
+/**
+ * How long a lock of `owner` that cannot be judged by pid must go untouched before it is taken over:
+ * the longer of the taker's and the holder's setting; undefined (never) when either has none, since
+ * a holder that does not record one does not heartbeat and fence as this needs.
+ */
+function staleAfterFor(
+  owner: LockFileOwner,
+  foreignStaleAfterMs: number | undefined,
+): number | undefined {
+  const recorded = owner.staleAfterMs;
+  if (foreignStaleAfterMs === undefined) return undefined;
+  if (typeof recorded !== "number" || !Number.isFinite(recorded) || recorded <= 0) return undefined;
+  return Math.max(foreignStaleAfterMs, recorded);
 }
 
 /**
@@ -436,9 +649,13 @@ function createExclusive(path: string, owner: LockFileOwner): Created | undefine
   try {
     // writeFileSync loops over short writes (a full disk), unlike one writeSync; it throws on errors.
     writeFileSync(fd, text);
+    // The mtime a taker judges is set after `since`, never before (the kernel's own is coarser).
+    const since = performance.now();
+    const now = new Date();
+    futimesSync(fd, now, now);
     fsyncSync(fd);
     const stat = fstatSync(fd);
-    created = { text, dev: stat.dev, ino: stat.ino };
+    created = { text, dev: stat.dev, ino: stat.ino, since };
   } finally {
     closeSync(fd);
   }
@@ -468,7 +685,10 @@ function sweepTempFiles(path: string): void {
     if (!name.startsWith(prefix) || !name.endsWith(".tmp")) continue;
     const file = join(dir, name);
     try {
-      if (now - statSync(file).mtimeMs > TEMP_MAX_AGE_MS) unlinkQuietly(file);
+      const stat = statSync(file);
+      // A stale lock being removed keeps its old mtime, but its rename set its ctime.
+      const at = name.endsWith(".stale.tmp") ? stat.ctimeMs : stat.mtimeMs;
+      if (now - at > TEMP_MAX_AGE_MS) unlinkQuietly(file);
     } catch {
       // Gone already.
     }
@@ -488,6 +708,7 @@ function lockedError(
   options: LockFileOptions,
   owner: LockFileOwner | undefined,
   unreadable: boolean,
+  note = "",
 ): LeafError {
   const resource = options.resource ?? `lock file ${path}`;
   const advice = options.advice ?? "stop that process, or use another lock file";
@@ -508,14 +729,19 @@ function lockedError(
     let foreign = "";
     const verdict = judgeOwner(owner);
     if (verdict !== "dead" && verdict !== "alive") {
-      foreign =
+      const staleAfter = staleAfterFor(owner, options.foreignStaleAfterMs);
+      const never =
         options.foreignStaleAfterMs === undefined
-          ? `; its owner cannot be judged by pid since ${verdict}, so it is never taken over: delete the lock file once you are sure that process is gone`
-          : `; its owner cannot be judged by pid since ${verdict}, so it is taken over only once untouched for ${options.foreignStaleAfterMs} ms`;
+          ? "so it is never taken over"
+          : "and its holder does not heartbeat the lock (it records no staleAfterMs: another setting or an older version), so it is never taken over by age";
+      foreign =
+        staleAfter === undefined
+          ? `; its owner cannot be judged by pid since ${verdict}, ${never}: delete the lock file once you are sure that process is gone`
+          : `; its owner cannot be judged by pid since ${verdict}, so it is taken over only once untouched for ${staleAfter} ms (last touched ${Math.round(ageMs(path))} ms ago)`;
     }
     message =
       `${resource} is in use: lock file ${path} is held by pid ${owner.pid} on host ` +
-      `${owner.host}${label} since ${since}; ${advice}${foreign}`;
+      `${owner.host}${label} since ${since}; ${advice}${foreign}${note}`;
   }
   return new LeafError({
     component: options.component ?? "core",

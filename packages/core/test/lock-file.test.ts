@@ -16,12 +16,13 @@ import {
 } from "node:fs";
 import { createRequire } from "node:module";
 import { hostname, tmpdir } from "node:os";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import { createInterface } from "node:readline";
 import { pathToFileURL } from "node:url";
 import { afterAll, afterEach, describe, expect, it, vi } from "vitest";
 import {
   acquireLockFile,
+  acquireLockFileWaiting,
   ErrorCodes,
   isLeafError,
   type LeafError,
@@ -290,7 +291,8 @@ describe("acquireLockFile and owners it cannot judge by pid", () => {
     ];
     for (const [owner, why] of cases) {
       const path = freshLock();
-      writeOwner(path, owner);
+      // A holder that heartbeats records how long it may go untouched.
+      writeOwner(path, { ...owner, staleAfterMs: 30_000 });
       const longAgo = new Date(Date.now() - 3_600_000);
       utimesSync(path, longAgo, longAgo);
       const error = thrown(() => acquireLockFile(path));
@@ -311,6 +313,29 @@ describe("acquireLockFile and owners it cannot judge by pid", () => {
     }
   });
 
+  it("never takes over by age a lock whose holder records no staleAfterMs (it does not heartbeat), and waits the longer of the two settings", () => {
+    const path = freshLock();
+    writeOwner(path, { pid: 1, pidNamespace: "pid:[4026599999]" });
+    const longAgo = new Date(Date.now() - 3_600_000);
+    utimesSync(path, longAgo, longAgo);
+    const error = thrown(() => acquireLockFile(path, { foreignStaleAfterMs: 1_000 }));
+    expect(error.code).toBe(ErrorCodes.LOCKED);
+    expect(error.message).toContain("does not heartbeat the lock");
+    expect(tryAcquireLockFile(path, { foreignStaleAfterMs: 1_000 })).not.toHaveProperty("staleAt");
+    // The holder's longer setting wins over the taker's shorter one.
+    writeOwner(path, { pid: 1, pidNamespace: "pid:[4026599999]", staleAfterMs: 60_000 });
+    const recent = new Date(Date.now() - 5_000);
+    utimesSync(path, recent, recent);
+    expect(tryAcquireLockFile(path, { foreignStaleAfterMs: 1_000 })).toMatchObject({
+      acquired: false,
+      staleAt: statSync(path).mtimeMs + 60_000,
+    });
+    utimesSync(path, longAgo, longAgo);
+    const lock = acquireLockFile(path, { foreignStaleAfterMs: 1_000 });
+    expect(readLockFile(path)).toMatchObject({ pid: process.pid, staleAfterMs: 1_000 });
+    lock.release();
+  });
+
   it("no longer owns a lock whose file was replaced by a copy with the same content", () => {
     const path = freshLock();
     const lock = acquireLockFile(path);
@@ -323,7 +348,7 @@ describe("acquireLockFile and owners it cannot judge by pid", () => {
 
   it("never takes over a lock written on another host unless told how long one may go untouched", () => {
     const path = freshLock();
-    writeOwner(path, { pid: 1, host: "elsewhere.example" });
+    writeOwner(path, { pid: 1, host: "elsewhere.example", staleAfterMs: 30_000 });
     const longAgo = new Date(Date.now() - 3_600_000);
     utimesSync(path, longAgo, longAgo);
     const error = thrown(() => acquireLockFile(path));
@@ -351,6 +376,122 @@ describe("acquireLockFile and owners it cannot judge by pid", () => {
     expect(statSync(path).mtimeMs).toBeGreaterThan(longAgo.getTime() + 3_000_000);
     lock.release();
     expect(vi.getTimerCount()).toBe(0);
+  });
+});
+
+describe("heartbeat, fenceAt and waiting for a lock that cannot be judged", () => {
+  /** Polls `check` every 20 ms until it holds (no fixed sleeps: the machine may be slow). */
+  async function until(check: () => boolean, what: string): Promise<void> {
+    const deadline = Date.now() + 30_000;
+    while (!check()) {
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  }
+
+  /** A lock of pid 1 of another PID namespace (another container), last touched `ageMs` ago. */
+  function foreignLock(ageMs: number): { path: string; touchedAt: number } {
+    const path = freshLock();
+    writeOwner(path, { pid: 1, pidNamespace: "pid:[4026599999]", staleAfterMs: 100 });
+    const at = new Date(Date.now() - ageMs);
+    utimesSync(path, at, at);
+    return { path, touchedAt: statSync(path).mtimeMs };
+  }
+
+  it("has no fenceAt and no heartbeat without foreignStaleAfterMs", () => {
+    const lock = acquireLockFile(freshLock());
+    expect(lock.fenceAt).toBeUndefined();
+    lock.release();
+  });
+
+  it("moves fenceAt on with each heartbeat (half of foreignStaleAfterMs after its start), and aborts lost once the file is replaced", async () => {
+    const path = freshLock();
+    const before = performance.now();
+    const lock = acquireLockFile(path, { foreignStaleAfterMs: 400, component: "test" });
+    const first = lock.fenceAt!;
+    expect(first).toBeGreaterThanOrEqual(before + 200);
+    expect(first).toBeLessThanOrEqual(performance.now() + 200);
+    const created = statSync(path).mtimeMs;
+    await until(() => lock.fenceAt! > first, "a heartbeat");
+    expect(statSync(path).mtimeMs).toBeGreaterThan(created);
+    expect(lock.lost.aborted).toBe(false);
+    // Taken over while this holder looked away: the next heartbeat finds it and stops.
+    writeFileSync(`${path}.copy`, readFileSync(path, "utf8"));
+    renameSync(`${path}.copy`, path);
+    await until(() => lock.lost.aborted, "the lost signal");
+    expect(lock.lost.reason).toMatchObject({ code: ErrorCodes.LOCKED, component: "test" });
+    expect((lock.lost.reason as LeafError).message).toContain("taken over by another process");
+    const fenced = lock.fenceAt;
+    const mtime = statSync(path).mtimeMs;
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(lock.fenceAt).toBe(fenced);
+    // The replacing file is not touched by the old holder.
+    expect(statSync(path).mtimeMs).toBe(mtime);
+    lock.release();
+    expect(existsSync(path)).toBe(true);
+  });
+
+  it("reports when a lock it cannot judge may be taken over (staleAt: its mtime + foreignStaleAfterMs)", () => {
+    const { path, touchedAt } = foreignLock(1_000);
+    const attempt = tryAcquireLockFile(path, { foreignStaleAfterMs: 60_000 });
+    expect(attempt).toMatchObject({ acquired: false, staleAt: touchedAt + 60_000 });
+    // Without a staleness rule, or for a live owner, there is no such instant.
+    expect(tryAcquireLockFile(path)).not.toHaveProperty("staleAt");
+    const live = acquireLockFile(freshLock());
+    const refused = tryAcquireLockFile(live.path, { foreignStaleAfterMs: 60_000 });
+    expect(refused).toMatchObject({ acquired: false });
+    expect(refused).not.toHaveProperty("staleAt");
+    live.release();
+  });
+
+  it("waits for a lock it cannot judge to go untouched for foreignStaleAfterMs, then takes it over, not before", async () => {
+    const { path, touchedAt } = foreignLock(0);
+    const lock = await acquireLockFileWaiting(path, { foreignStaleAfterMs: 800 });
+    expect(Date.now()).toBeGreaterThanOrEqual(touchedAt + 800);
+    expect(lock.owns()).toBe(true);
+    expect(readLockFile(path)).toMatchObject({ pid: process.pid });
+    // Nothing of the takeover is left beside it.
+    const left = readdirSync(root).filter((name) => name.startsWith(`${basename(path)}.`));
+    expect(left).toEqual([]);
+    lock.release();
+  });
+
+  it("refuses once the lock is touched while it waits (its holder is alive), and at once for a live holder", async () => {
+    const { path } = foreignLock(0);
+    const touching = setInterval(() => {
+      const now = new Date();
+      utimesSync(path, now, now);
+    }, 100);
+    try {
+      const error = (await acquireLockFileWaiting(path, {
+        foreignStaleAfterMs: 600,
+        code: ErrorCodes.WORKER_ID_IN_USE,
+      }).catch((e: unknown) => e)) as LeafError;
+      expect(error).toMatchObject({ code: ErrorCodes.WORKER_ID_IN_USE });
+      expect(error.message).toContain("touched or changed hands while this process waited");
+      expect(readLockFile(path)).toMatchObject({ token: "left-behind" });
+    } finally {
+      clearInterval(touching);
+    }
+    const live = acquireLockFile(freshLock());
+    const started = Date.now();
+    await expect(
+      acquireLockFileWaiting(live.path, { foreignStaleAfterMs: 60_000 }),
+    ).rejects.toMatchObject({ code: ErrorCodes.LOCKED });
+    expect(Date.now() - started).toBeLessThan(60_000);
+    live.release();
+  });
+
+  it("stops waiting when its signal aborts", async () => {
+    const { path } = foreignLock(0);
+    const controller = new AbortController();
+    const waiting = acquireLockFileWaiting(path, {
+      foreignStaleAfterMs: 60_000,
+      signal: controller.signal,
+    });
+    controller.abort(new Error("shutting down"));
+    await expect(waiting).rejects.toThrow("shutting down");
+    expect(readLockFile(path)).toMatchObject({ token: "left-behind" });
   });
 });
 

@@ -1,12 +1,14 @@
 // A worker-id registry without a server: the id comes from configuration (one id, or the fork's
 // workIdMap), a lock file per id keeps a second process on this machine off it, and a cache file per
-// id, rewritten atomically on every report, keeps its last timestamp across restarts.
+// id, rewritten atomically on every report, keeps its last timestamp across restarts. The holder
+// heartbeats its lock and its lease publishes a fence deadline, so a lock left by a process that
+// cannot be judged (another container, another boot) is taken over safely once it goes untouched.
 import { mkdirSync } from "node:fs";
 import { homedir } from "node:os";
 import { join } from "node:path";
 import {
   type AcquireRequest,
-  acquireLockFile,
+  acquireLockFileWaiting,
   type BackupWorker,
   type Clock,
   checkAcquireRequest,
@@ -58,6 +60,15 @@ export interface LocalRegistryOptions {
    * generator's rollback tolerance).
    */
   toleranceMs?: number;
+  /**
+   * How long (ms) a lock whose holder cannot be judged by its pid (written in another PID namespace
+   * such as a previous container, in another boot, or by an older version) must go untouched before
+   * another process takes its worker id over (default 10,000). A holder touches its lock every
+   * quarter of this and stops issuing ids half of this after its last successful touch (the lease's
+   * `fenceAt`), so a paused holder stops before its id can be taken. A restart in a new container or
+   * after a reboot waits at most about this long for its id. At least 100.
+   */
+  staleAfterMs?: number;
   /** Clock read for the start check (default: the system clock). */
   clock?: Clock;
 }
@@ -74,6 +85,7 @@ export class LocalRegistry implements WorkerIdRegistry {
   private readonly fixedIds: number[] | undefined;
   private readonly map: Map<string, number[]> | undefined;
   private readonly toleranceMs: number;
+  private readonly staleAfterMs: number;
   private readonly clock: Clock;
   private closed = false;
 
@@ -114,6 +126,16 @@ export class LocalRegistry implements WorkerIdRegistry {
       );
     }
     this.toleranceMs = tolerance;
+    const staleAfter = options.staleAfterMs ?? 10_000;
+    if (!Number.isSafeInteger(staleAfter) || staleAfter < 100) {
+      throw configError(
+        COMPONENT,
+        "staleAfterMs",
+        options.staleAfterMs,
+        "an integer of at least 100 ms (default 10000)",
+      );
+    }
+    this.staleAfterMs = staleAfter;
     this.clock = options.clock ?? systemClock;
   }
 
@@ -147,7 +169,7 @@ export class LocalRegistry implements WorkerIdRegistry {
     const folder = this.serviceDir(node.name);
     const holds: Hold[] = [];
     try {
-      for (const id of ids) holds.push(this.lock(folder, id, key));
+      for (const id of ids) holds.push(await this.lock(folder, id, key, request.signal));
       for (const hold of holds) hold.stored = readStored(hold, node);
       const primary = holds[0]!;
       checkClockNotBehind({
@@ -202,21 +224,32 @@ export class LocalRegistry implements WorkerIdRegistry {
     return ids.slice(0, backups + 1);
   }
 
-  private lock(folder: string, workerId: number, key: string): Hold {
+  /**
+   * Takes the lock of `workerId`: at once from a provably dead holder, after waiting for it to go
+   * untouched for `staleAfterMs` from a holder that cannot be judged (another container or boot).
+   */
+  private async lock(
+    folder: string,
+    workerId: number,
+    key: string,
+    signal: AbortSignal | undefined,
+  ): Promise<Hold> {
     const lockFile = join(folder, `worker-${workerId}.lock`);
     let lock: HeldLockFile;
     try {
       mkdirSync(folder, { recursive: true });
-      lock = acquireLockFile(lockFile, {
+      lock = await acquireLockFileWaiting(lockFile, {
         component: COMPONENT,
         label: `node ${key}`,
         resource: `worker id ${workerId}`,
         advice: "stop that process, or give this node another worker id",
         code: ErrorCodes.WORKER_ID_IN_USE,
         details: { workerId, lockFile },
+        foreignStaleAfterMs: this.staleAfterMs,
+        ...(signal ? { signal } : {}),
       });
     } catch (error) {
-      if (isLeafError(error)) throw error;
+      if (isLeafError(error) || signal?.aborted) throw error;
       throw new LeafError({
         component: COMPONENT,
         code: ErrorCodes.INVALID_CONFIG,
@@ -246,7 +279,11 @@ interface Hold {
   stored: number;
 }
 
-/** A worker id (and its backups) held through a {@link LocalRegistry}. */
+/**
+ * A worker id (and its backups) held through a {@link LocalRegistry}. Its locks are heartbeated while
+ * it is held: `fenceAt` is the earliest of their fence deadlines, and `lost` aborts as soon as one
+ * of them is found removed, replaced or taken over.
+ */
 export class LocalLease implements WorkerLease {
   readonly workerId: number;
   readonly lastTimestamp: number;
@@ -270,6 +307,25 @@ export class LocalLease implements WorkerLease {
     this.lockFile = primary.lockFile;
     this.cacheFile = primary.cacheFile;
     this.lost = this.controller.signal;
+    for (const hold of holds) {
+      if (hold.lock.lost.aborted) this.lose(hold);
+      else hold.lock.lost.addEventListener("abort", () => this.lose(hold), { once: true });
+    }
+  }
+
+  /**
+   * The `performance.now()` instant after which no id may be issued under this lease unless a
+   * heartbeat of its locks moves it later: half of `staleAfterMs` after the start of the last
+   * heartbeat that found every lock its own. Another process takes an id over only once its lock
+   * went untouched for all of `staleAfterMs`.
+   */
+  get fenceAt(): number | undefined {
+    let earliest: number | undefined;
+    for (const hold of this.holds) {
+      const at = hold.lock.fenceAt;
+      if (at !== undefined && (earliest === undefined || at < earliest)) earliest = at;
+    }
+    return earliest;
   }
 
   /**
@@ -313,19 +369,26 @@ export class LocalLease implements WorkerLease {
 
   private checkLocks(): void {
     for (const hold of this.holds) {
-      if (hold.lock.owns()) continue;
-      const reason = new LeafError({
-        component: COMPONENT,
-        code: ErrorCodes.LEASE_LOST,
-        leafCode: LeafCodes.LEASE_LOST,
-        message:
-          `worker id ${hold.workerId} lease lost: lock file ${hold.lockFile} was removed or taken ` +
-          "over by another process; stop issuing ids under this id",
-        details: { workerId: hold.workerId, lockFile: hold.lockFile },
-      });
-      this.controller.abort(reason);
-      throw reason;
+      if (!hold.lock.owns()) throw this.lose(hold);
     }
+  }
+
+  /** Aborts `lost` (once) because `hold`'s lock is no longer this lease's; returns the reason. */
+  private lose(hold: Hold): LeafError {
+    if (this.lost.aborted) return this.lost.reason as LeafError;
+    const reason = new LeafError({
+      component: COMPONENT,
+      code: ErrorCodes.LEASE_LOST,
+      leafCode: LeafCodes.LEASE_LOST,
+      message:
+        `worker id ${hold.workerId} lease lost: lock file ${hold.lockFile} was removed or taken ` +
+        "over by another process (a lock goes untouched while its holder is paused); stop issuing " +
+        "ids under this id",
+      details: { workerId: hold.workerId, lockFile: hold.lockFile },
+      cause: hold.lock.lost.aborted ? hold.lock.lost.reason : undefined,
+    });
+    this.controller.abort(reason);
+    return reason;
   }
 }
 

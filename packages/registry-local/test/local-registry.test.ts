@@ -85,6 +85,15 @@ describe("configuration", () => {
     ).toContain("exactly one of them");
   });
 
+  it("refuses a staleAfterMs that is not an integer of at least 100 ms with INVALID_CONFIG", () => {
+    for (const staleAfterMs of [0, 99, 1.5, -100, Number.NaN]) {
+      const error = thrown(() => new LocalRegistry({ workerId: 1, staleAfterMs }));
+      expect(error.code).toBe(ErrorCodes.INVALID_CONFIG);
+      expect(error.message).toContain("staleAfterMs");
+      expect(error.message).toContain("at least 100");
+    }
+  });
+
   it("refuses a configured worker id outside the layout's range", async () => {
     const registry = new LocalRegistry({ workerId: 1500, dir: freshDir() });
     const error = await rejection(registry.acquire({ node: node(), maxWorkerId: 1023 }));
@@ -266,4 +275,32 @@ describe("one holder per worker id", () => {
     expect(existsSync(intruder.lockFile)).toBe(true);
     await intruder.release();
   });
+
+  it("heartbeats its locks: fenceAt moves on, and lost aborts without a report once a lock is removed", async () => {
+    const lease = await new LocalRegistry({
+      workerId: [8, 108],
+      dir: freshDir(),
+      staleAfterMs: 400,
+    }).acquire({ node: node(), maxWorkerId: 1023, backups: 1 });
+    const first = lease.fenceAt!;
+    expect(first).toBeLessThanOrEqual(performance.now() + 200);
+    await until(() => lease.fenceAt! > first, "a heartbeat");
+    expect(lease.lost.aborted).toBe(false);
+    // The backup id's lock counts as much as the primary's.
+    unlinkSync(lease.lockFile.replace("worker-8.lock", "worker-108.lock"));
+    await until(() => lease.lost.aborted, "the lost lease");
+    expect(lease.lost.reason).toMatchObject({ code: ErrorCodes.LEASE_LOST, leafCode: -4 });
+    expect((lease.lost.reason as LeafError).message).toContain("worker id 108 lease lost");
+    await lease.release();
+    expect(existsSync(lease.lockFile)).toBe(false);
+  });
 });
+
+/** Polls `check` every 20 ms until it holds. */
+async function until(check: () => boolean, what: string): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}

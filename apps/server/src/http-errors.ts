@@ -8,6 +8,8 @@ export const HttpCodes = {
   MODE_DISABLED: "MODE_DISABLED",
   /** No route for this method and path. */
   NOT_FOUND: "NOT_FOUND",
+  /** The path exists, not with this method (405; `Allow` lists the methods). */
+  METHOD_NOT_ALLOWED: "METHOD_NOT_ALLOWED",
   /** An access or admin token is needed and none was given. */
   UNAUTHORIZED: "UNAUTHORIZED",
   /** The token given is not valid for this tag or for the admin API. */
@@ -58,7 +60,8 @@ const STATUS: Record<ErrorCode, number> = {
   LOCKED: 503,
   CLOSED: 503,
   LAYOUT_EXHAUSTED: 500,
-  CORRUPT_DATA: 500,
+  // A tag refused until an operator fixes its row: unavailable, not a server bug.
+  CORRUPT_DATA: 503,
 };
 
 /** fastify's parser says only "not valid JSON", also for the keys it refuses on purpose. */

@@ -129,7 +129,16 @@ async function startSegment(
   let raw: SegmentStore;
   if (settings.store === "embedded") {
     try {
-      raw = await EmbeddedSegmentStore.open({ dir: settings.dir });
+      raw = await EmbeddedSegmentStore.open({
+        dir: settings.dir,
+        // A write that could not be stored (disk full, journal replaced): no range is handed out
+        // until the journal is verified again; an operator has to look.
+        onFailure: (error) =>
+          logger.error(
+            { err: error, dir: settings.dir },
+            "embedded segment store refuses ranges: a journal write failed or the folder is no longer this process's",
+          ),
+      });
     } catch (error) {
       throw startFailure(`segment mode (embedded store in ${settings.dir})`, error);
     }
@@ -158,11 +167,19 @@ async function startSegment(
     exhaustedWaitMs: settings.exhaustedWaitMs,
     dynamicStep: settings.dynamicStep,
     maxBatch: config.server.maxBatch,
-    onError: (error, context) =>
-      logger.warn(
-        { err: error, tag: context.tag, operation: context.operation },
-        `segment ${context.operation} failed${context.tag ? ` for tag ${context.tag}` : ""}; retrying`,
-      ),
+    onError: (error, context) => {
+      const fields = { err: error, tag: context.tag, operation: context.operation };
+      const what = `segment ${context.operation} failed${context.tag ? ` for tag ${context.tag}` : ""}`;
+      // A refused tag or a split brain needs an operator: nothing is retried into duplicates.
+      if (context.level === "error") {
+        logger.error(
+          fields,
+          context.refused
+            ? `${what}; the tag is not served until its row is fixed`
+            : `${what}; no range is taken until it is resolved`,
+        );
+      } else logger.warn(fields, `${what}; retrying`);
+    },
   });
   closers.push(() => generator.close());
   try {

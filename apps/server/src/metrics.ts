@@ -252,6 +252,21 @@ export class ServerMetrics {
       },
     });
     new Gauge({
+      name: "leaf_segment_tag_refused",
+      help: "1 while a tag gets no range, by reason: refused until its row is fixed (max-id-moved-back, stale-primary, bad-step, bad-max-id, bad-range), or split-brain while more than one MySQL host is writable.",
+      labelNames: ["tag", "reason"],
+      registers,
+      collect() {
+        this.reset();
+        for (const snap of metrics.services?.()?.segment?.generator.snapshots() ?? []) {
+          const reason =
+            snap.refused?.reason ??
+            (snap.lastErrorReason === "split-brain" ? "split-brain" : undefined);
+          if (reason !== undefined) this.set({ tag: snap.tag, reason }, 1);
+        }
+      },
+    });
+    new Gauge({
       name: "leaf_segment_tags",
       help: "Tags the segment generator serves.",
       registers,

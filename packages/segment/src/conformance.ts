@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import { ErrorCodes, isLeafError, LeafCodes } from "@leaf/core";
 import type { SegmentRange, SegmentStore } from "./segment-store";
-import { MAX_ID } from "./validation";
+import { MAX_ID, MAX_STEP } from "./validation";
 
 /** The part of vitest's `test` the suite uses. */
 export interface SegmentTestFunction {
@@ -38,6 +38,19 @@ export interface SegmentConformanceOptions {
   create: (context: SegmentConformanceContext) => Promise<SegmentStore>;
   /** Two open instances on one storage hand out disjoint ranges (stands for two processes). */
   concurrentInstances?: true | Unsupported;
+  /**
+   * Changes a tag's stored max id and/or step behind the open store's back, as an operator's SQL
+   * does (`UPDATE leaf_alloc SET max_id = ?, step = ? WHERE biz_tag = ?`), so that the suite can
+   * check that the store refuses a damaged row and a max id moved back. A store whose storage
+   * cannot be changed from outside while it is open says why with `{ unsupported }`.
+   */
+  editRow?:
+    | ((
+        context: SegmentConformanceContext,
+        tag: string,
+        row: { maxId?: bigint; step?: number },
+      ) => Promise<void>)
+    | Unsupported;
   /** Per-test time limit in ms (default 30,000). */
   timeoutMs?: number;
 }
@@ -291,6 +304,112 @@ export function segmentStoreConformance(
       assert.deepEqual([fits.start, fits.end], [MAX_ID - 5n, MAX_ID]);
     },
   );
+
+  // ---- refuses bad ranges/steps ----------------------------------------------------------------
+
+  const corrupt = (pattern: RegExp, reason?: string) => (error: unknown) => {
+    assert.ok(
+      isLeafError(error, ErrorCodes.CORRUPT_DATA),
+      `expected CORRUPT_DATA, got ${String(error)}`,
+    );
+    assert.match(error.message, pattern);
+    if (reason !== undefined) assert.equal(error.details.reason, reason);
+    return true;
+  };
+  const maxIdOf = async (store: SegmentStore, tag: string) =>
+    (await store.describeTags()).find((r) => r.tag === tag)?.maxId;
+
+  scenario(
+    "refuses bad ranges/steps: a step that is not 1 .. 2,147,483,647 moves nothing, and every range ends above its start",
+    async (open) => {
+      const store = await open();
+      await store.createTag({ tag: "orders", step: 10, startId: 0n });
+      for (const step of [0, -1, -1000, 2 ** 31, 1.5, Number.NaN, Number.POSITIVE_INFINITY]) {
+        const named = (e: unknown) =>
+          isLeafError(e, ErrorCodes.INVALID_ARGUMENT) && e.message.includes(String(step));
+        await assert.rejects(store.takeRange("orders", step), named, `takeRange step ${step}`);
+        await assert.rejects(store.updateStep("orders", step), named, `updateStep ${step}`);
+        await assert.rejects(
+          store.createTag({ tag: "neg", step }),
+          named,
+          `createTag step ${step}`,
+        );
+      }
+      assert.deepEqual(await store.listTags(), ["orders"]);
+      assert.equal(await maxIdOf(store, "orders"), 0n);
+      const ranges = [
+        await store.takeRange("orders"),
+        await store.takeRange("orders", 1),
+        await store.takeRange("orders", MAX_STEP),
+        await store.takeRange("orders"),
+      ];
+      for (const r of ranges) {
+        assert.ok(r.end > r.start, `range [${r.start}, ${r.end}) ends above its start`);
+        assert.equal(r.end - r.start, BigInt(r.step));
+        assert.ok(r.tableStep >= 1 && r.tableStep <= MAX_STEP, `tableStep ${r.tableStep}`);
+      }
+      assertContiguous(ranges, 0n);
+    },
+  );
+
+  const editRow = typeof options.editRow === "function" ? options.editRow : undefined;
+  const editReason =
+    typeof options.editRow === "object" ? options.editRow.unsupported : "not declared";
+
+  if (editRow) {
+    scenario(
+      "refuses bad ranges/steps: a stored step of -1000 or 0, or a negative max id, gives no range and moves nothing",
+      async (open, namespace) => {
+        const store = await open();
+        await store.createTag({ tag: "orders", step: 10, startId: 1n });
+        await store.takeRange("orders");
+        for (const step of [-1000, 0]) {
+          await editRow({ namespace }, "orders", { step });
+          const bad = corrupt(new RegExp(`step is ${step}\\b`), "bad-step");
+          await assert.rejects(store.takeRange("orders"), bad, `stored step ${step}`);
+          await assert.rejects(store.takeRange("orders", 5), bad, `stored step ${step}, step 5`);
+          assert.equal(await maxIdOf(store, "orders"), 11n, "the max id did not move");
+        }
+        await editRow({ namespace }, "orders", { step: 10 });
+        const fixed = await store.takeRange("orders");
+        assert.deepEqual([fixed.start, fixed.end], [11n, 21n]);
+
+        await store.createTag({ tag: "negative", step: 10, startId: 0n });
+        await editRow({ namespace }, "negative", { maxId: -5n });
+        await assert.rejects(store.takeRange("negative"), corrupt(/max id is -5\b/, "bad-max-id"));
+        assert.equal(await maxIdOf(store, "negative"), -5n, "the max id did not move");
+      },
+    );
+
+    scenario(
+      "refuses a range not above the last one: a max id moved back by three ranges, into a range, or reset to 1 is refused and not advanced",
+      async (open, namespace) => {
+        const store = await open();
+        await store.createTag({ tag: "orders", step: 100, startId: 0n });
+        for (let i = 0; i < 3; i++) await store.takeRange("orders");
+        const behind = (e: unknown) => {
+          corrupt(/below 300\b/)(e);
+          assert.ok(
+            ["max-id-moved-back", "stale-primary"].includes(
+              String((e as { details: { reason: unknown } }).details.reason),
+            ),
+          );
+          return true;
+        };
+        for (const maxId of [0n, 250n, 1n, 299n]) {
+          await editRow({ namespace }, "orders", { maxId });
+          await assert.rejects(store.takeRange("orders"), behind, `max id moved back to ${maxId}`);
+          await assert.rejects(store.takeRange("orders", 500), behind, `step 500 from ${maxId}`);
+          assert.equal(await maxIdOf(store, "orders"), maxId, "a refused range moves nothing");
+        }
+        await editRow({ namespace }, "orders", { maxId: 300n });
+        const resumed = await store.takeRange("orders");
+        assert.deepEqual([resumed.start, resumed.end], [300n, 400n]);
+      },
+    );
+  } else {
+    test.skip(`${options.name}: refuses a damaged row and a max id moved back (not offered: ${editReason})`, async () => {});
+  }
 
   scenario("hands out disjoint, gap-free ranges to concurrent takers", async (open) => {
     const store = await open();

@@ -1,7 +1,8 @@
 // The embedded segment store: tags and max ids in an append-only JSON-lines journal in a local
-// folder, fsynced before a range is returned and compacted by atomic rename, behind a lock file so
-// that one process at a time uses the folder. Zero setup, single node; see the README for the format.
-import { mkdirSync, readFileSync, truncateSync } from "node:fs";
+// folder, fully written and fsynced before a range is returned and compacted by atomic rename, behind
+// a lock file checked before and after every write. It fails closed: after a short or failed write it
+// hands out nothing until it has verified the journal again. See the README for the format.
+import { fstatSync, mkdirSync, readFileSync, statSync, truncateSync } from "node:fs";
 import { type FileHandle, open } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import {
@@ -10,8 +11,18 @@ import {
   ErrorCodes,
   type HeldLockFile,
   LeafError,
+  readLockFile,
   writeFileAtomic,
 } from "@leaf/core";
+import {
+  JOURNAL_FILE,
+  type JournalRecord,
+  parseJournal,
+  putRecord,
+  type Row,
+  rowsDiffer,
+  snapshotText,
+} from "./embedded-journal";
 import type { NewTag, SegmentRange, SegmentStore, TagRecord } from "./segment-store";
 import {
   COMPONENT,
@@ -25,13 +36,10 @@ import {
   unknownTag,
 } from "./validation";
 
-/** Name of the journal file in the data folder. */
-export const JOURNAL_FILE = "leaf-segments.jsonl";
+export { JOURNAL_FILE } from "./embedded-journal";
+
 /** Name of the lock file in the data folder. */
 export const LOCK_FILE = "leaf-segments.lock";
-
-const FORMAT = "leaf-segment-journal";
-const VERSION = 1;
 
 /** Options of {@link EmbeddedSegmentStore.open}. */
 export interface EmbeddedSegmentStoreOptions {
@@ -42,22 +50,45 @@ export interface EmbeddedSegmentStoreOptions {
    * rewrite (default 10,000).
    */
   compactAfterRecords?: number;
-  /** A lock left by a process on another host counts as stale after this many ms (default 30,000). */
+  /**
+   * A lock whose owner cannot be judged by its pid (another host, boot or PID namespace, such as
+   * another container on a shared volume) is taken over once its file was not touched for this
+   * many ms (default 30,000); the holder touches it every third of this. A holder paused that long
+   * finds its lock gone before its next write and stops (LOCKED): it never hands out a range after
+   * losing the lock.
+   */
   lockStaleAfterMs?: number;
+  /**
+   * Called once each time the store starts refusing calls: a write failed (a full disk) or the
+   * journal could not be reopened (UNAVAILABLE, until a later call finds the journal writable and
+   * verified), or the folder was lost to another process (LOCKED, for good). For an error-level log
+   * line and a metric; `stats()` tells the current state.
+   */
+  onFailure?: (error: LeafError) => void;
+  /**
+   * How the journal is opened for appending (default `fs.promises.open(path, "a")`). A seam for
+   * fault tests, which make it fail (EMFILE) to check that the store hands out nothing until it has
+   * reopened and verified the journal.
+   */
+  openFile?: (path: string) => Promise<FileHandle>;
 }
 
-interface Row {
-  maxId: bigint;
-  step: number;
-  description: string | null;
-  updatedAt: number;
+/** Counters and state of an {@link EmbeddedSegmentStore}, for metrics and health checks. */
+export interface EmbeddedStoreStats {
+  /** Batches appended and fsynced (each holds one or more records). */
+  appends: number;
+  /** Appends or compactions that failed (short or failed write, failed sync or reopen). */
+  failedWrites: number;
+  /** Times the store verified the journal after a failure and served again. */
+  recoveries: number;
+  /**
+   * Why the store refuses calls right now (the message of its error), or undefined while it
+   * serves. A failed write is retried on the next call; a lost folder is final.
+   */
+  refusing: string | undefined;
+  /** True once the folder was lost to another process: the store never serves again. */
+  lost: boolean;
 }
-
-type JournalRecord =
-  | { op: "put"; tag: string; maxId: string; step: number; description: string | null; at: number }
-  | { op: "max"; tag: string; maxId: string; at: number }
-  | { op: "step"; tag: string; step: number; at: number }
-  | { op: "delete"; tag: string; at: number };
 
 /** One queued operation: `apply` changes the state and returns the record to append and an undo. */
 interface Pending {
@@ -69,12 +100,23 @@ interface Pending {
   reject(error: unknown): void;
 }
 
+/** The identity of a file, to tell whether the journal's path still names the file we append to. */
+interface FileId {
+  dev: number;
+  ino: number;
+}
+
 /**
  * A {@link SegmentStore} in a local folder, for a single node with nothing else to run.
  *
- * Every change is appended to the journal and fsynced before the call resolves, so after a crash
- * (SIGKILL, power loss) no range that was returned is returned again. Concurrent calls share one
- * write and one fsync (group commit). A second process opening the folder gets LOCKED.
+ * Every change is appended to the journal, all of its bytes written and fsynced, before the call
+ * resolves, so after a crash (SIGKILL, power loss) no range that was returned is returned again.
+ * Concurrent calls share one write and one fsync (group commit). A second process opening the folder
+ * gets LOCKED. Before and after every append the store checks that the lock file is still its own and
+ * that the journal is still the file it appends to, with the size it wrote: a store that lost the
+ * folder rejects every call with LOCKED. A short or failed write (a full disk) is never
+ * acknowledged: the store rejects every call with UNAVAILABLE until a later call finds the journal
+ * writable, cut back to its last complete record and holding exactly what the store handed out.
  */
 export class EmbeddedSegmentStore implements SegmentStore {
   readonly kind = "embedded";
@@ -85,21 +127,32 @@ export class EmbeddedSegmentStore implements SegmentStore {
   private queue: Pending[] = [];
   private writing: Promise<void> | undefined;
   private closed = false;
-  private broken: LeafError | undefined;
+  /** Set while the journal may not be appended to; cleared by {@link recover}. */
+  private failure: LeafError | undefined;
+  /** Set for good once the folder was lost to another process (or another writer). */
+  private lost: LeafError | undefined;
   private appendedSinceCompaction: number;
+  private counters = { appends: 0, failedWrites: 0, recoveries: 0 };
 
   private constructor(
     private readonly dir: string,
-    private file: FileHandle,
+    /** The journal handle; undefined after a compaction could not reopen it. */
+    private file: FileHandle | undefined,
+    private fileId: FileId,
+    /** Bytes of the journal: everything written and fsynced, no more. */
     private size: number,
     private readonly lock: HeldLockFile,
     state: { rows: Map<string, Row>; records: number },
-    compactAfter: number,
+    private readonly settings: {
+      compactAfter: number;
+      openFile: (path: string) => Promise<FileHandle>;
+      onFailure: ((error: LeafError) => void) | undefined;
+    },
   ) {
     this.journalPath = join(dir, JOURNAL_FILE);
     this.rows = state.rows;
     this.appendedSinceCompaction = state.records;
-    this.compactAfter = compactAfter;
+    this.compactAfter = settings.compactAfter;
   }
 
   /**
@@ -119,6 +172,12 @@ export class EmbeddedSegmentStore implements SegmentStore {
     if (!Number.isSafeInteger(staleAfter) || staleAfter < 1) {
       throw configError(COMPONENT, "lockStaleAfterMs", staleAfter, "a positive integer of ms");
     }
+    for (const key of ["onFailure", "openFile"] as const) {
+      if (options[key] !== undefined && typeof options[key] !== "function") {
+        throw configError(COMPONENT, key, options[key], "a function");
+      }
+    }
+    const openFile = options.openFile ?? ((path: string) => open(path, "a"));
     const dir = resolve(options.dir);
     let lock: HeldLockFile;
     try {
@@ -141,9 +200,13 @@ export class EmbeddedSegmentStore implements SegmentStore {
         writeFileAtomic(path, snapshotText(state.rows));
         state.records = state.rows.size;
       }
-      const file = await open(path, "a");
-      const size = (await file.stat()).size;
-      return new EmbeddedSegmentStore(dir, file, size, lock, state, compactAfter);
+      const file = await openFile(path);
+      const stat = await file.stat();
+      return new EmbeddedSegmentStore(dir, file, idOf(stat), stat.size, lock, state, {
+        compactAfter,
+        openFile,
+        onFailure: options.onFailure,
+      });
     } catch (error) {
       lock.release();
       throw folderError(dir, error);
@@ -235,14 +298,24 @@ export class EmbeddedSegmentStore implements SegmentStore {
     });
   }
 
+  /** Counters and whether (and why) the store refuses calls right now. */
+  stats(): EmbeddedStoreStats {
+    return {
+      ...this.counters,
+      refusing: (this.lost ?? this.failure)?.message,
+      lost: this.lost !== undefined,
+    };
+  }
+
   /** Waits for pending writes, closes the journal and releases the lock. Idempotent. */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
     while (this.writing) await this.writing;
     try {
-      await this.file.close();
+      await this.file?.close();
     } finally {
+      // Removes the lock file only if it still names this store: a lost folder's new owner keeps it.
       this.lock.release();
     }
   }
@@ -258,7 +331,7 @@ export class EmbeddedSegmentStore implements SegmentStore {
     },
   ): Promise<T> {
     if (this.closed) return Promise.reject(closedError(`the embedded segment store ${this.dir}`));
-    if (this.broken) return Promise.reject(this.broken);
+    if (this.lost) return Promise.reject(this.lost);
     return new Promise<T>((resolve, reject) => {
       this.queue.push({ apply, resolve: resolve as (value: unknown) => void, reject });
       this.kick();
@@ -279,16 +352,18 @@ export class EmbeddedSegmentStore implements SegmentStore {
     while (this.queue.length > 0) {
       const batch = this.queue;
       this.queue = [];
+      if (this.failure && !this.lost) await this.recover();
+      const refusal = this.lost ?? this.failure;
+      if (refusal) {
+        for (const pending of batch) pending.reject(refusal);
+        continue;
+      }
       const now = Date.now();
       const undos: (() => void)[] = [];
       const done: { pending: Pending; value: unknown }[] = [];
       let text = "";
       let records = 0;
       for (const pending of batch) {
-        if (this.broken) {
-          pending.reject(this.broken);
-          continue;
-        }
         try {
           const result = pending.apply(this.rows, now);
           if (result.record) {
@@ -303,20 +378,10 @@ export class EmbeddedSegmentStore implements SegmentStore {
       }
       if (text.length > 0) {
         try {
-          const bytes = Buffer.from(text, "utf8");
-          await this.file.write(bytes);
-          await this.file.datasync();
-          this.size += bytes.length;
+          await this.append(Buffer.from(text, "utf8"));
           this.appendedSinceCompaction += records;
-        } catch (cause) {
+        } catch (error) {
           for (const undo of undos.reverse()) undo();
-          this.recoverFromFailedWrite(cause);
-          const error = new LeafError({
-            component: COMPONENT,
-            code: ErrorCodes.UNAVAILABLE,
-            message: `could not write the journal ${this.journalPath}: ${(cause as Error).message}; nothing was changed. Check the disk (space, permissions)`,
-            cause,
-          });
           for (const { pending } of done) pending.reject(error);
           continue;
         }
@@ -326,34 +391,290 @@ export class EmbeddedSegmentStore implements SegmentStore {
     }
   }
 
-  /** Cuts a partly written batch off the journal; if that fails too, refuses further writes. */
-  private recoverFromFailedWrite(cause: unknown): void {
+  /**
+   * Appends `bytes` to the journal: checks the folder is still ours, writes every byte (a write may
+   * write fewer than asked: a full disk, a file size limit), fsyncs, and checks again. Throws, and
+   * leaves the store refusing, on any shortfall: nothing of a failed append is acknowledged.
+   */
+  private async append(bytes: Buffer): Promise<void> {
+    this.checkOwnership("before writing to");
+    const file = this.file!;
+    let written = 0;
     try {
-      truncateSync(this.journalPath, this.size);
-    } catch {
-      this.broken = new LeafError({
+      while (written < bytes.length) {
+        const { bytesWritten } = await file.write(bytes, written, bytes.length - written);
+        if (bytesWritten <= 0) throw new Error("the write wrote no bytes");
+        written += bytesWritten;
+      }
+      await file.datasync();
+    } catch (cause) {
+      throw this.fail(writeError(this.journalPath, cause, written, bytes.length));
+    }
+    this.size += bytes.length;
+    this.counters.appends++;
+    // Paused between the first check and the write, a store may have lost the folder: its write
+    // then went to a journal another process reads. It must not acknowledge it.
+    this.checkOwnership("after writing to");
+  }
+
+  /**
+   * Throws LOCKED (and stops the store for good) unless the lock file is still this store's and
+   * (with `journal`) the journal's path still names the file it appends to, at the size it wrote.
+   */
+  private checkOwnership(when: string, journal = true): void {
+    if (this.lost) throw this.lost;
+    let owns: boolean;
+    try {
+      owns = this.lock.owns();
+    } catch (cause) {
+      // Ownership not proven: no write, but nothing says the folder is lost either.
+      throw this.fail(
+        new LeafError({
+          component: COMPONENT,
+          code: ErrorCodes.UNAVAILABLE,
+          message: `cannot read the lock file ${this.lock.path} (${describeCause(cause)}), so this store cannot tell that the data folder is still its own; it refuses every call until it can: fix the file system`,
+          details: { path: this.lock.path },
+          cause,
+        }),
+      );
+    }
+    let problem: string | undefined;
+    if (!owns) {
+      const owner = safeReadLock(this.lock.path);
+      problem =
+        `its lock file ${this.lock.path} is no longer its own ` +
+        (typeof owner === "object"
+          ? `(now held by pid ${owner.pid} on host ${owner.host} since ${new Date(owner.acquiredAt).toISOString()})`
+          : "(removed or replaced)");
+    } else if (journal) {
+      let stat: { dev: number; ino: number; size: number } | undefined;
+      try {
+        stat = statSync(this.journalPath);
+      } catch {
+        stat = undefined;
+      }
+      if (!stat) problem = `the journal ${this.journalPath} is gone`;
+      else if (stat.dev !== this.fileId.dev || stat.ino !== this.fileId.ino) {
+        problem = `the journal ${this.journalPath} was replaced by another file`;
+      } else if (stat.size !== this.size) {
+        problem = `the journal ${this.journalPath} is ${stat.size} bytes, but this store wrote ${this.size}: another process wrote to it`;
+      }
+    }
+    if (problem === undefined) return;
+    throw this.fail(
+      new LeafError({
         component: COMPONENT,
-        code: ErrorCodes.UNAVAILABLE,
-        message: `the journal ${this.journalPath} could not be written or repaired (${(cause as Error).message}); close the store and open it again once the disk is fixed`,
-        cause,
-      });
+        code: ErrorCodes.LOCKED,
+        message:
+          `the embedded store lost its data folder ${this.dir} (found ${when} the journal): ${problem}. ` +
+          "Another process may be handing out ranges from it, so this store hands out none any more: " +
+          "close it, find out which process took the folder, and open the store again once only one " +
+          "process uses the folder",
+        details: { path: this.dir },
+      }),
+      true,
+    );
+  }
+
+  /** Records a refusal (for good when `final`), tells `onFailure`, and returns the error. */
+  private fail(error: LeafError, final = false): LeafError {
+    const first = !(this.lost ?? this.failure);
+    if (final) this.lost = error;
+    else this.failure = error;
+    if (!final) this.counters.failedWrites++;
+    if (first || final) {
+      try {
+        this.settings.onFailure?.(error);
+      } catch {
+        // A failing listener must not hide the store's own error.
+      }
+    }
+    return error;
+  }
+
+  /**
+   * After a failed write or reopen: makes the journal the file at its path again (reopening it when
+   * a compaction could not), cuts off whatever a failed write left after the last acknowledged byte,
+   * and verifies that the journal holds complete lines only and exactly the tags and max ids this
+   * store handed out. Only then does the store serve again; until then `failure` stays set (with
+   * the latest reason) and every call is refused.
+   */
+  private async recover(): Promise<void> {
+    try {
+      // The journal itself may differ from what was written (a failed write's bytes): judged below.
+      this.checkOwnership("while repairing", false);
+    } catch {
+      return;
+    }
+    let stage: "reopen" | "repair" = "repair";
+    try {
+      let onDisk = statSync(this.journalPath);
+      if (!this.file || onDisk.dev !== this.fileId.dev || onDisk.ino !== this.fileId.ino) {
+        stage = "reopen";
+        const old = this.file;
+        this.file = undefined;
+        await old?.close().catch(() => {});
+        const file = await this.settings.openFile(this.journalPath);
+        this.file = file;
+        this.fileId = idOf(fstatSync(file.fd));
+        stage = "repair";
+      } else if (onDisk.size > this.size) {
+        await this.file.truncate(this.size);
+        await this.file.datasync();
+      }
+      const text = readFileSync(this.journalPath, "utf8");
+      onDisk = statSync(this.journalPath);
+      if (onDisk.dev !== this.fileId.dev || onDisk.ino !== this.fileId.ino) {
+        throw new Error("the journal was replaced while it was being verified");
+      }
+      const parsed = parseJournal(this.journalPath, text);
+      if (!parsed.header || parsed.validBytes !== parsed.totalBytes) {
+        throw new Error(
+          `it does not end with a complete record (${parsed.totalBytes} bytes, ${parsed.validBytes} of them complete lines)`,
+        );
+      }
+      const differs = rowsDiffer(this.rows, parsed.rows);
+      if (differs) {
+        this.fail(
+          new LeafError({
+            component: COMPONENT,
+            code: ErrorCodes.CORRUPT_DATA,
+            message:
+              `the journal ${this.journalPath} does not hold what this store handed out (${differs}); ` +
+              "this store hands out no more ranges: close it, and check the journal before opening it " +
+              "again (its max ids must be at least those handed out)",
+            details: { path: this.journalPath },
+          }),
+          true,
+        );
+        return;
+      }
+      this.size = parsed.totalBytes;
+      this.appendedSinceCompaction = parsed.records;
+      this.failure = undefined;
+      this.counters.recoveries++;
+    } catch (cause) {
+      if (cause instanceof LeafError && cause.code === ErrorCodes.CORRUPT_DATA) {
+        this.fail(cause, true);
+        return;
+      }
+      this.failure =
+        stage === "reopen"
+          ? reopenError(this.journalPath, cause)
+          : new LeafError({
+              component: COMPONENT,
+              code: ErrorCodes.UNAVAILABLE,
+              message:
+                `could not repair the journal ${this.journalPath} after a failed write: ${describeCause(cause)}; ` +
+                "the store refuses every call until it has cut the journal back to its last complete " +
+                "record and verified it: free disk space or fix the file system; the next call tries again",
+              details: { path: this.journalPath, reason: describeCause(cause) },
+              cause,
+            });
     }
   }
 
-  /** Rewrites the journal as one line per tag, atomically (temp file, fsync, rename). */
+  /**
+   * Rewrites the journal as one line per tag, atomically (temp file, fsync, rename), then appends to
+   * the new file. If the new file cannot be opened the store refuses every call until a later call
+   * reopens and verifies it: it never appends to the replaced, unlinked file.
+   */
   private async compact(): Promise<void> {
+    this.appendedSinceCompaction = this.rows.size;
     try {
-      writeFileAtomic(this.journalPath, snapshotText(this.rows));
-      const old = this.file;
-      this.file = await open(this.journalPath, "a");
-      this.size = (await this.file.stat()).size;
-      this.appendedSinceCompaction = this.rows.size;
-      await old.close();
+      this.checkOwnership("before compacting");
     } catch {
-      // The old journal is still complete and appended to; compaction is retried after more records.
-      this.appendedSinceCompaction = this.rows.size;
+      return;
+    }
+    const text = snapshotText(this.rows);
+    try {
+      writeFileAtomic(this.journalPath, text);
+    } catch (cause) {
+      // Before the rename the old journal is complete and still ours; after it, it is not.
+      if (this.journalIsOurs()) return;
+      this.fail(reopenError(this.journalPath, cause));
+      return;
+    }
+    const old = this.file;
+    this.file = undefined;
+    await old?.close().catch(() => {});
+    try {
+      const file = await this.settings.openFile(this.journalPath);
+      this.file = file;
+      this.fileId = idOf(fstatSync(file.fd));
+      this.size = Buffer.byteLength(text, "utf8");
+      this.checkOwnership("after compacting");
+    } catch (cause) {
+      if (!this.lost) this.fail(reopenError(this.journalPath, cause));
     }
   }
+
+  private journalIsOurs(): boolean {
+    try {
+      const stat = statSync(this.journalPath);
+      return stat.dev === this.fileId.dev && stat.ino === this.fileId.ino;
+    } catch {
+      return false;
+    }
+  }
+}
+
+function idOf(stat: { dev: number; ino: number }): FileId {
+  return { dev: stat.dev, ino: stat.ino };
+}
+
+function safeReadLock(path: string): ReturnType<typeof readLockFile> {
+  try {
+    return readLockFile(path);
+  } catch {
+    return undefined;
+  }
+}
+
+/** A file system error in words, naming its code and what it usually means. */
+function describeCause(cause: unknown): string {
+  const e = cause as NodeJS.ErrnoException;
+  switch (e?.code) {
+    case "ENOSPC":
+      return `the disk is full (ENOSPC: ${e.message})`;
+    case "EDQUOT":
+      return `the disk quota is used up (EDQUOT: ${e.message})`;
+    case "EFBIG":
+      return `the file size limit was reached (EFBIG: ulimit -f, or the file system's largest file: ${e.message})`;
+    case "EMFILE":
+    case "ENFILE":
+      return `too many open files (${e.code}: ${e.message})`;
+    default:
+      return e?.message ?? String(cause);
+  }
+}
+
+function writeError(path: string, cause: unknown, written: number, total: number): LeafError {
+  const reason = describeCause(cause);
+  return new LeafError({
+    component: COMPONENT,
+    code: ErrorCodes.UNAVAILABLE,
+    message:
+      `could not write the journal ${path}: ${reason}, after ${written} of ${total} bytes; nothing ` +
+      "of this write was handed out, and the store refuses every call until the journal can be " +
+      "written and verified again: free disk space (or raise the file size limit); the next call tries again",
+    details: { path, reason, written, total },
+    cause,
+  });
+}
+
+function reopenError(path: string, cause: unknown): LeafError {
+  const reason = describeCause(cause);
+  return new LeafError({
+    component: COMPONENT,
+    code: ErrorCodes.UNAVAILABLE,
+    message:
+      `could not reopen the journal ${path} (replaced by its compacted copy): ${reason}; the store refuses every ` +
+      "call until it has reopened and verified the journal (the next call tries again): raise the " +
+      "open file limit or free disk space",
+    details: { path, reason },
+    cause,
+  });
 }
 
 /** File-system failures while opening become a LeafError naming the folder; LeafErrors pass. */
@@ -369,23 +690,6 @@ function folderError(dir: string, error: unknown): unknown {
   });
 }
 
-function putRecord(tag: string, row: Row): JournalRecord {
-  return {
-    op: "put",
-    tag,
-    maxId: row.maxId.toString(),
-    step: row.step,
-    description: row.description,
-    at: row.updatedAt,
-  };
-}
-
-function snapshotText(rows: Map<string, Row>): string {
-  let text = `${JSON.stringify({ format: FORMAT, version: VERSION, writtenAt: Date.now() })}\n`;
-  for (const [tag, row] of rows) text += `${JSON.stringify(putRecord(tag, row))}\n`;
-  return text;
-}
-
 function toRecord(tag: string, row: Row): TagRecord {
   return {
     tag,
@@ -397,114 +701,21 @@ function toRecord(tag: string, row: Row): TagRecord {
 }
 
 /**
- * Reads the journal. Invalid lines at the very end (a write cut short by a crash: never fsynced, so
- * never acknowledged) are dropped and cut off the file; an invalid line anywhere else is CORRUPT_DATA.
+ * Reads the journal at open. Invalid lines at the very end (a write cut short by a crash or a full
+ * disk: never fsynced, so never acknowledged) are dropped and cut off the file; an invalid line
+ * anywhere else is CORRUPT_DATA.
  */
 function readJournal(path: string): { rows: Map<string, Row>; records: number; exists: boolean } {
-  const rows = new Map<string, Row>();
   let text: string;
   try {
     text = readFileSync(path, "utf8");
   } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === "ENOENT")
-      return { rows, records: 0, exists: false };
+    if ((error as NodeJS.ErrnoException).code === "ENOENT") {
+      return { rows: new Map(), records: 0, exists: false };
+    }
     throw error;
   }
-  const corrupt = (line: number, what: string) =>
-    new LeafError({
-      component: COMPONENT,
-      code: ErrorCodes.CORRUPT_DATA,
-      message: `the journal ${path} is damaged at line ${line}: ${what}. Restore it from a backup; do not delete it, or ids will repeat`,
-      details: { path, line },
-    });
-  const lines = text.split("\n");
-  // lines[i] for i <= lastComplete ended with a newline; the last element did not (often "").
-  const lastComplete = lines.length - 2;
-  const parsed = lines.map((line, i) => (i <= lastComplete ? parseLine(line) : undefined));
-  let validEnd = -1;
-  for (let i = 0; i <= lastComplete; i++) if (parsed[i] !== undefined) validEnd = i;
-  if (validEnd === -1 && text.length > 0) throw corrupt(1, "no valid line at all");
-  let records = 0;
-  let header = false;
-  for (let i = 0; i <= validEnd; i++) {
-    const record = parsed[i];
-    if (record === undefined) throw corrupt(i + 1, "not a JSON line");
-    if (i === 0) {
-      const head = record as { format?: unknown; version?: unknown };
-      if (head.format !== FORMAT) throw corrupt(1, `not a ${FORMAT} file`);
-      if (head.version !== VERSION) {
-        throw corrupt(
-          1,
-          `version ${String(head.version)} is not supported (this version reads ${VERSION})`,
-        );
-      }
-      header = true;
-      continue;
-    }
-    const problem = applyRecord(rows, record as JournalRecord);
-    if (problem) throw corrupt(i + 1, problem);
-    records++;
-  }
-  const keep = lines
-    .slice(0, validEnd + 1)
-    .reduce((n, line) => n + Buffer.byteLength(line, "utf8") + 1, 0);
-  if (keep < Buffer.byteLength(text, "utf8")) truncateSync(path, keep);
-  return { rows, records, exists: header };
-}
-
-function parseLine(line: string): unknown {
-  try {
-    const value: unknown = JSON.parse(line);
-    return value !== null && typeof value === "object" ? value : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
-/** Applies one journal record; returns what is wrong with it, or undefined. */
-function applyRecord(rows: Map<string, Row>, record: JournalRecord): string | undefined {
-  if (!record || typeof record !== "object" || typeof record.tag !== "string") return "no tag";
-  const at = typeof record.at === "number" ? record.at : 0;
-  switch (record.op) {
-    case "put": {
-      const maxId = parseMax(record.maxId);
-      if (maxId === undefined) return `bad maxId ${JSON.stringify(record.maxId)}`;
-      if (!Number.isInteger(record.step) || record.step < 1) return `bad step ${record.step}`;
-      rows.set(record.tag, {
-        maxId,
-        step: record.step,
-        description: typeof record.description === "string" ? record.description : null,
-        updatedAt: at,
-      });
-      return undefined;
-    }
-    case "max": {
-      const row = rows.get(record.tag);
-      const maxId = parseMax(record.maxId);
-      if (!row) return `max id for tag ${JSON.stringify(record.tag)} that does not exist`;
-      if (maxId === undefined) return `bad maxId ${JSON.stringify(record.maxId)}`;
-      if (maxId > row.maxId) row.maxId = maxId;
-      row.updatedAt = at;
-      return undefined;
-    }
-    case "step": {
-      const row = rows.get(record.tag);
-      if (!row) return `step for tag ${JSON.stringify(record.tag)} that does not exist`;
-      if (!Number.isInteger(record.step) || record.step < 1) return `bad step ${record.step}`;
-      row.step = record.step;
-      row.updatedAt = at;
-      return undefined;
-    }
-    case "delete":
-      rows.delete(record.tag);
-      return undefined;
-    default:
-      return `unknown op ${JSON.stringify((record as { op?: unknown }).op)}`;
-  }
-}
-
-function parseMax(value: unknown): bigint | undefined {
-  if (typeof value !== "string" || !/^\d{1,19}$/.test(value)) return undefined;
-  const parsed = BigInt(value);
-  return parsed <= MAX_ID ? parsed : undefined;
+  const parsed = parseJournal(path, text);
+  if (parsed.validBytes < parsed.totalBytes) truncateSync(path, parsed.validBytes);
+  return { rows: parsed.rows, records: parsed.records, exists: parsed.header };
 }

@@ -5,10 +5,16 @@ export {
   segmentStoreConformance,
   type Unsupported,
 } from "./conformance";
+export {
+  type SegmentDurabilityOptions,
+  segmentStoreDurabilityConformance,
+  type WriteFault,
+} from "./conformance-durability";
 export { type DynamicStepOptions, nextDynamicStep, resolveDynamicStep } from "./dynamic-step";
 export {
   EmbeddedSegmentStore,
   type EmbeddedSegmentStoreOptions,
+  type EmbeddedStoreStats,
   JOURNAL_FILE,
   LOCK_FILE,
 } from "./embedded-store";
@@ -27,10 +33,18 @@ export {
 export { type MysqlHost, type ParsedMysqlUrl, parseMysqlUrl } from "./mysql-url";
 export type { RangeSnapshot } from "./segment-buffer";
 export {
+  type GeneratorErrorContext,
   type GeneratorStatus,
   type SegmentGeneratorOptions,
   SegmentIdGenerator,
   type TagSnapshot,
 } from "./segment-generator";
 export type { NewTag, SegmentRange, SegmentStore, TagRecord } from "./segment-store";
-export { checkTag, isValidTag, MAX_ID, MAX_STEP, MAX_TAG_LENGTH } from "./validation";
+export {
+  checkTag,
+  isValidTag,
+  MAX_ID,
+  MAX_STEP,
+  MAX_TAG_LENGTH,
+  type RangeRefusal,
+} from "./validation";

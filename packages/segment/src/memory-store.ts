@@ -3,11 +3,16 @@
 
 import type { NewTag, SegmentRange, SegmentStore, TagRecord } from "./segment-store";
 import {
+  badStoredMaxId,
+  badStoredStep,
   checkStep,
   checkTag,
   closedError,
   MAX_ID,
+  MAX_STEP,
+  maxIdMovedBack,
   normalizeNewTag,
+  RangeFloors,
   rangeOverflow,
   tagExists,
   unknownTag,
@@ -45,6 +50,8 @@ export class MemorySegmentStore implements SegmentStore {
   readonly kind = "memory";
   private readonly data: MemorySegmentData;
   private readonly now: () => number;
+  /** Ends of the ranges this instance handed out: a max id moved below them is refused. */
+  private readonly floors = new RangeFloors();
   private closed = false;
 
   constructor(options: MemorySegmentStoreOptions = {}) {
@@ -70,12 +77,22 @@ export class MemorySegmentStore implements SegmentStore {
     if (step !== undefined) checkStep(step);
     const row = this.data.rows.get(tag);
     if (!row) throw unknownTag(tag, "the memory store");
+    // The shared rows stand for a table other code may write to: check them as a row read from SQL.
+    if (!Number.isInteger(row.step) || row.step < 1 || row.step > MAX_STEP) {
+      throw badStoredStep(tag, row.step, "the memory store");
+    }
+    if (typeof row.maxId !== "bigint" || row.maxId < 0n) {
+      throw badStoredMaxId(tag, BigInt(row.maxId), "the memory store");
+    }
+    const floor = this.floors.get(tag);
+    if (row.maxId < floor) throw maxIdMovedBack(tag, row.maxId, floor, "the memory store");
     const used = step ?? row.step;
     const end = row.maxId + BigInt(used);
     if (end > MAX_ID) throw rangeOverflow(tag, row.maxId, used);
     const start = row.maxId;
     row.maxId = end;
     row.updatedAt = this.now();
+    this.floors.raise(tag, end, "memory");
     return { tag, start, end, step: used, tableStep: row.step };
   }
 

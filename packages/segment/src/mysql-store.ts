@@ -1,6 +1,7 @@
 // The MySQL segment store: Java Leaf's leaf_alloc table on mysql2. A range is Leaf's
 // update-then-select in one transaction, sent as one round trip; several hosts in failover order,
-// and never a range from a read-only server (a replica), whatever the user's privileges.
+// never a range from a read-only server (a replica), whatever the user's privileges, and none while
+// more than one listed host is writable (a split brain) or from a host whose max id is behind.
 import { configError, ErrorCodes, LeafError, redactMysqlUrl } from "@leaf/core";
 import mysql, {
   type PoolCluster,
@@ -13,12 +14,16 @@ import { DEFAULT_TABLE, leafAllocSchema, quoteTable } from "./leaf-alloc-schema"
 import { type MysqlHost, parseMysqlUrl } from "./mysql-url";
 import type { NewTag, SegmentRange, SegmentStore, TagRecord } from "./segment-store";
 import {
+  badStoredMaxId,
+  badStoredStep,
   COMPONENT,
   checkStep,
   checkTag,
   closedError,
   MAX_ID,
+  maxIdMovedBack,
   normalizeNewTag,
+  RangeFloors,
   rangeOverflow,
   tagExists,
   unknownTag,
@@ -59,6 +64,16 @@ export interface MysqlStoreStats {
   rangesTaken: number;
   /** Times the store moved to another host (failure or read-only). */
   failovers: number;
+  /**
+   * Ranges refused because another listed host was writable too (a split brain): taken on one host
+   * and never handed out. Non-zero means two servers take writes: alert on it.
+   */
+  splitBrainRefusals: number;
+  /**
+   * Ranges refused because the row was damaged or the max id was behind a range this store already
+   * took (moved back, or a stale primary after a failover); nothing was changed on the server.
+   */
+  rangeRefusals: number;
   /** Index in the host list of the host in use. */
   currentHost: number;
   hosts: string[];
@@ -110,7 +125,15 @@ export class MysqlSegmentStore implements SegmentStore {
   private readonly queryTimeoutMs: number;
   private current = 0;
   private closed = false;
-  private readonly counters = { roundTrips: 0, rangesTaken: 0, failovers: 0 };
+  private readonly counters = {
+    roundTrips: 0,
+    rangesTaken: 0,
+    failovers: 0,
+    splitBrainRefusals: 0,
+    rangeRefusals: 0,
+  };
+  /** Ends of the ranges this store handed out, per tag, with the host each came from. */
+  private readonly floors = new RangeFloors();
 
   constructor(options: MysqlSegmentStoreOptions) {
     if (!options || typeof options !== "object") {
@@ -225,18 +248,30 @@ export class MysqlSegmentStore implements SegmentStore {
     return rows.map(toRecord);
   }
 
+  /**
+   * Takes a range on the host in use. The `UPDATE` changes the row only when the server is writable,
+   * the stored step is at least 1 and the max id is at least the end of every range this store
+   * handed out before the call (so a max id moved back, or a failover to a server that lost writes,
+   * is refused without advancing it further). With several hosts, every other listed host is then
+   * asked whether it is writable: if one is, the range is discarded (a gap) and the call rejects
+   * with UNAVAILABLE, `details.reason` "split-brain".
+   */
   async takeRange(tag: string, step?: number): Promise<SegmentRange> {
     checkTag(tag);
     if (step !== undefined) checkStep(step);
-    const range = await this.withHost(
+    // Ranges handed out before this call were committed before its UPDATE runs, so a healthy row is
+    // at or above their ends; ranges of calls still in flight may end higher in any order.
+    const floor = this.floors.get(tag);
+    const { range, host } = await this.withHost(
       `take a range of tag ${JSON.stringify(tag)}`,
-      async (conn) => {
+      async (conn, host) => {
         // The max_id bound refuses a range past 2^63 - 1 before MySQL would raise "out of range".
         const update =
           step === undefined
-            ? `UPDATE ${this.table} SET max_id = max_id + step WHERE biz_tag = ? AND max_id <= ${MAX_ID} - step AND @@global.read_only = 0`
-            : `UPDATE ${this.table} SET max_id = max_id + ? WHERE biz_tag = ? AND max_id <= ? AND @@global.read_only = 0`;
-        const values = step === undefined ? [tag] : [step, tag, MAX_ID - BigInt(step)];
+            ? `UPDATE ${this.table} SET max_id = max_id + step WHERE biz_tag = ? AND step >= 1 AND max_id >= ? AND max_id <= ${MAX_ID} - step AND @@global.read_only = 0`
+            : `UPDATE ${this.table} SET max_id = max_id + ? WHERE biz_tag = ? AND step >= 1 AND max_id >= ? AND max_id <= ? AND @@global.read_only = 0`;
+        const values =
+          step === undefined ? [tag, floor] : [step, tag, floor, MAX_ID - BigInt(step)];
         const [results] = await this.send<
           [ResultSetHeader, ResultSetHeader, RangeRow[], ResultSetHeader]
         >(
@@ -247,18 +282,44 @@ export class MysqlSegmentStore implements SegmentStore {
         const changed = results[1].affectedRows;
         const row = results[2][0];
         if (!row) throw unknownTag(tag, this.where());
+        const maxId = BigInt(row.max_id);
+        const tableStep = Number(row.step);
         if (changed !== 1) {
           if (Number(row.read_only) !== 0) throw new ReadOnlyHost("@@global.read_only is ON");
-          const maxId = BigInt(row.max_id);
-          const used = step ?? row.step;
+          const refusal = this.refusal(tag, row, floor, host);
+          if (refusal) {
+            this.counters.rangeRefusals++;
+            throw refusal;
+          }
+          const used = step ?? tableStep;
           if (maxId > MAX_ID - BigInt(used)) throw rangeOverflow(tag, maxId, used);
           throw new Error(`the row of tag ${JSON.stringify(tag)} did not change (${changed} rows)`);
         }
-        const end = BigInt(row.max_id);
-        const used = step ?? row.step;
-        return { tag, start: end - BigInt(used), end, step: used, tableStep: row.step };
+        const used = step ?? tableStep;
+        return {
+          range: { tag, start: maxId - BigInt(used), end: maxId, step: used, tableStep },
+          host,
+        };
       },
     );
+    if (this.hostNames.length > 1) {
+      const writable = await this.otherWritableHosts(host);
+      if (writable.length > 0) {
+        this.counters.splitBrainRefusals++;
+        const hosts = [this.hostNames[host]!, ...writable];
+        throw new LeafError({
+          component: COMPONENT,
+          code: ErrorCodes.UNAVAILABLE,
+          message:
+            `split brain: ${hosts.length} listed MySQL hosts are writable (${hosts.join(", ")}); refused range ` +
+            `[${range.start}, ${range.end}) of tag ${JSON.stringify(tag)} taken on ${hosts[0]} (a gap, never handed out). ` +
+            "Only the primary may be writable: make the others read-only (SET GLOBAL read_only = ON) or take them " +
+            "out of the host list; ranges resume once one host is writable",
+          details: { reason: "split-brain", tag, writableHosts: hosts },
+        });
+      }
+    }
+    this.floors.raise(tag, range.end, this.hostNames[host]!);
     this.counters.rangesTaken++;
     return range;
   }
@@ -313,7 +374,7 @@ export class MysqlSegmentStore implements SegmentStore {
     });
   }
 
-  /** Counters: round trips, ranges taken, failovers, the host in use. */
+  /** Counters: round trips, ranges taken, failovers, refusals, the host in use. */
   stats(): MysqlStoreStats {
     return { ...this.counters, currentHost: this.current, hosts: [...this.hostNames] };
   }
@@ -331,6 +392,59 @@ export class MysqlSegmentStore implements SegmentStore {
 
   private where(): string {
     return `table ${this.tableName}${this.database ? ` of database ${this.database}` : ""}`;
+  }
+
+  /** Why the row of `tag` on `host` gives no range (the UPDATE matched nothing), if it is bad. */
+  private refusal(tag: string, row: RangeRow, floor: bigint, host: number): LeafError | undefined {
+    const where = `${this.where()} on ${this.hostNames[host]}`;
+    const maxId = BigInt(row.max_id);
+    if (!(Number(row.step) >= 1)) return badStoredStep(tag, row.step, where);
+    if (maxId < 0n) return badStoredMaxId(tag, maxId, where);
+    if (maxId < floor) {
+      const from = this.floors.source(tag);
+      const name = this.hostNames[host]!;
+      return maxIdMovedBack(
+        tag,
+        maxId,
+        floor,
+        where,
+        from === undefined || from === name ? {} : { stale: { host: name, from } },
+      );
+    }
+    return undefined;
+  }
+
+  /**
+   * The listed hosts other than `used` that answer as writable now (read_only and innodb_read_only
+   * off). A host that cannot be reached within the timeouts is not counted: this store cannot tell
+   * whether others reach it (a network partition needs the database's own fencing).
+   */
+  private async otherWritableHosts(used: number): Promise<string[]> {
+    const answers = await Promise.all(
+      this.hostNames.map(async (name, index) => {
+        if (index === used) return false;
+        let conn: PoolConnection;
+        try {
+          conn = await this.cluster.getConnection(nodeId(index));
+        } catch {
+          return false;
+        }
+        try {
+          const [rows] = await this.send<RowDataPacket[]>(
+            conn,
+            "SELECT @@global.read_only AS read_only, @@global.innodb_read_only AS innodb_read_only",
+          );
+          conn.release();
+          return Number(rows[0]?.read_only) === 0 && Number(rows[0]?.innodb_read_only) === 0
+            ? name
+            : false;
+        } catch {
+          conn.destroy();
+          return false;
+        }
+      }),
+    );
+    return answers.filter((name): name is string => name !== false);
   }
 
   private async checkWritable(conn: PoolConnection): Promise<void> {
@@ -355,7 +469,10 @@ export class MysqlSegmentStore implements SegmentStore {
    * connection the server dropped). LeafErrors from `body` (unknown tag, exists, overflow) and SQL
    * errors about the statement itself are final. All hosts failing gives UNAVAILABLE.
    */
-  private async withHost<T>(what: string, body: (conn: PoolConnection) => Promise<T>): Promise<T> {
+  private async withHost<T>(
+    what: string,
+    body: (conn: PoolConnection, host: number) => Promise<T>,
+  ): Promise<T> {
     if (this.closed) throw closedError("the MySQL segment store");
     const n = this.hostNames.length;
     const attempts = n === 1 ? 2 : n;
@@ -373,7 +490,7 @@ export class MysqlSegmentStore implements SegmentStore {
         continue;
       }
       try {
-        const result = await body(conn);
+        const result = await body(conn, index);
         conn.release();
         if (index !== this.current) {
           this.current = index;

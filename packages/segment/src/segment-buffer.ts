@@ -1,6 +1,7 @@
 // One tag's double buffer: the range ids are handed out from, and the next range loaded in the
 // background. The current range's counter is a JS number while the range ends at or below 2^53
 // (a number add and one BigInt() per id) and a bigint above, so every id stays exact.
+import type { LeafError } from "@leaf/core";
 import type { SegmentRange } from "./segment-store";
 
 /** Ranges that end at or below this are counted with JS numbers. */
@@ -73,6 +74,10 @@ export class TagBuffer {
   lastError: unknown = undefined;
   waiters: Waiter[] = [];
   removed = false;
+  /** Set while the tag is not served: the CORRUPT_DATA error that refused its last range. */
+  refused: LeafError | undefined = undefined;
+  /** The store moved its max id for the refused range: a refresh cannot tell a fix from that. */
+  refusedUntilRestart = false;
 
   constructor(
     readonly tag: string,
@@ -115,6 +120,14 @@ export class TagBuffer {
       this.bigArmed = true;
       this.preloadAt = Number.POSITIVE_INFINITY;
     }
+  }
+
+  /** Drops the ids left in the current range and the next range: none of them is handed out. */
+  drop(): void {
+    this.next = undefined;
+    this.disarm();
+    if (this.big) this.bigValue = this.end;
+    else this.value = this.limit;
   }
 
   /** Disarms the preload trigger (a load is starting). */

@@ -9,6 +9,7 @@ import {
   type Clock,
   configError,
   ErrorCodes,
+  isLeafError,
   LeafCodes,
   LeafError,
   systemClock,
@@ -21,7 +22,17 @@ import {
 } from "./dynamic-step";
 import { type RangeSnapshot, TagBuffer, type Waiter } from "./segment-buffer";
 import type { NewTag, SegmentRange, SegmentStore, TagRecord } from "./segment-store";
-import { COMPONENT, checkTag, closedError, unknownTag } from "./validation";
+import {
+  badRange,
+  COMPONENT,
+  checkTag,
+  closedError,
+  MAX_ID,
+  MAX_STEP,
+  maxIdMovedBack,
+  rangeProblem,
+  unknownTag,
+} from "./validation";
 
 /** Options of {@link SegmentIdGenerator}. */
 export interface SegmentGeneratorOptions {
@@ -55,8 +66,30 @@ export interface SegmentGeneratorOptions {
   loadOnStart?: boolean;
   /** Close the store on `close()` (default true). */
   closeStore?: boolean;
-  /** Told about every failed load, refresh or refused range (for logs); the generator retries on its own. */
-  onError?: (error: unknown, context: { tag?: string; operation: "load" | "refresh" }) => void;
+  /**
+   * Told about every failed load, refresh or refused range (for logs). The generator retries failed
+   * loads on its own; `refused: true` means the tag is no longer served (log it at error level): its
+   * range was CORRUPT_DATA (max id moved back, stale primary, damaged row, bad range).
+   */
+  onError?: (error: unknown, context: GeneratorErrorContext) => void;
+}
+
+/** What {@link SegmentGeneratorOptions.onError} is told besides the error. */
+export interface GeneratorErrorContext {
+  tag?: string;
+  operation: "load" | "refresh";
+  /**
+   * True when the tag stops being served: its requests fail with CORRUPT_DATA and no range is taken
+   * (nothing retried) until a refresh finds the tag's row fixed (max id at or above the end of every
+   * range this process used, a positive step).
+   */
+  refused?: boolean;
+  /**
+   * "error" when the error needs an operator: a refused tag, or a store refusing every range
+   * because more than one backing server takes writes (`details.reason` "split-brain"). Log these
+   * at error level; the others are transient and retried.
+   */
+  level?: "error";
 }
 
 /** Monitoring view of one tag, the data of Java Leaf's `/cache` page and more. */
@@ -91,6 +124,13 @@ export interface TagSnapshot {
   lastError: string | null;
   /** Ms until the next retry of a failed load, or null when none is scheduled. */
   retryInMs: number | null;
+  /** `details.reason` of the last failed load's error ("split-brain", ...), or null. */
+  lastErrorReason: string | null;
+  /**
+   * Set while the tag is not served because a range was refused as CORRUPT_DATA: the reason
+   * ("max-id-moved-back", "stale-primary", "bad-step", "bad-max-id", "bad-range") and the message.
+   */
+  refused: { reason: string; message: string } | null;
 }
 
 /** Generator-wide status. */
@@ -242,6 +282,7 @@ export class SegmentIdGenerator {
     const buffer = this.lookup(tag);
     const id = this.take(buffer);
     if (id !== undefined) return id;
+    if (buffer.refused !== undefined) throw this.refusedError(buffer);
     throw buffer.initialized ? this.exhausted(buffer, 0) : this.notInitialized(buffer);
   }
 
@@ -461,7 +502,13 @@ export class SegmentIdGenerator {
 
   /** Starts the one background load of `b` unless it has a next range, a load, or a retry pending. */
   private startLoad(b: TagBuffer): Promise<void> | undefined {
-    if (b.removed || b.loading || b.next !== undefined || b.retryTimer !== undefined)
+    if (
+      b.removed ||
+      b.refused !== undefined ||
+      b.loading ||
+      b.next !== undefined ||
+      b.retryTimer !== undefined
+    )
       return undefined;
     b.disarm();
     b.loading = true;
@@ -481,22 +528,23 @@ export class SegmentIdGenerator {
         ? undefined
         : nextDynamicStep(b.lastStep, b.tableStep, now - b.lastLoadAt, this.dynamic);
     let range: SegmentRange;
+    // The store handed over a range the generator itself refuses: the store moved its max id for it.
+    let taken = false;
     try {
       range = await this.store.takeRange(b.tag, step);
+      taken = true;
+      const where = `the ${this.store.kind} store`;
+      const problem = rangeProblem(range, b.tag);
+      if (problem !== undefined) throw badRange(range, b.tag, problem, where);
       if (range.start < b.floor) {
-        throw new LeafError({
-          component: COMPONENT,
-          code: ErrorCodes.CORRUPT_DATA,
-          message:
-            `refused range [${range.start}, ${range.end}) of tag ${JSON.stringify(b.tag)}: it starts below ` +
-            `${b.floor}, the end of a range this process already used, so ids would repeat. The tag's ` +
-            `max id was moved back (or the tag re-created lower); set it to at least ${b.floor}`,
-          details: { tag: b.tag, start: range.start.toString(), floor: b.floor.toString() },
-        });
+        throw maxIdMovedBack(b.tag, range.start, b.floor, where, { taken: true });
       }
     } catch (error) {
       b.loading = false;
-      this.loadFailed(b, error);
+      // A damaged row or a max id behind this process's ids is not retried: each retry could move
+      // max_id on, into ranges other processes hold. The tag waits for an operator.
+      if (isLeafError(error, ErrorCodes.CORRUPT_DATA)) this.refuse(b, error, taken);
+      else this.loadFailed(b, error);
       return;
     }
     b.loading = false;
@@ -526,7 +574,12 @@ export class SegmentIdGenerator {
     b.loadFailures++;
     b.consecutiveFailures++;
     b.lastError = error;
-    this.report(error, { tag: b.tag, operation: "load" });
+    this.report(
+      error,
+      reasonOf(error) === "split-brain"
+        ? { tag: b.tag, operation: "load", level: "error" }
+        : { tag: b.tag, operation: "load" },
+    );
     if (b.removed || this.state === "closed") return;
     const wait = backoffDelay(b.consecutiveFailures - 1, this.retry);
     b.retryAt = performance.now() + wait;
@@ -544,8 +597,84 @@ export class SegmentIdGenerator {
     });
   }
 
+  /**
+   * Stops serving `b`: the ranges it holds are dropped (a gap), waiters fail with the reason, and
+   * no load starts until a refresh finds the row fixed ({@link recheckRefused}). When the store had
+   * already moved its max id for the refused range (`taken`: a store without its own checks), a
+   * fixed-looking row cannot be told from that move, so the tag stays refused until a restart.
+   */
+  private refuse(b: TagBuffer, error: LeafError, taken: boolean): void {
+    b.loadFailures++;
+    b.consecutiveFailures++;
+    b.lastError = error;
+    if (b.removed || this.state === "closed") {
+      this.report(error, { tag: b.tag, operation: "load" });
+      return;
+    }
+    b.refused = error;
+    b.refusedUntilRestart = taken;
+    b.drop();
+    this.report(error, { tag: b.tag, operation: "load", refused: true, level: "error" });
+    const refused = this.refusedError(b);
+    for (const w of b.waiters) {
+      clearTimeout(w.timer);
+      w.reject(refused);
+    }
+    b.waiters = [];
+  }
+
+  /** The error requests of a refused tag get: CORRUPT_DATA with the reason, the cause attached. */
+  private refusedError(b: TagBuffer): LeafError {
+    const cause = b.refused!;
+    return new LeafError({
+      component: COMPONENT,
+      code: ErrorCodes.CORRUPT_DATA,
+      message:
+        `tag ${JSON.stringify(b.tag)} is not served: ${cause.message.replace(/^\[leaf\] \[[a-z-]+\] /, "")}. ` +
+        (b.refusedUntilRestart
+          ? `The ${this.store.kind} store moved its max id for the refused range, so ids resume only after the row is fixed and this process restarted`
+          : "Ids resume once a refresh finds the row fixed"),
+      details: { ...cause.details, tag: b.tag },
+      cause,
+    });
+  }
+
+  /**
+   * At each refresh, a refused tag whose row now has a sane step and a max id at or above the end of
+   * every range this process used is served again (from a new range).
+   */
+  private async recheckRefused(): Promise<void> {
+    const refused = [...this.buffers.values()].filter(
+      (b) => b.refused !== undefined && !b.refusedUntilRestart,
+    );
+    if (refused.length === 0) return;
+    let records: TagRecord[];
+    try {
+      records = await this.store.describeTags();
+    } catch (error) {
+      this.report(error, { operation: "refresh" });
+      return;
+    }
+    const byTag = new Map(records.map((r) => [r.tag, r]));
+    for (const b of refused) {
+      const row = byTag.get(b.tag);
+      if (row === undefined || b.removed || b.refused === undefined) continue;
+      const sane =
+        Number.isInteger(row.step) &&
+        row.step >= 1 &&
+        row.step <= MAX_STEP &&
+        row.maxId >= b.floor &&
+        row.maxId <= MAX_ID;
+      if (!sane) continue;
+      b.refused = undefined;
+      b.consecutiveFailures = 0;
+      if (this.loadOnStart || b.initialized) this.startLoad(b);
+    }
+  }
+
   /** Waits until a load of `b` ends (or a range is there), rejecting with -3 at `deadline`. */
   private waitForRange(b: TagBuffer, deadline: number): Promise<void> {
+    if (b.refused !== undefined) return Promise.reject(this.refusedError(b));
     const left = deadline - performance.now();
     if (
       left <= 0 ||
@@ -622,6 +751,7 @@ export class SegmentIdGenerator {
     }
     this.deletedAt.clear();
     for (const [tag, at] of this.addedAt) if (at <= seq) this.addedAt.delete(tag);
+    await this.recheckRefused();
     this.lastRefreshAt = this.clock.now();
     this.lastRefreshError = undefined;
   }
@@ -662,7 +792,7 @@ export class SegmentIdGenerator {
   }
 
   /** Passes an error to `onError`; a throwing handler must not break loading. */
-  private report(error: unknown, context: { tag?: string; operation: "load" | "refresh" }): void {
+  private report(error: unknown, context: GeneratorErrorContext): void {
     try {
       this.onError?.(error, context);
     } catch {
@@ -706,8 +836,18 @@ export class SegmentIdGenerator {
         b.retryTimer !== undefined && b.retryAt !== undefined
           ? Math.max(0, Math.round(b.retryAt - performance.now()))
           : null,
+      lastErrorReason: b.consecutiveFailures > 0 ? reasonOf(b.lastError) : null,
+      refused:
+        b.refused === undefined
+          ? null
+          : { reason: reasonOf(b.refused) ?? "corrupt-data", message: b.refused.message },
     };
   }
+}
+
+function reasonOf(error: unknown): string | null {
+  const reason = (error as { details?: { reason?: unknown } } | undefined)?.details?.reason;
+  return typeof reason === "string" ? reason : null;
 }
 
 function message(error: unknown): string {

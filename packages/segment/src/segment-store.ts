@@ -1,6 +1,7 @@
 // The segment-store contract: where segment mode takes its id ranges from. Implemented by the MySQL
 // store (Java Leaf's leaf_alloc table), the embedded store and the in-memory store; checked by
 // segmentStoreConformance, which third-party stores run unchanged.
+import type { RangeRefusal } from "./validation";
 
 /**
  * A range of ids taken from a store: `[start, end)`, that is `start` up to `end - 1`.
@@ -65,7 +66,16 @@ export interface NewTag {
  * start id or description (nothing is changed); `UNKNOWN_TAG` (Leaf code -2) for a tag the store
  * does not hold; `SEGMENTS_EXHAUSTED` when a range would pass 2^63 - 1; `UNAVAILABLE` when the
  * backing storage cannot be reached or is read-only (a range may have been consumed without being
- * returned: a gap, never a duplicate; callers retry with backoff); `CLOSED` after `close()`.
+ * returned: a gap, never a duplicate; callers retry with backoff), with `details.reason`
+ * "split-brain" when more than one backing server takes writes (the range taken is discarded: a
+ * gap); `CORRUPT_DATA` with `details.reason` (a {@link RangeRefusal}) when the stored row is damaged
+ * (a step below 1, a negative max id) or the max id is below the end of a range this instance
+ * already returned (moved back by hand, or a failover to a server that lost writes): nothing is
+ * changed, and generators stop serving the tag until the row is fixed; `CLOSED` after `close()`.
+ *
+ * Stores validate what they read: every returned range is `[start, start + step)` with
+ * `0 <= start < end <= 2^63 - 1` and steps from 1 to 2,147,483,647, and no range starts below the end
+ * of a range the same instance returned before the call began.
  */
 export interface SegmentStore {
   /** Short name for messages and metrics: "mysql", "embedded", "memory". */

@@ -1,7 +1,7 @@
 // Checks of tags, steps, start ids and descriptions, shared by every store and the generator, so
 // that bad input gets the same clear INVALID_ARGUMENT error wherever it enters.
 import { argumentError, ErrorCodes, LeafCodes, LeafError } from "@leaf/core";
-import type { NewTag } from "./segment-store";
+import type { NewTag, SegmentRange } from "./segment-store";
 
 /** Component name in every error of this package. */
 export const COMPONENT = "segment";
@@ -136,6 +136,150 @@ export function rangeOverflow(tag: string, maxId: bigint, step: number): LeafErr
       `2^63 - 1; use a smaller step or a new tag`,
     details: { tag, maxId: maxId.toString(), step },
   });
+}
+
+/**
+ * Why a store or the generator refused a range: `details.reason` of its CORRUPT_DATA error.
+ * - `bad-step`: the stored step is not an integer from 1 to 2,147,483,647 (a damaged row).
+ * - `bad-max-id`: the stored max id is negative.
+ * - `max-id-moved-back`: the max id is below the end of a range this process already took.
+ * - `stale-primary`: the same, on a host other than the one that range came from (a failover to a
+ *   server that lost writes).
+ * - `bad-range`: a store answered a range that is not `[start, start + step)` with `end > start`.
+ */
+export type RangeRefusal =
+  | "bad-step"
+  | "bad-max-id"
+  | "max-id-moved-back"
+  | "stale-primary"
+  | "bad-range";
+
+/** The error for a stored step that no range may be taken with (a damaged row). */
+export function badStoredStep(tag: string, step: unknown, where: string): LeafError {
+  return refusal(
+    "bad-step",
+    tag,
+    `refused to take a range of tag ${JSON.stringify(tag)}: its stored step is ${String(step)} in ${where}, ` +
+      `expected an integer from 1 to ${MAX_STEP}; nothing was changed. Fix the row (set step to a positive integer)`,
+    { step: String(step) },
+  );
+}
+
+/** The error for a negative stored max id (a damaged row). */
+export function badStoredMaxId(tag: string, maxId: bigint, where: string): LeafError {
+  return refusal(
+    "bad-max-id",
+    tag,
+    `refused to take a range of tag ${JSON.stringify(tag)}: its stored max id is ${maxId} in ${where}, ` +
+      `expected 0 .. 2^63 - 1; nothing was changed. Fix the row (set max_id above every id handed out)`,
+    { maxId: maxId.toString() },
+  );
+}
+
+/**
+ * The error for a max id below `floor`, the end of a range this process already took: ids would
+ * repeat. `stale` names the host answering and the host that range came from when they differ (a
+ * failover to a server that lacks writes: a stale primary). `taken` says the store already moved
+ * its max id for this range (a store without its own check), which is then dropped: a gap.
+ */
+export function maxIdMovedBack(
+  tag: string,
+  maxId: bigint,
+  floor: bigint,
+  where: string,
+  more: { stale?: { host: string; from: string }; taken?: boolean } = {},
+): LeafError {
+  const { stale, taken = false } = more;
+  const why =
+    stale === undefined
+      ? "its max id was moved back (or the tag re-created lower)"
+      : `${stale.host} is a stale primary: it lacks writes made on ${stale.from} (a failover without semi-synchronous replication), or the max id was moved back`;
+  return refusal(
+    stale === undefined ? "max-id-moved-back" : "stale-primary",
+    tag,
+    `refused ${taken ? "the range" : "to take a range"} of tag ${JSON.stringify(tag)}: its max id ${taken ? "was" : "is"} ${maxId} in ${where}, below ${floor}, ` +
+      `the end of a range this process already took, so ids would repeat: ${why}. ${taken ? "No id of the range was handed out" : "Nothing was changed"}; ` +
+      `the tag stays refused until its max id is set to at least ${floor} (and above the highest id every server handed out)`,
+    { maxId: maxId.toString(), floor: floor.toString(), ...(stale ?? {}) },
+  );
+}
+
+/**
+ * What is wrong with `range` as an answer to a request for a range of `tag`, or undefined: it must
+ * be `[start, start + step)` with `0 <= start < end <= 2^63 - 1` and steps from 1 to 2,147,483,647.
+ */
+export function rangeProblem(range: SegmentRange, tag: string): string | undefined {
+  if (range === null || typeof range !== "object") return `not a range object: ${String(range)}`;
+  const { start, end, step, tableStep } = range;
+  if (range.tag !== tag) return `it is of tag ${JSON.stringify(range.tag)}`;
+  if (typeof start !== "bigint" || typeof end !== "bigint") return "start and end are not bigints";
+  if (end <= start) return `its end ${end} is not above its start ${start}`;
+  if (start < 0n || end > MAX_ID) return "it is outside 0 .. 2^63 - 1";
+  if (!Number.isInteger(step) || step < 1 || step > MAX_STEP)
+    return `its step ${step} is not 1 .. ${MAX_STEP}`;
+  if (end - start !== BigInt(step)) return `it holds ${end - start} ids, not its step ${step}`;
+  if (!Number.isInteger(tableStep) || tableStep < 1 || tableStep > MAX_STEP) {
+    return `the stored step ${tableStep} is not 1 .. ${MAX_STEP}`;
+  }
+  return undefined;
+}
+
+/** The error for a range a store answered that {@link rangeProblem} finds wrong. */
+export function badRange(
+  range: SegmentRange,
+  tag: string,
+  problem: string,
+  where: string,
+): LeafError {
+  const shown =
+    range !== null && typeof range === "object"
+      ? `[${String(range.start)}, ${String(range.end)})`
+      : String(range);
+  return refusal(
+    "bad-range",
+    tag,
+    `refused range ${shown} of tag ${JSON.stringify(tag)} from ${where}: ${problem}; no id of it was handed out. ` +
+      "The store or its row is damaged: fix it (a positive step, a max id above every id handed out)",
+    { problem },
+  );
+}
+
+function refusal(
+  reason: RangeRefusal,
+  tag: string,
+  message: string,
+  details: Record<string, unknown>,
+): LeafError {
+  return new LeafError({
+    component: COMPONENT,
+    code: ErrorCodes.CORRUPT_DATA,
+    message,
+    details: { tag, reason, ...details },
+  });
+}
+
+/**
+ * The highest range end a store instance (or a generator) has handed out per tag, and where it came
+ * from: a range starting below it would repeat ids.
+ */
+export class RangeFloors {
+  private readonly floors = new Map<string, { end: bigint; source: string }>();
+
+  /** The floor of `tag`: 0 before any range. */
+  get(tag: string): bigint {
+    return this.floors.get(tag)?.end ?? 0n;
+  }
+
+  /** Where the range that set the floor of `tag` came from (a host), if any. */
+  source(tag: string): string | undefined {
+    return this.floors.get(tag)?.source;
+  }
+
+  /** Raises the floor of `tag` to `end` (never lowers it). */
+  raise(tag: string, end: bigint, source: string): void {
+    const now = this.floors.get(tag);
+    if (now === undefined || end > now.end) this.floors.set(tag, { end, source });
+  }
 }
 
 /** The error for any call on a closed store or generator. */

@@ -271,30 +271,110 @@ describe("SegmentIdGenerator", () => {
     await expect(generator.nextId("new")).rejects.toSatisfy(code(ErrorCodes.UNKNOWN_TAG));
   });
 
-  it("refuses a range below ids it already handed out, so ids never go back", async () => {
-    const data = new MemorySegmentData();
-    const admin = new MemorySegmentStore({ data });
+  for (const [kind, checks] of [
+    ["a store that checks its own ranges", true],
+    ["a store that does not (the generator's own check)", false],
+  ] as const) {
+    it(`stops serving a tag whose max id moved back below ids it handed out, retries nothing, and resumes once it is fixed: ${kind}`, async () => {
+      const data = new MemorySegmentData();
+      const admin = new MemorySegmentStore({ data });
+      const errors: [unknown, unknown][] = [];
+      // A store without memory of its ranges stands for a third-party store without the check.
+      class ForgetfulStore extends RecordingStore {
+        override async takeRange(tag: string, step?: number): Promise<SegmentRange> {
+          this.calls++;
+          return new MemorySegmentStore({ data }).takeRange(tag, step);
+        }
+      }
+      const store = checks ? new RecordingStore({ data }) : new ForgetfulStore({ data });
+      const { generator } = await started(
+        [{ tag: "t", step: 5, startId: 0n }],
+        {
+          retry: { initialMs: 5, maxMs: 10 },
+          exhaustedWaitMs: 50,
+          preloadThreshold: 1,
+          onError: (e, context) => errors.push([e, context]),
+        },
+        store,
+      );
+      expect(await generator.nextIds("t", 5)).toEqual([0n, 1n, 2n, 3n, 4n]);
+      // Someone moves max_id back to 2 by hand: ranges [2, 7) and [7, 12) overlap ids already used.
+      await admin.deleteTag("t");
+      await admin.createTag({ tag: "t", step: 5, startId: 2n });
+      const refused = (e: unknown) =>
+        isLeafError(e, ErrorCodes.CORRUPT_DATA) &&
+        e.details.reason === "max-id-moved-back" &&
+        /tag "t" is not served: .*max id (is|was) 2 .*below 5/.test(e.message);
+      await expect(generator.nextId("t")).rejects.toSatisfy(refused);
+      expect(() => generator.nextIdSync("t")).toThrow(
+        expect.objectContaining({ code: "CORRUPT_DATA" }),
+      );
+      await expect(generator.nextIds("t", 3)).rejects.toSatisfy(refused);
+      expect(errors).toHaveLength(1);
+      expect(errors[0]![1]).toEqual({ tag: "t", operation: "load", refused: true, level: "error" });
+      // Well past several retry delays: no range was taken again; the max id moved at most once
+      // (by the one range a store without the check handed over, dropped: a gap).
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      await expect(generator.nextId("t")).rejects.toSatisfy(refused);
+      expect(store.calls).toBe(2);
+      expect((await admin.describeTags())[0]?.maxId).toBe(checks ? 2n : 7n);
+      expect(generator.snapshot("t")).toMatchObject({
+        refused: { reason: "max-id-moved-back", message: expect.stringMatching(/below 5/) },
+        retryInMs: null,
+      });
+      // A refresh before the fix changes nothing (also when the refused range moved the max id
+      // above 5: that cannot be told from a fix, so such a tag waits for a restart).
+      await generator.refresh();
+      await expect(generator.nextId("t")).rejects.toSatisfy(refused);
+      await admin.deleteTag("t");
+      await admin.createTag({ tag: "t", step: 5, startId: 12n });
+      await generator.refresh();
+      if (checks) {
+        // The store refused without moving anything: a refresh that finds the row fixed resumes.
+        expect(await generator.nextIds("t", 6)).toEqual([12n, 13n, 14n, 15n, 16n, 17n]);
+        expect(generator.snapshot("t")).toMatchObject({ refused: null, consecutiveFailures: 0 });
+      } else {
+        await expect(generator.nextId("t")).rejects.toSatisfy(
+          (e: unknown) =>
+            refused(e) &&
+            /only after the row is fixed and this process restarted/.test((e as Error).message),
+        );
+        expect(store.calls).toBe(2);
+      }
+    });
+  }
+
+  it("refuses a range whose end is not above its start from a store that answers one, handing out no id of it", async () => {
+    // A third-party store with a bug (or a row with step -1000, as Java Leaf's SQL reads it): the
+    // range [1, -999) of step -1000 once the first range is used.
+    class NegativeStepStore extends RecordingStore {
+      override async takeRange(tag: string, step?: number): Promise<SegmentRange> {
+        const range = await super.takeRange(tag, step);
+        return this.calls === 1
+          ? range
+          : { tag, start: range.start, end: range.start - 1000n, step: -1000, tableStep: -1000 };
+      }
+    }
+    const store = new NegativeStepStore();
     const errors: unknown[] = [];
     const { generator } = await started(
-      [{ tag: "t", step: 5, startId: 0n }],
-      {
-        retry: { initialMs: 5, maxMs: 10 },
-        exhaustedWaitMs: 50,
-        preloadThreshold: 1,
-        onError: (e) => errors.push(e),
-      },
-      new MemorySegmentStore({ data }),
+      [{ tag: "t", step: 3, startId: 1n }],
+      { retry: { initialMs: 5, maxMs: 10 }, preloadThreshold: 1, onError: (e) => errors.push(e) },
+      store,
     );
-    expect(await generator.nextIds("t", 5)).toEqual([0n, 1n, 2n, 3n, 4n]);
-    // Someone moves max_id back to 2 by hand: ranges [2, 7) and [7, 12) overlap ids already used.
-    await admin.deleteTag("t");
-    await admin.createTag({ tag: "t", step: 5, startId: 2n });
-    // The generator refuses [2, 7) and takes the next range, [7, 12): no id below 5 again.
-    expect(await generator.nextId("t")).toBe(7n);
+    const ids = await generator.nextIds("t", 3);
+    expect(ids).toEqual([1n, 2n, 3n]);
+    const error = await generator.nextId("t").catch((e: unknown) => e);
+    expect(error).toSatisfy(
+      (e: unknown) =>
+        isLeafError(e, ErrorCodes.CORRUPT_DATA) &&
+        e.details.reason === "bad-range" &&
+        /refused range \[4, -996\).*end -996 is not above its start 4/.test(e.message),
+    );
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(store.calls).toBe(2);
     expect(errors).toHaveLength(1);
-    expect(errors[0]).toSatisfy((e: unknown) => isLeafError(e, ErrorCodes.CORRUPT_DATA));
-    expect(String(errors[0])).toMatch(/refused range \[2, 7\).*starts below 5/);
-    expect(generator.snapshot("t")).toMatchObject({ loadFailures: 1, consecutiveFailures: 0 });
+    expect(generator.snapshot("t")?.refused?.reason).toBe("bad-range");
   });
 
   it("shows both ranges, position, readiness and load history in its snapshot", async () => {

@@ -14,4 +14,10 @@ segmentStoreConformance(test, {
     return new MemorySegmentStore({ data });
   },
   concurrentInstances: true,
+  async editRow({ namespace }, tag, row) {
+    const stored = storages.get(namespace)?.rows.get(tag);
+    if (!stored) throw new Error(`no row of tag ${tag} in ${namespace}`);
+    if (row.maxId !== undefined) stored.maxId = row.maxId;
+    if (row.step !== undefined) stored.step = row.step;
+  },
 });

@@ -32,6 +32,17 @@ segmentStoreConformance(test, {
     return store;
   },
   concurrentInstances: true,
+  async editRow({ namespace }, tag, row) {
+    const conn = await mysql.createConnection(db.connectionOptions(database));
+    try {
+      if (row.maxId !== undefined)
+        await conn.query(`UPDATE ${namespace} SET max_id = ? WHERE biz_tag = ?`, [row.maxId, tag]);
+      if (row.step !== undefined)
+        await conn.query(`UPDATE ${namespace} SET step = ? WHERE biz_tag = ?`, [row.step, tag]);
+    } finally {
+      await conn.end();
+    }
+  },
 });
 
 describe("MysqlSegmentStore", () => {

@@ -3,7 +3,7 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import type { FastifyRequest } from "fastify";
 import { HttpCodes, HttpError } from "./http-errors";
-import { type Query, single } from "./request-params";
+import type { Query } from "./request-params";
 
 function digest(token: string): Buffer {
   return createHash("sha256").update(token).digest();
@@ -18,7 +18,16 @@ export function requestToken(request: FastifyRequest): string | undefined {
   }
   const header = request.headers["x-leaf-token"];
   if (typeof header === "string" && header !== "") return header;
-  return single(request.query as Query, "token");
+  const query = (request.query as Query)?.token;
+  if (Array.isArray(query)) {
+    // Refused without showing the values: a token is never echoed back.
+    throw new HttpError(
+      400,
+      HttpCodes.BAD_REQUEST,
+      `[leaf] [server] invalid token: given ${query.length} times (values not shown); send the access token once`,
+    );
+  }
+  return query;
 }
 
 /** Checks tokens of the id endpoints: a tag listed needs one of its tokens; "*" covers the rest. */
@@ -74,4 +83,39 @@ export class AdminToken {
       throw new HttpError(403, HttpCodes.FORBIDDEN, "[leaf] [server] the admin token is not valid");
     }
   }
+}
+
+/** The query string's `token` (an access token) replaced, for logs: a token is never written out. */
+export function hideToken(url: string): string {
+  const at = url.indexOf("?");
+  if (at < 0) return url;
+  const query = url
+    .slice(at + 1)
+    .split("&")
+    .map((pair) => (queryName(pair) === "token" ? "token=(hidden)" : pair))
+    .join("&");
+  return `${url.slice(0, at)}?${query}`;
+}
+
+/** The decoded name of one `name=value` pair of a query string, as the query parser reads it. */
+function queryName(pair: string): string {
+  const raw = pair.split("=", 1)[0]!.replace(/\+/g, " ");
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    return raw;
+  }
+}
+
+/** pino's request serializer (fastify's fields) with the query's token hidden. */
+export function requestLogFields(request: FastifyRequest): Record<string, unknown> & {
+  url: string;
+} {
+  return {
+    method: request.method,
+    url: hideToken(request.url),
+    host: request.host,
+    remoteAddress: request.ip,
+    remotePort: request.socket?.remotePort,
+  };
 }

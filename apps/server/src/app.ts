@@ -7,10 +7,11 @@ import Fastify, {
   type FastifyServerOptions,
   LogController,
 } from "fastify";
-import { AccessTokens, AdminToken } from "./access-tokens";
+import { AccessTokens, AdminToken, hideToken, requestLogFields } from "./access-tokens";
 import { errorText, HttpCodes, toErrorBody } from "./http-errors";
 import { type AppContext, IdSources } from "./id-sources";
 import { registerObservability } from "./observability";
+import { answerClientError, answerWrongMethod, registerRouteRules } from "./route-rules";
 import { registerAdminRoutes } from "./routes-admin";
 import { type RouteConfig, registerIdRoutes, wantsJson } from "./routes-ids";
 import { registerOpsRoutes } from "./routes-ops";
@@ -32,7 +33,10 @@ export function listRoutes(app: FastifyInstance): Array<{ method: string; url: s
 export function buildApp(ctx: AppContext, options: BuildAppOptions = {}): FastifyInstance {
   const { config } = ctx;
   const app = Fastify({
-    logger: options.logger ?? { level: config.logLevel },
+    logger: options.logger ?? {
+      level: config.logLevel,
+      serializers: { req: requestLogFields },
+    },
     logController: new LogController({ disableRequestLogging: !config.server.requestLog }),
     routerOptions: { maxParamLength: 2048 },
     bodyLimit: 64 * 1024,
@@ -40,6 +44,8 @@ export function buildApp(ctx: AppContext, options: BuildAppOptions = {}): Fastif
     // A HEAD on an id endpoint would take an id and throw it away: only the health checks have one.
     exposeHeadRoutes: false,
     forceCloseConnections: "idle",
+    // Node refuses some requests before fastify has one (431 headers too large, bad HTTP).
+    clientErrorHandler: answerClientError,
     frameworkErrors: (error, _request, reply) => {
       const body = toErrorBody(error);
       (reply as FastifyReply).code(body.status).send(body);
@@ -54,6 +60,7 @@ export function buildApp(ctx: AppContext, options: BuildAppOptions = {}): Fastif
     ? new SequenceIdFormat({ timeZone: config.redisSequence.timeZone })
     : undefined;
   const lastLogged = new Map<string, number>();
+  const rules = registerRouteRules(app);
   const routes: Array<{ method: string; url: string }> = [];
   ROUTES.set(app, routes);
   app.addHook("onRoute", (route) => {
@@ -67,7 +74,7 @@ export function buildApp(ctx: AppContext, options: BuildAppOptions = {}): Fastif
     const route = (request.routeOptions.config ?? {}) as RouteConfig;
     if (body.code === HttpCodes.INTERNAL) {
       request.log.error(
-        { err: error, url: request.url },
+        { err: error, url: hideToken(request.url) },
         "unexpected error while answering a request",
       );
     } else if (body.status >= 500) {
@@ -75,7 +82,7 @@ export function buildApp(ctx: AppContext, options: BuildAppOptions = {}): Fastif
       const now = Date.now();
       if ((lastLogged.get(body.code) ?? 0) + 1000 <= now) {
         lastLogged.set(body.code, now);
-        request.log.warn({ code: body.code, url: request.url }, body.message);
+        request.log.warn({ code: body.code, url: hideToken(request.url) }, body.message);
       }
     }
     if (route.mode) ctx.metrics.requestErrors.inc({ mode: route.mode, code: body.code });
@@ -93,6 +100,7 @@ export function buildApp(ctx: AppContext, options: BuildAppOptions = {}): Fastif
   });
 
   app.setNotFoundHandler((request, reply) => {
+    if (answerWrongMethod(rules, request, reply)) return;
     reply.code(404).send({
       status: 404,
       code: HttpCodes.NOT_FOUND,

@@ -16,7 +16,7 @@ const errorBody = {
     code: {
       type: "string",
       description:
-        "Stable code: INVALID_ARGUMENT, INVALID_ID, UNKNOWN_TAG, NOT_INITIALIZED, SEGMENTS_EXHAUSTED, UNAVAILABLE, LEASE_LOST, CLOCK_BEHIND, CLOCK_MOVED_BACKWARDS, SEQUENCE_EXHAUSTED, CLOCK_SKEW, MODE_DISABLED, NOT_FOUND, UNAUTHORIZED, FORBIDDEN, ALREADY_EXISTS, BAD_REQUEST, SHUTTING_DOWN, INTERNAL, ...",
+        "Stable code: INVALID_ARGUMENT, INVALID_ID, UNKNOWN_TAG, NOT_INITIALIZED, SEGMENTS_EXHAUSTED, UNAVAILABLE, LEASE_LOST, CLOCK_BEHIND, CLOCK_MOVED_BACKWARDS, SEQUENCE_EXHAUSTED, CLOCK_SKEW, MODE_DISABLED, NOT_FOUND, METHOD_NOT_ALLOWED, UNAUTHORIZED, FORBIDDEN, ALREADY_EXISTS, BAD_REQUEST, SHUTTING_DOWN, INTERNAL, ...",
     },
     leafCode: {
       type: "integer",
@@ -39,7 +39,7 @@ const errors = (...statuses: number[]) =>
   );
 
 const ERROR_TEXT: Record<number, string> = {
-  400: "Bad input: the message names the parameter, the value seen and what is expected.",
+  400: "Bad input: the message names the parameter, the value seen and what is expected; an unknown query parameter is named, with the ones the route takes (INVALID_ARGUMENT).",
   401: "An access token is needed (per-tag tokens, or the admin token).",
   403: "The token is not valid here.",
   404: "Unknown tag (Leaf code -2), a disabled mode (MODE_DISABLED), or no such route.",
@@ -92,6 +92,34 @@ const prefixParam = {
     "Prefix of the string form (format=string only), up to 64 characters without spaces.",
   schema: { type: "string", maxLength: 64 },
 };
+/** Java Leaf's body: any content type, read and ignored (parameters come from the query string). */
+const anyBody = {
+  required: false,
+  description:
+    "Any body of any content type (form fields, JSON, text, nothing): read and ignored, as Java Leaf's handlers ignore it. Parameters are read from the query string only.",
+  content: { "*/*": { schema: {} } },
+};
+
+/**
+ * The operations of one Java Leaf path: GET, and the same for POST, PUT, PATCH and DELETE, which
+ * Spring's `@RequestMapping` without a method answers too. (No HEAD: it would take an id for
+ * nothing.)
+ */
+function javaOperations(get: { summary: string } & Record<string, unknown>) {
+  const same = (method: string) => ({
+    ...get,
+    summary: `${get.summary}, by ${method} (as Java Leaf's @RequestMapping answers every method)`,
+    requestBody: anyBody,
+  });
+  return {
+    get,
+    post: same("POST"),
+    put: same("PUT"),
+    patch: same("PATCH"),
+    delete: same("DELETE"),
+  };
+}
+
 const json = (schema: unknown, description = "OK") => ({
   description,
   content: { "application/json": { schema } },
@@ -125,7 +153,7 @@ export function openApiDocument(version: string) {
       title: "Leaf id service",
       version,
       description:
-        "Distributed ids: segment mode (ranges of a leaf_alloc table), snowflake mode (time + worker id + sequence) and redis sequence (time + shard + sequence). Java Leaf's paths answer plain text as Java Leaf does; the JSON API under /api/v1 gives every id as a string.",
+        "Distributed ids: segment mode (ranges of a leaf_alloc table), snowflake mode (time + worker id + sequence) and redis sequence (time + shard + sequence). Java Leaf's paths answer plain text as Java Leaf does, to GET, POST, PUT, PATCH and DELETE; the JSON API under /api/v1 gives every id as a string. Every route takes only the query parameters listed here: any other is a 400 (INVALID_ARGUMENT) naming it and listing the accepted ones, and nothing is issued. A method a path does not answer gets 405 (METHOD_NOT_ALLOWED) with an Allow header; HEAD is answered by the health checks only. Errors, also 431 (request headers too large), have the Error shape.",
     },
     components: {
       schemas: { Error: errorBody, Id: idString },
@@ -134,49 +162,43 @@ export function openApiDocument(version: string) {
       },
     },
     paths: {
-      "/api/segment/get/{key}": {
-        get: {
-          tags: ["Java Leaf"],
-          summary: "Segment id (Java Leaf's path)",
-          description:
-            "Plain-text decimal id. With `count`, ids one per line (or JSON with `Accept: application/json`). Errors: plain text starting with Java Leaf's `Result{id=-N, status=EXCEPTION}`.",
-          parameters: [tagParam("key"), countParam, tokenParam],
-          responses: {
-            "200": text("The id, or ids one per line"),
-            ...errors(400, 401, 403, 404, 503),
-          },
+      "/api/segment/get/{key}": javaOperations({
+        tags: ["Java Leaf"],
+        summary: "Segment id (Java Leaf's path)",
+        description:
+          "Plain-text decimal id. With `count`, ids one per line (or JSON with `Accept: application/json`). Errors: plain text starting with Java Leaf's `Result{id=-N, status=EXCEPTION}`.",
+        parameters: [tagParam("key"), countParam, tokenParam],
+        responses: {
+          "200": text("The id, or ids one per line"),
+          ...errors(400, 401, 403, 404, 503),
         },
-      },
-      "/api/snowflake/get/{key}": {
-        get: {
-          tags: ["Java Leaf"],
-          summary:
-            "Snowflake id (Java Leaf's path; the key selects nothing, except its access token)",
-          parameters: [tagParam("key"), countParam, tokenParam],
-          responses: {
-            "200": text("The id, or ids one per line"),
-            ...errors(400, 401, 403, 404, 503),
-          },
+      }),
+      "/api/snowflake/get/{key}": javaOperations({
+        tags: ["Java Leaf"],
+        summary:
+          "Snowflake id (Java Leaf's path; the key selects nothing, except its access token)",
+        parameters: [tagParam("key"), countParam, tokenParam],
+        responses: {
+          "200": text("The id, or ids one per line"),
+          ...errors(400, 401, 403, 404, 503),
         },
-      },
-      "/decodeSnowflakeId": {
-        get: {
-          tags: ["Java Leaf"],
-          summary: "Decode a snowflake id with the configured layout and epoch (Java Leaf's shape)",
-          parameters: [{ name: "snowflakeId", in: "query", required: true, schema: idString }],
-          responses: {
-            "200": json({
-              type: "object",
-              properties: {
-                timestamp: { type: "string", examples: ["1588421624602(2020-05-02 20:13:44.602)"] },
-                workerId: { type: "string" },
-                sequenceId: { type: "string" },
-              },
-            }),
-            ...errors(400),
-          },
+      }),
+      "/decodeSnowflakeId": javaOperations({
+        tags: ["Java Leaf"],
+        summary: "Decode a snowflake id with the configured layout and epoch (Java Leaf's shape)",
+        parameters: [{ name: "snowflakeId", in: "query", required: true, schema: idString }],
+        responses: {
+          "200": json({
+            type: "object",
+            properties: {
+              timestamp: { type: "string", examples: ["1588421624602(2020-05-02 20:13:44.602)"] },
+              workerId: { type: "string" },
+              sequenceId: { type: "string" },
+            },
+          }),
+          ...errors(400),
         },
-      },
+      }),
       "/api/v1/segment/{tag}/id": {
         get: {
           tags: ["Ids"],
@@ -386,6 +408,21 @@ export function openApiDocument(version: string) {
             },
           },
           responses: { "200": json(tagRecord), ...errors(400, 401, 403, 404, 503) },
+        },
+        delete: {
+          tags: ["Admin"],
+          summary: "Delete a tag",
+          description:
+            "Removes the tag's row from the store; this node stops serving it at once, other nodes at their next tag refresh (every 60 s). The answer holds the row as it was: a tag created again under the same name must start above its maxId (startId), or it repeats ids already issued.",
+          security: bearer,
+          parameters: [tagParam("tag")],
+          responses: {
+            "200": json(
+              { ...tagRecord, properties: { ...tagRecord.properties, deleted: { const: true } } },
+              "Deleted: the row as it was",
+            ),
+            ...errors(400, 401, 403, 404, 503),
+          },
         },
       },
       "/api/v1/monitor": {

@@ -1,5 +1,6 @@
 // The admin API, served only when server.adminToken is set: list tags, create a tag, change its
-// step. Each call needs `Authorization: Bearer <admin token>`.
+// step, delete a tag. Each call needs `Authorization: Bearer <admin token>`.
+import { ErrorCodes, LeafCodes, LeafError } from "@leaf/core";
 import type { TagRecord } from "@leaf/segment";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { AdminToken } from "./access-tokens";
@@ -21,16 +22,94 @@ export function tagJson(record: TagRecord) {
   };
 }
 
+/** What each method's body holds, for the hints of its errors. */
+const BODY_EXAMPLE: Record<string, string> = {
+  POST: '{"tag": "order", "step": 1000} (fields tag, step, startId, description)',
+  PATCH: '{"step": 5000} (the only field: step)',
+};
+
+function example(request: FastifyRequest): string {
+  return BODY_EXAMPLE[request.method] ?? BODY_EXAMPLE.POST!;
+}
+
 function body(request: FastifyRequest): Record<string, unknown> {
   const value = request.body;
   if (typeof value !== "object" || value === null || Array.isArray(value)) {
     throw badParameter(
       "body",
       value,
-      'a JSON object (Content-Type: application/json), e.g. {"tag": "order", "step": 1000}',
+      `a JSON object (Content-Type: application/json), e.g. ${example(request)}`,
     );
   }
   return value as Record<string, unknown>;
+}
+
+/**
+ * The first key of `value` that could change the server's objects if copied: `__proto__`, or
+ * `constructor` holding `prototype` (what fastify refuses too). Walks without recursion, so a body
+ * nested thousands of levels deep is checked as well.
+ */
+function forbiddenKey(value: unknown): string | undefined {
+  const stack: Array<{ node: unknown; path: string }> = [{ node: value, path: "" }];
+  while (stack.length > 0) {
+    const { node, path } = stack.pop()!;
+    if (typeof node !== "object" || node === null) continue;
+    for (const key of Object.keys(node)) {
+      const child = (node as Record<string, unknown>)[key];
+      const at = Array.isArray(node) ? `${path}[${key}]` : path === "" ? key : `${path}.${key}`;
+      if (key === "__proto__") return at;
+      if (
+        key === "constructor" &&
+        typeof child === "object" &&
+        child !== null &&
+        Object.hasOwn(child, "prototype")
+      ) {
+        return `${at}.prototype`;
+      }
+      stack.push({ node: child, path: at });
+    }
+  }
+  return undefined;
+}
+
+/**
+ * The admin API's JSON parser: says which of the two refusals it is, a body that is not JSON (with
+ * the parser's reason) or valid JSON with a key that could change the server's objects.
+ */
+function parseJsonBody(
+  request: FastifyRequest,
+  text: string | Buffer,
+  done: (error: Error | null, body?: unknown) => void,
+): void {
+  let value: unknown;
+  try {
+    value = JSON.parse(text.toString());
+  } catch (error) {
+    const reason = String((error as Error).message).slice(0, 120);
+    done(
+      new HttpError(
+        400,
+        HttpCodes.BAD_REQUEST,
+        `[leaf] [server] bad request: the body is not valid JSON (${reason}); send a JSON object, e.g. ${example(request)}`,
+      ),
+      undefined,
+    );
+    return;
+  }
+  const key = forbiddenKey(value);
+  if (key !== undefined) {
+    const shown = key.length > 80 ? `${key.slice(0, 40)}...${key.slice(-37)}` : key;
+    done(
+      new HttpError(
+        400,
+        HttpCodes.BAD_REQUEST,
+        `[leaf] [server] bad request: the body is valid JSON but has the key ${shown}; keys named __proto__ (or constructor holding prototype) are refused because they could change the server's own objects, and no admin field has that name; send a JSON object without it, e.g. ${example(request)}`,
+      ),
+      undefined,
+    );
+    return;
+  }
+  done(null, value);
 }
 
 function readStep(value: unknown): number {
@@ -86,10 +165,19 @@ export function registerAdminRoutes(
         "[leaf] [server] the admin API is off on this server: set server.adminToken (LEAF_SERVER_ADMIN_TOKEN) to turn it on",
       );
     };
-    app.all("/api/v1/admin", off);
-    app.all("/api/v1/admin/*", off);
+    // Any query parameter: the answer is the same whatever the request holds.
+    app.all("/api/v1/admin", { config: { query: "*" } }, off);
+    app.all("/api/v1/admin/*", { config: { query: "*" } }, off);
     return;
   }
+  app.register(async (adminApi) => {
+    adminApi.removeContentTypeParser("application/json");
+    adminApi.addContentTypeParser("application/json", { parseAs: "string" }, parseJsonBody);
+    registerAdminApi(adminApi, sources, admin);
+  });
+}
+
+function registerAdminApi(app: FastifyInstance, sources: IdSources, admin: AdminToken): void {
   const guard = { onRequest: async (request: FastifyRequest) => admin.check(request) };
 
   app.get("/api/v1/admin/tags", guard, async (_request, reply: FastifyReply) => {
@@ -131,6 +219,28 @@ export function registerAdminRoutes(
       refuseUnknownFields(data, ["step"]);
       const record = await generator.updateStep(tag, readStep(data.step));
       return reply.send(tagJson(record));
+    },
+  );
+
+  app.delete<{ Params: { tag: string } }>(
+    "/api/v1/admin/tags/:tag",
+    guard,
+    async (request, reply: FastifyReply) => {
+      const { generator, store } = sources.segment();
+      const tag = readTag(request.params.tag);
+      // The row as it was, so the caller knows its last max_id (a tag created again under the same
+      // name must start above it, or it repeats the old ids).
+      const before = (await store.describeTags()).find((record) => record.tag === tag);
+      if (!(await generator.deleteTag(tag))) {
+        throw new LeafError({
+          component: "server",
+          code: ErrorCodes.UNKNOWN_TAG,
+          leafCode: LeafCodes.SEGMENT_UNKNOWN_TAG,
+          message: `unknown tag ${JSON.stringify(tag)} in the ${store.kind} store: nothing to delete (GET /api/v1/admin/tags lists the tags)`,
+          details: { tag },
+        });
+      }
+      return reply.send(before ? { ...tagJson(before), deleted: true } : { tag, deleted: true });
     },
   );
 }

@@ -16,12 +16,22 @@ import {
   readTag,
   single,
 } from "./request-params";
+import type { RouteRulesConfig } from "./route-rules";
 
-/** Route settings the error handler reads: which mode, and whether errors are Java Leaf's plain text. */
-export interface RouteConfig {
+/**
+ * Route settings: which mode (metrics, errors), whether errors are Java Leaf's plain text, and the
+ * query parameters the route takes (checked for every route in one hook, see route-rules.ts).
+ */
+export interface RouteConfig extends RouteRulesConfig {
   mode?: string;
   java?: boolean;
 }
+
+/**
+ * The methods of Java Leaf's paths: Spring's `@RequestMapping` without a method answers each one
+ * that reaches a handler. HEAD is left out on purpose: it would take an id and throw it away.
+ */
+export const JAVA_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"] as const;
 
 type Req = FastifyRequest<{ Params: Record<string, string>; Querystring: Query }>;
 
@@ -68,56 +78,73 @@ export function registerIdRoutes(
   const java: RouteConfig = { java: true };
 
   // ---- Java Leaf's paths ----------------------------------------------------------------------
+  // Every method Java Leaf answers, with any body: Java clients POST with form bodies, JSON or
+  // nothing at all. The body is read (up to the body limit) and ignored, in a plugin of their own so
+  // that the other routes keep their strict content types. Parameters come from the query string.
 
-  app.get(
-    "/api/segment/get/:key",
-    { config: { ...java, mode: "segment" } },
-    (request: Req, reply: FastifyReply) => {
-      const tag = readTag(request.params.key, "key");
-      if (tokens) tokens.check(request, tag, `tag ${JSON.stringify(tag)}`);
-      const count =
-        request.query.count === undefined ? undefined : readCount(request.query, maxBatch);
-      if (count !== undefined) {
-        return sources.segmentIds(tag, count).then((ids) => sendBatch(request, reply, ids, ""));
-      }
-      const id = sources.segmentId(tag);
-      if (typeof id === "bigint") return reply.send(id.toString());
-      return id.then((waited) => reply.send(waited.toString()));
-    },
-  );
+  app.register(async (javaPaths) => {
+    javaPaths.removeAllContentTypeParsers();
+    javaPaths.addContentTypeParser("*", { parseAs: "buffer" }, (_request, _body, done) =>
+      done(null, undefined),
+    );
 
-  app.get(
-    "/api/snowflake/get/:key",
-    { config: { ...java, mode: "snowflake" } },
-    (request: Req, reply: FastifyReply) => {
-      const key = readTag(request.params.key, "key");
-      if (tokens) tokens.check(request, key, `key ${JSON.stringify(key)}`);
-      if (request.query.count !== undefined) {
-        return sources
-          .snowflakeIds(readCount(request.query, maxBatch)!)
-          .then((ids) => sendBatch(request, reply, ids, ""));
-      }
-      return reply.send(sources.snowflakeId().toString());
-    },
-  );
+    javaPaths.route({
+      method: [...JAVA_METHODS],
+      url: "/api/segment/get/:key",
+      config: { ...java, mode: "segment", query: ["count", "token"] },
+      handler: (request: Req, reply: FastifyReply) => {
+        const tag = readTag(request.params.key, "key");
+        if (tokens) tokens.check(request, tag, `tag ${JSON.stringify(tag)}`);
+        const count =
+          request.query.count === undefined ? undefined : readCount(request.query, maxBatch);
+        if (count !== undefined) {
+          return sources.segmentIds(tag, count).then((ids) => sendBatch(request, reply, ids, ""));
+        }
+        const id = sources.segmentId(tag);
+        if (typeof id === "bigint") return reply.send(id.toString());
+        return id.then((waited) => reply.send(waited.toString()));
+      },
+    });
 
-  app.get("/decodeSnowflakeId", { config: java }, (request: Req, reply: FastifyReply) => {
-    const raw = single(request.query, "snowflakeId");
-    if (raw === undefined) {
-      throw badParameter(
-        "snowflakeId",
-        raw,
-        "a snowflake id: a decimal integer from 0 to 9223372036854775807",
-      );
-    }
-    return reply.send(javaDecode(raw, snowflakeLayout));
+    javaPaths.route({
+      method: [...JAVA_METHODS],
+      url: "/api/snowflake/get/:key",
+      config: { ...java, mode: "snowflake", query: ["count", "token"] },
+      handler: (request: Req, reply: FastifyReply) => {
+        const key = readTag(request.params.key, "key");
+        if (tokens) tokens.check(request, key, `key ${JSON.stringify(key)}`);
+        if (request.query.count !== undefined) {
+          return sources
+            .snowflakeIds(readCount(request.query, maxBatch)!)
+            .then((ids) => sendBatch(request, reply, ids, ""));
+        }
+        return reply.send(sources.snowflakeId().toString());
+      },
+    });
+
+    javaPaths.route({
+      method: [...JAVA_METHODS],
+      url: "/decodeSnowflakeId",
+      config: { ...java, query: ["snowflakeId"] },
+      handler: (request: Req, reply: FastifyReply) => {
+        const raw = single(request.query, "snowflakeId");
+        if (raw === undefined) {
+          throw badParameter(
+            "snowflakeId",
+            raw,
+            "a snowflake id: a decimal integer from 0 to 9223372036854775807, in the query string",
+          );
+        }
+        return reply.send(javaDecode(raw, snowflakeLayout));
+      },
+    });
   });
 
   // ---- JSON API -------------------------------------------------------------------------------
 
   app.get(
     "/api/v1/segment/:tag/id",
-    { config: { mode: "segment" } },
+    { config: { mode: "segment", query: ["token"] } },
     (request: Req, reply: FastifyReply) => {
       const tag = readTag(request.params.tag);
       if (tokens) tokens.check(request, tag, `tag ${JSON.stringify(tag)}`);
@@ -132,7 +159,7 @@ export function registerIdRoutes(
 
   app.get(
     "/api/v1/segment/:tag/ids",
-    { config: { mode: "segment" } },
+    { config: { mode: "segment", query: ["count", "token"] } },
     async (request: Req, reply: FastifyReply) => {
       const tag = readTag(request.params.tag);
       if (tokens) tokens.check(request, tag, `tag ${JSON.stringify(tag)}`);
@@ -146,7 +173,7 @@ export function registerIdRoutes(
 
   app.get(
     "/api/v1/snowflake/id",
-    { config: { mode: "snowflake" } },
+    { config: { mode: "snowflake", query: ["key", "token"] } },
     (request: Req, reply: FastifyReply) => {
       checkSnowflakeToken(request);
       const id = sources.snowflakeId();
@@ -156,7 +183,7 @@ export function registerIdRoutes(
 
   app.get(
     "/api/v1/snowflake/ids",
-    { config: { mode: "snowflake" } },
+    { config: { mode: "snowflake", query: ["count", "key", "token"] } },
     (request: Req, reply: FastifyReply) => {
       checkSnowflakeToken(request);
       const count = readCount(request.query, maxBatch) ?? 1;
@@ -200,7 +227,7 @@ export function registerIdRoutes(
 
   app.get(
     "/api/v1/redis-sequence/id",
-    { config: { mode: "redisSequence" } },
+    { config: { mode: "redisSequence", query: ["shard", "format", "prefix", "token"] } },
     async (request: Req, reply: FastifyReply) => {
       const { sequence, shard, format, prefix } = redisQuery(request);
       const id = await sources.redisId(shard);
@@ -213,7 +240,7 @@ export function registerIdRoutes(
 
   app.get(
     "/api/v1/redis-sequence/ids",
-    { config: { mode: "redisSequence" } },
+    { config: { mode: "redisSequence", query: ["shard", "count", "format", "prefix", "token"] } },
     async (request: Req, reply: FastifyReply) => {
       const { sequence, shard, format, prefix } = redisQuery(request);
       const count = readCount(request.query, maxBatch) ?? 1;
@@ -228,10 +255,14 @@ export function registerIdRoutes(
     },
   );
 
-  app.get("/api/v1/decode/:id", (request: Req, reply: FastifyReply) => {
-    const layout = readLayoutName(single(request.query, "layout"));
-    return reply.send(decodeId(request.params.id!, layout, snowflakeLayout, sequenceFormat()));
-  });
+  app.get(
+    "/api/v1/decode/:id",
+    { config: { query: ["layout"] } },
+    (request: Req, reply: FastifyReply) => {
+      const layout = readLayoutName(single(request.query, "layout"));
+      return reply.send(decodeId(request.params.id!, layout, snowflakeLayout, sequenceFormat()));
+    },
+  );
 
   app.get("/api/v1/layouts", (_request: Req, reply: FastifyReply) => {
     const all = DECODE_LAYOUTS.map((name) =>

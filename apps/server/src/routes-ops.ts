@@ -85,7 +85,7 @@ export function registerOpsRoutes(app: FastifyInstance, ctx: AppContext, sources
 
   app.get(
     "/health/ready",
-    { exposeHeadRoute: true },
+    { exposeHeadRoute: true, config: { query: ["mode"] } },
     (request: FastifyRequest<{ Querystring: Query }>, reply: FastifyReply) => {
       const mode = single(request.query, "mode");
       const all = readiness(ctx);

@@ -255,6 +255,53 @@ describe("bad input on every parameter gets a 4xx with a clear message, never a 
   });
 });
 
+describe("the admin API's body errors say what is wrong and what the method takes", () => {
+  const send = (method: "POST" | "PATCH", payload: string, type = "application/json") =>
+    test.server.app.inject({
+      method,
+      url: method === "POST" ? "/api/v1/admin/tags" : "/api/v1/admin/tags/leaf-segment-test",
+      headers: { authorization: `Bearer ${ADMIN}`, "content-type": type },
+      payload,
+    });
+
+  it("valid JSON with a __proto__ key is named as such, not as invalid JSON", async () => {
+    for (const [payload, key] of [
+      ['{"step":10,"__proto__":{"admin":true}}', "__proto__"],
+      ['{"step":10,"x":[{"__proto__":1}]}', "x[0].__proto__"],
+      ['{"step":10,"constructor":{"prototype":{}}}', "constructor.prototype"],
+      ['{"step":10,"\\u005f_proto__":1}', "__proto__"],
+    ] as const) {
+      const res = await send("PATCH", payload);
+      expect(res.statusCode, payload).toBe(400);
+      const { code, message } = res.json();
+      expect(code, payload).toBe("BAD_REQUEST");
+      expect(message, payload).toContain(`the body is valid JSON but has the key ${key};`);
+      expect(message, payload).not.toContain("not valid JSON");
+    }
+  });
+
+  it("invalid JSON says so with the parser's reason", async () => {
+    const res = await send("POST", '{"tag": "x", "step": 10,}');
+    expect(res.statusCode).toBe(400);
+    const { message } = res.json();
+    expect(message).toMatch(/the body is not valid JSON \(.*JSON.*\)/);
+    expect(message).not.toContain("__proto__");
+  });
+
+  it("PATCH's hints show what PATCH takes (step only), POST's what POST takes", async () => {
+    for (const payload of ["[1]", '"step"', "not json"]) {
+      const patch = (await send("PATCH", payload)).json().message;
+      expect(patch, payload).toContain('{"step": 5000} (the only field: step)');
+      expect(patch, payload).not.toContain('"tag"');
+      const post = (await send("POST", payload)).json().message;
+      expect(post, payload).toContain('{"tag": "order", "step": 1000}');
+    }
+    const unknown = (await send("PATCH", '{"step": 5, "tag": "other"}')).json().message;
+    expect(unknown).toContain("invalid tag");
+    expect(unknown).toContain("the fields are step");
+  });
+});
+
 describe("bad configuration values", () => {
   it("are refused as INVALID_CONFIG naming the key, never another error", () => {
     fc.assert(

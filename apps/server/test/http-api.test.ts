@@ -521,7 +521,8 @@ describe("health, metrics and the monitor", () => {
   it("takes no id for a HEAD request, while the health checks answer HEAD", async () => {
     const before = (await get(server, "/api/v1/snowflake/id")).json().id;
     const head = await server.app.inject({ method: "HEAD", url: "/api/snowflake/get/x" });
-    expect(head.statusCode).toBe(404);
+    expect(head.statusCode).toBe(405);
+    expect(head.headers.allow).toBe("DELETE, GET, PATCH, POST, PUT");
     expect((await server.app.inject({ method: "HEAD", url: "/health/live" })).statusCode).toBe(200);
     expect((await server.app.inject({ method: "HEAD", url: "/health/ready" })).statusCode).toBe(
       200,
@@ -530,17 +531,26 @@ describe("health, metrics and the monitor", () => {
     expect(BigInt(after) > BigInt(before)).toBe(true);
   });
 
-  it("answers 404 with a pointer to the API document for an unknown route or method", async () => {
+  it("answers 404 with a pointer to the API document for an unknown route, 405 for a wrong method", async () => {
     const res = await get(server, "/api/segment/nothing");
     expect(res.statusCode).toBe(404);
     expect(res.json()).toMatchObject({
       code: "NOT_FOUND",
       message: expect.stringContaining("/openapi.json"),
     });
-    const post = await server.app.inject({
+    const post = await server.app.inject({ method: "POST", url: "/api/v1/snowflake/id" });
+    expect(post.statusCode).toBe(405);
+    expect(post.headers.allow).toBe("GET");
+    expect(post.json()).toMatchObject({
+      code: "METHOD_NOT_ALLOWED",
+      message: expect.stringContaining("/openapi.json"),
+    });
+    // Java Leaf's paths answer POST as Java Leaf does (@RequestMapping without a method).
+    const java = await server.app.inject({
       method: "POST",
       url: "/api/segment/get/leaf-segment-test",
     });
-    expect(post.statusCode).toBe(404);
+    expect(java.statusCode).toBe(200);
+    expect(java.body).toMatch(DECIMAL);
   });
 });

@@ -1,6 +1,6 @@
 // The checks every worker-id registry applies to what acquire() and report() are given, so that a
 // bad request gets the same clear INVALID_ARGUMENT, naming the field, from every registry.
-import { argumentError, ErrorCodes, LeafError } from "./errors";
+import { argumentError } from "./errors";
 import type { AcquireRequest, BackupWorker, NodeIdentity } from "./registry";
 
 /** An {@link AcquireRequest} after {@link checkAcquireRequest}: every field checked, defaults set. */
@@ -130,23 +130,4 @@ export function checkReport(
     reported.set(workerId, Math.max(reported.get(workerId) ?? 0, timestamp));
   }
   return reported;
-}
-
-/**
- * Throws when a lease may no longer be used: its `lost` reason (LEASE_LOST) once lost, CLOSED once
- * released. For report() and the like.
- */
-export function checkLeaseUsable(
-  component: string,
-  lease: { readonly workerId: number; readonly lost: AbortSignal },
-  released: boolean,
-): void {
-  if (lease.lost.aborted) throw lease.lost.reason;
-  if (released) {
-    throw new LeafError({
-      component,
-      code: ErrorCodes.CLOSED,
-      message: `worker id ${lease.workerId} lease was released: acquire a new one`,
-    });
-  }
 }

@@ -1,6 +1,9 @@
 export { type BackoffOptions, backoffDelay, delay } from "./backoff";
 export { type CachedGeneratorOptions, CachedSnowflakeGenerator } from "./cached-generator";
 export { type Clock, ManualClock, systemClock } from "./clock";
+// Helpers for registry and store adapters live in `@leaf/core/adapter` (src/adapter.ts). The few
+// that @leaf/segment still imports from here stay, deprecated, until it moves to the subpath.
+export * from "./deprecated";
 export {
   argumentError,
   configError,
@@ -22,14 +25,6 @@ export {
   layouts,
   parseId,
 } from "./layout";
-export {
-  type CachedLease,
-  type ClockCheck,
-  checkClockNotBehind,
-  readLeaseCache,
-  writeFileAtomic,
-  writeLeaseCache,
-} from "./lease-cache";
 export {
   MemoryRegistry,
   type MemoryRegistryOptions,
@@ -56,34 +51,6 @@ export {
   type SnowflakeWorker,
   type SnowflakeWorkerEvent,
   type SnowflakeWorkerOptions,
+  type SnowflakeWorkerState,
   startSnowflakeWorker,
 } from "./snowflake-worker";
-
-// Helpers the registries and stores share (see the README's "Helpers for adapters").
-
-export {
-  type AcquireRequestLimits,
-  type CheckedAcquireRequest,
-  checkAcquireRequest,
-  checkLeaseUsable,
-  checkReport,
-  checkReportedTimestamp,
-} from "./acquire-request";
-export {
-  acquireLockFile,
-  acquireLockFileWaiting,
-  type HeldLockFile,
-  type LockFileAttempt,
-  type LockFileOptions,
-  type LockFileOwner,
-  type LockFileWaitOptions,
-  readLockFile,
-  tryAcquireLockFile,
-} from "./lock-file";
-export {
-  type MysqlHost,
-  type MysqlUrlOptions,
-  type ParsedMysqlUrl,
-  parseMysqlUrl,
-  redactMysqlUrl,
-} from "./mysql-url";

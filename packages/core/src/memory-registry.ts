@@ -2,7 +2,8 @@
 // complete example of the contract. Several MemoryRegistry instances sharing one store stand for
 // several nodes sharing one backing service.
 import { checkAcquireRequest } from "./acquire-request";
-import { ErrorCodes, LeafCodes, LeafError } from "./errors";
+import { ErrorCodes, LeafError } from "./errors";
+import { LeaseCore } from "./lease-core";
 import type {
   AcquireRequest,
   BackupWorker,
@@ -11,12 +12,14 @@ import type {
   WorkerLease,
 } from "./registry";
 
+const COMPONENT = "registry-memory";
+
 interface WorkerRecord {
   /** "ip:port" of the node it was last given to; it gets it back first. */
   owner: string;
   lastTimestamp: number;
   /** The live lease holding it, if any. */
-  holder: AbortController | undefined;
+  holder: MemoryLease | undefined;
 }
 
 /** The shared state behind {@link MemoryRegistry} instances: worker records per service name. */
@@ -29,14 +32,7 @@ export class MemoryRegistryStore {
     if (!record?.holder) return false;
     const holder = record.holder;
     record.holder = undefined;
-    holder.abort(
-      new LeafError({
-        component: "registry-memory",
-        code: ErrorCodes.LEASE_LOST,
-        leafCode: LeafCodes.LEASE_LOST,
-        message: `worker id ${workerId} lease lost: ${why}`,
-      }),
-    );
+    holder.revoke(why);
     return true;
   }
 }
@@ -60,7 +56,7 @@ export class MemoryRegistry implements WorkerIdRegistry {
   async acquire(request: AcquireRequest): Promise<WorkerLease> {
     if (this.closed) {
       throw new LeafError({
-        component: "registry-memory",
+        component: COMPONENT,
         code: ErrorCodes.CLOSED,
         message: "registry is closed",
       });
@@ -89,20 +85,20 @@ export class MemoryRegistry implements WorkerIdRegistry {
     }
     if (chosen.length <= backupCount) {
       throw new LeafError({
-        component: "registry-memory",
+        component: COMPONENT,
         code: ErrorCodes.WORKER_IDS_EXHAUSTED,
         message: `no free worker id in 0..${maxWorkerId} for ${key} (service ${node.name}): all are leased`,
       });
     }
-    const controller = new AbortController();
     const granted = chosen.map((id) => {
       const record = space.get(id) ?? { owner: key, lastTimestamp: 0, holder: undefined };
       record.owner = key;
-      record.holder = controller;
       space.set(id, record);
       return { workerId: id, lastTimestamp: record.lastTimestamp };
     });
-    return new MemoryLease(space, controller, granted[0]!, granted.slice(1), node);
+    const lease = new MemoryLease(space, granted[0]!, granted.slice(1), node);
+    for (const id of chosen) space.get(id)!.holder = lease;
+    return lease;
   }
 
   async close(): Promise<void> {
@@ -110,45 +106,39 @@ export class MemoryRegistry implements WorkerIdRegistry {
   }
 }
 
-class MemoryLease implements WorkerLease {
-  readonly workerId: number;
-  readonly lastTimestamp: number;
-  readonly lost: AbortSignal;
-  private released = false;
-
+/** A worker id held in memory: its store calls are map updates. */
+class MemoryLease extends LeaseCore {
   constructor(
     private readonly space: Map<number, WorkerRecord>,
-    private readonly controller: AbortController,
     primary: BackupWorker,
-    readonly backups: readonly BackupWorker[],
+    backups: readonly BackupWorker[],
     readonly node: NodeIdentity,
   ) {
-    this.workerId = primary.workerId;
-    this.lastTimestamp = primary.lastTimestamp;
-    this.lost = controller.signal;
+    super({ component: COMPONENT, ...primary, backups });
+  }
+
+  /** Ends the lease because the store took its id away. */
+  revoke(why: string): void {
+    this.lose(why);
   }
 
   private record(id: number): WorkerRecord | undefined {
     const record = this.space.get(id);
-    return record?.holder === this.controller ? record : undefined;
+    return record?.holder === this ? record : undefined;
   }
 
-  async report(timestampMs: number, backups: readonly BackupWorker[] = []): Promise<void> {
-    if (this.lost.aborted) throw this.lost.reason;
-    for (const { workerId, lastTimestamp } of [
-      { workerId: this.workerId, lastTimestamp: timestampMs },
-      ...backups,
-    ]) {
+  protected async store(reported: ReadonlyMap<number, number>): Promise<void> {
+    for (const [workerId, timestamp] of reported) {
       const record = this.record(workerId);
-      if (record) record.lastTimestamp = Math.max(record.lastTimestamp, lastTimestamp);
+      if (record) record.lastTimestamp = Math.max(record.lastTimestamp, timestamp);
     }
   }
 
-  async release(finalTimestampMs?: number): Promise<void> {
-    if (this.released) return;
-    if (finalTimestampMs !== undefined && !this.lost.aborted) await this.report(finalTimestampMs);
-    this.released = true;
-    for (const id of [this.workerId, ...this.backups.map((b) => b.workerId)]) {
+  protected async free(finalTimestampMs: number | undefined): Promise<void> {
+    if (finalTimestampMs !== undefined && !this.lost.aborted) {
+      await this.store(new Map([[this.workerId, finalTimestampMs]]));
+    }
+    for (const id of this.heldIds()) {
       const record = this.record(id);
       if (record) record.holder = undefined;
     }

@@ -4,6 +4,7 @@
 import { type Clock, systemClock } from "./clock";
 import { argumentError, ErrorCodes, LeafCodes, LeafError } from "./errors";
 import { type DecodedId, type Layout, layouts } from "./layout";
+import { leaseLostError } from "./lease-core";
 import type { BackupWorker } from "./registry";
 
 const COMPONENT = "core";
@@ -211,11 +212,11 @@ export class SnowflakeGenerator {
   fence(reason?: LeafError): void {
     this.fencedBy =
       reason ??
-      new LeafError({
+      leaseLostError({
         component: COMPONENT,
-        code: ErrorCodes.LEASE_LOST,
-        leafCode: LeafCodes.LEASE_LOST,
-        message: `worker id ${this.primaryWorkerId} lease lost: the generator is fenced until a new lease arrives`,
+        workerId: this.primaryWorkerId,
+        why: "the generator is fenced",
+        advice: "no ids until a new lease arrives",
       });
   }
 

@@ -6,6 +6,7 @@ import { type Clock, systemClock } from "./clock";
 import { ErrorCodes, isLeafError, LeafError } from "./errors";
 import { type Layout, layouts } from "./layout";
 import { checkClockNotBehind } from "./lease-cache";
+import { leaseLostError } from "./lease-core";
 import type { BackupWorker, NodeIdentity, WorkerIdRegistry, WorkerLease } from "./registry";
 import { SnowflakeGenerator, type SnowflakeOptions } from "./snowflake-generator";
 
@@ -55,17 +56,30 @@ export interface SnowflakeWorkerOptions {
   onEvent?: (event: SnowflakeWorkerEvent) => void;
 }
 
+/** What a {@link SnowflakeWorker} is doing. */
+export type SnowflakeWorkerState = "held" | "fenced" | "closed";
+
 /** A generator holding a lease. */
 export interface SnowflakeWorker {
   readonly generator: SnowflakeGenerator;
   /** The lease held now; undefined while fenced and re-acquiring. */
   readonly lease: WorkerLease | undefined;
-  /** "held": issuing ids; "fenced": lease lost, no ids; "closed". */
-  readonly state: "held" | "fenced" | "closed";
+  /**
+   * "held": issuing ids; "fenced": no ids, because the lease was lost (re-acquiring) or the
+   * generator itself is fenced (its lease's deadline passed, or it was fenced directly); "closed".
+   */
+  readonly state: SnowflakeWorkerState;
   /** Timestamp (ms) of the last successful report, 0 before the first. */
   readonly lastReportAt: number;
-  /** Issues one id (shortcut for generator.nextId()). */
+  /** Issues one id (generator.nextId()). */
   nextId(): bigint;
+  /** Issues `count` ids in increasing order, synchronously (generator.nextIds()). */
+  nextIds(count: number): bigint[];
+  /**
+   * Issues `count` ids in increasing order, in chunks with a turn of the event loop between them so
+   * that reports and fencing run during a large batch (generator.nextIdsAsync()).
+   */
+  nextIdsAsync(count: number, chunk?: number): Promise<bigint[]>;
   /** Stops reporting, writes a final report and releases the lease. Idempotent. */
   close(): Promise<void>;
 }
@@ -86,7 +100,8 @@ export async function startSnowflakeWorker(
 class Worker implements SnowflakeWorker {
   generator!: SnowflakeGenerator;
   lease: WorkerLease | undefined;
-  state: "held" | "fenced" | "closed" = "fenced";
+  /** The worker's own state; {@link state} adds the generator's fence. */
+  private phase: SnowflakeWorkerState = "fenced";
   lastReportAt = 0;
   private readonly layout: Layout;
   private readonly clock: Clock;
@@ -120,8 +135,21 @@ class Worker implements SnowflakeWorker {
     this.hold(lease);
   }
 
+  get state(): SnowflakeWorkerState {
+    if (this.phase === "held" && this.generator?.state === "fenced") return "fenced";
+    return this.phase;
+  }
+
   nextId(): bigint {
     return this.generator.nextId();
+  }
+
+  nextIds(count: number): bigint[] {
+    return this.generator.nextIds(count);
+  }
+
+  nextIdsAsync(count: number, chunk?: number): Promise<bigint[]> {
+    return this.generator.nextIdsAsync(count, chunk);
   }
 
   private acquire(): Promise<WorkerLease> {
@@ -184,7 +212,7 @@ class Worker implements SnowflakeWorker {
 
   private hold(lease: WorkerLease): void {
     this.lease = lease;
-    this.state = "held";
+    this.phase = "held";
     this.options.onEvent?.({
       type: "lease-acquired",
       workerId: lease.workerId,
@@ -205,7 +233,7 @@ class Worker implements SnowflakeWorker {
     this.timer = setTimeout(() => {
       this.reporting = this.report().finally(() => {
         this.reporting = undefined;
-        if (this.state === "held") this.schedule(this.options.reportIntervalMs ?? 3000);
+        if (this.phase === "held") this.schedule(this.options.reportIntervalMs ?? 3000);
       });
     }, ms);
     this.timer.unref();
@@ -221,7 +249,7 @@ class Worker implements SnowflakeWorker {
 
   private async report(): Promise<void> {
     const lease = this.lease;
-    if (!lease || this.state !== "held") return;
+    if (!lease || this.phase !== "held") return;
     const { primary, backups } = this.reportValues();
     try {
       await lease.report(primary, backups);
@@ -233,18 +261,17 @@ class Worker implements SnowflakeWorker {
   }
 
   private onLost(lease: WorkerLease): void {
-    if (this.lease !== lease || this.state === "closed") return;
+    if (this.lease !== lease || this.phase === "closed") return;
     const reason = isLeafError(lease.lost.reason)
       ? lease.lost.reason
-      : new LeafError({
+      : leaseLostError({
           component: COMPONENT,
-          code: ErrorCodes.LEASE_LOST,
-          leafCode: -4,
-          message: `worker id ${lease.workerId} lease lost`,
+          workerId: lease.workerId,
+          why: `the ${this.options.registry.kind} registry aborted it`,
           cause: lease.lost.reason,
         });
     this.generator.fence(reason);
-    this.state = "fenced";
+    this.phase = "fenced";
     this.lease = undefined;
     clearTimeout(this.timer);
     this.options.onEvent?.({ type: "lease-lost", workerId: lease.workerId, error: reason });
@@ -284,7 +311,7 @@ class Worker implements SnowflakeWorker {
    * the final timestamp, which therefore covers every id issued, and releases the lease with it.
    */
   async close(): Promise<void> {
-    if (this.state === "closed") return;
+    if (this.phase === "closed") return;
     const lease = this.lease;
     const closed = new LeafError({
       component: COMPONENT,
@@ -292,7 +319,7 @@ class Worker implements SnowflakeWorker {
       message: "snowflake worker closed",
     });
     this.generator?.fence(closed);
-    this.state = "closed";
+    this.phase = "closed";
     this.closing.abort(closed);
     clearTimeout(this.timer);
     await this.reporting;

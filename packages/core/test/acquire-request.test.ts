@@ -1,13 +1,6 @@
 import { describe, expect, it } from "vitest";
-import {
-  type AcquireRequest,
-  checkAcquireRequest,
-  checkReport,
-  checkReportedTimestamp,
-  ErrorCodes,
-  isLeafError,
-  type LeafError,
-} from "../src/index";
+import { checkAcquireRequest, checkReport, checkReportedTimestamp } from "../src/adapter";
+import { type AcquireRequest, ErrorCodes, isLeafError, type LeafError } from "../src/index";
 
 const node = { name: "orders", ip: "10.0.0.1", port: 8080 };
 

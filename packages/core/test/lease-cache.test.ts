@@ -2,7 +2,8 @@ import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { checkClockNotBehind, ErrorCodes, readLeaseCache, writeLeaseCache } from "../src/index";
+import { checkClockNotBehind, readLeaseCache, writeLeaseCache } from "../src/adapter";
+import { ErrorCodes } from "../src/index";
 
 const dir = mkdtempSync(join(tmpdir(), "leaf-core-test-"));
 const lease = {

@@ -23,12 +23,10 @@ import { afterAll, afterEach, describe, expect, it, vi } from "vitest";
 import {
   acquireLockFile,
   acquireLockFileWaiting,
-  ErrorCodes,
-  isLeafError,
-  type LeafError,
   readLockFile,
   tryAcquireLockFile,
-} from "../src/index";
+} from "../src/adapter";
+import { ErrorCodes, isLeafError, type LeafError } from "../src/index";
 
 const root = mkdtempSync(join(tmpdir(), "leaf-core-lock-"));
 let files = 0;

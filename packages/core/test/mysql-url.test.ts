@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { ErrorCodes, parseMysqlUrl, redactMysqlUrl } from "../src/index";
+import { parseMysqlUrl, redactMysqlUrl } from "../src/adapter";
+import { ErrorCodes } from "../src/index";
 
 describe("parseMysqlUrl", () => {
   it("reads a JDBC URL in any case, ignoring its parameters", () => {

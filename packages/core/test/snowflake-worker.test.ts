@@ -163,4 +163,24 @@ describe("startSnowflakeWorker", () => {
     await worker.close();
     expect(() => worker.nextId()).toThrow(/closed/);
   });
+
+  it("issues increasing batches itself, and says fenced while its generator is fenced", async () => {
+    const worker = await startSnowflakeWorker({ registry: new MemoryRegistry(), node });
+    try {
+      const sync = worker.nextIds(5_000);
+      const chunked = await worker.nextIdsAsync(10_000, 1_000);
+      const all = [...sync, ...chunked];
+      expect(new Set(all).size).toBe(all.length);
+      for (let i = 1; i < all.length; i++) expect(all[i]! > all[i - 1]!).toBe(true);
+      expect(worker.state).toBe("held");
+      // The lease is still held, but the generator refuses ids (as past its lease's fenceAt).
+      worker.generator.fence();
+      expect(worker.state).toBe("fenced");
+      expect(() => worker.nextIds(1)).toThrow(/lease lost/);
+      await expect(worker.nextIdsAsync(1)).rejects.toMatchObject({ code: ErrorCodes.LEASE_LOST });
+    } finally {
+      await worker.close();
+    }
+    expect(worker.state).toBe("closed");
+  });
 });

@@ -8,26 +8,24 @@ import { homedir } from "node:os";
 import { join } from "node:path";
 import {
   type AcquireRequest,
-  acquireLockFileWaiting,
-  type BackupWorker,
   type Clock,
-  checkAcquireRequest,
-  checkClockNotBehind,
-  checkLeaseUsable,
-  checkReport,
   configError,
   ErrorCodes,
-  type HeldLockFile,
   isLeafError,
-  LeafCodes,
   LeafError,
   type NodeIdentity,
-  readLeaseCache,
   systemClock,
   type WorkerIdRegistry,
-  type WorkerLease,
-  writeLeaseCache,
 } from "@leaf/core";
+import {
+  acquireLockFileWaiting,
+  checkAcquireRequest,
+  checkClockNotBehind,
+  type HeldLockFile,
+  LeaseCore,
+  readLeaseCache,
+  writeLeaseCache,
+} from "@leaf/core/adapter";
 import {
   COMPONENT,
   parseWorkIdMap,
@@ -284,32 +282,28 @@ interface Hold {
  * it is held: `fenceAt` is the earliest of their fence deadlines, and `lost` aborts as soon as one
  * of them is found removed, replaced or taken over.
  */
-export class LocalLease implements WorkerLease {
-  readonly workerId: number;
-  readonly lastTimestamp: number;
-  readonly backups: readonly BackupWorker[];
-  readonly lost: AbortSignal;
+export class LocalLease extends LeaseCore {
   /** The lock file of the primary id: while it names this lease, no other process holds the id. */
   readonly lockFile: string;
   /** The cache file of the primary id, holding the highest timestamp reported for it. */
   readonly cacheFile: string;
-  private readonly controller = new AbortController();
-  private released = false;
 
   constructor(
     readonly node: NodeIdentity,
     private readonly holds: Hold[],
   ) {
     const primary = holds[0]!;
-    this.workerId = primary.workerId;
-    this.lastTimestamp = primary.stored;
-    this.backups = holds.slice(1).map((h) => ({ workerId: h.workerId, lastTimestamp: h.stored }));
+    super({
+      component: COMPONENT,
+      workerId: primary.workerId,
+      lastTimestamp: primary.stored,
+      backups: holds.slice(1).map((h) => ({ workerId: h.workerId, lastTimestamp: h.stored })),
+    });
     this.lockFile = primary.lockFile;
     this.cacheFile = primary.cacheFile;
-    this.lost = this.controller.signal;
     for (const hold of holds) {
-      if (hold.lock.lost.aborted) this.lose(hold);
-      else hold.lock.lost.addEventListener("abort", () => this.lose(hold), { once: true });
+      if (hold.lock.lost.aborted) this.loseHold(hold);
+      else hold.lock.lost.addEventListener("abort", () => this.loseHold(hold), { once: true });
     }
   }
 
@@ -317,9 +311,9 @@ export class LocalLease implements WorkerLease {
    * The `performance.now()` instant after which no id may be issued under this lease unless a
    * heartbeat of its locks moves it later: half of `staleAfterMs` after the start of the last
    * heartbeat that found every lock its own. Another process takes an id over only once its lock
-   * went untouched for all of `staleAfterMs`.
+   * went untouched for all of `staleAfterMs`. (0 once lost or released.)
    */
-  get fenceAt(): number | undefined {
+  protected override liveFenceAt(): number | undefined {
     let earliest: number | undefined;
     for (const hold of this.holds) {
       const at = hold.lock.fenceAt;
@@ -330,65 +324,54 @@ export class LocalLease implements WorkerLease {
 
   /**
    * Checks that this process still holds every lock (a lock file removed or taken over means the
-   * lease is lost: `lost` aborts and this rejects with LEASE_LOST), then rewrites the cache files
-   * atomically with the highest timestamp seen. Rejects with UNAVAILABLE when a file cannot be
-   * written.
+   * lease is lost: `lost` aborts and the report rejects with LEASE_LOST), then rewrites the cache
+   * files atomically with the highest timestamp seen. Rejects with UNAVAILABLE when a file cannot
+   * be written.
    */
-  async report(timestampMs: number, backups: readonly BackupWorker[] = []): Promise<void> {
-    this.checkUsable();
-    const reported = checkReport(COMPONENT, this, timestampMs, backups);
+  protected async store(reported: ReadonlyMap<number, number>): Promise<void> {
     this.checkLocks();
     for (const hold of this.holds) {
-      const timestamp = reported.get(hold.workerId);
-      if (timestamp === undefined) continue;
-      hold.stored = Math.max(hold.stored, timestamp);
+      if (!reported.has(hold.workerId)) continue;
+      hold.stored = Math.max(hold.stored, this.highest(hold.workerId));
       writeStored(hold, this.node);
     }
   }
 
   /**
    * Writes the final timestamp (when given and the lease is not lost) and removes the locks that
-   * still name this lease. Idempotent.
+   * still name this lease.
    */
-  async release(finalTimestampMs?: number): Promise<void> {
-    if (this.released) return;
+  protected async free(finalTimestampMs: number | undefined): Promise<void> {
     try {
-      if (finalTimestampMs !== undefined && !this.lost.aborted) await this.report(finalTimestampMs);
+      if (finalTimestampMs !== undefined && !this.lost.aborted) {
+        await this.store(new Map([[this.workerId, finalTimestampMs]]));
+      }
     } catch (error) {
       // A lease found lost while releasing has nothing left to release.
       if (!isLeafError(error, ErrorCodes.LEASE_LOST)) throw error;
     } finally {
-      this.released = true;
       for (const hold of this.holds) hold.lock.release();
     }
   }
 
-  private checkUsable(): void {
-    checkLeaseUsable(COMPONENT, this, this.released);
-  }
-
   private checkLocks(): void {
     for (const hold of this.holds) {
-      if (!hold.lock.owns()) throw this.lose(hold);
+      if (!hold.lock.owns()) throw this.loseHold(hold);
     }
   }
 
   /** Aborts `lost` (once) because `hold`'s lock is no longer this lease's; returns the reason. */
-  private lose(hold: Hold): LeafError {
-    if (this.lost.aborted) return this.lost.reason as LeafError;
-    const reason = new LeafError({
-      component: COMPONENT,
-      code: ErrorCodes.LEASE_LOST,
-      leafCode: LeafCodes.LEASE_LOST,
-      message:
-        `worker id ${hold.workerId} lease lost: lock file ${hold.lockFile} was removed or taken ` +
-        "over by another process (a lock goes untouched while its holder is paused); stop issuing " +
-        "ids under this id",
-      details: { workerId: hold.workerId, lockFile: hold.lockFile },
-      cause: hold.lock.lost.aborted ? hold.lock.lost.reason : undefined,
-    });
-    this.controller.abort(reason);
-    return reason;
+  private loseHold(hold: Hold): LeafError {
+    return this.lose(
+      `lock file ${hold.lockFile} was removed or taken over by another process (a lock goes ` +
+        "untouched while its holder is paused)",
+      {
+        workerId: hold.workerId,
+        advice: "stop issuing ids under this id",
+        details: { lockFile: hold.lockFile },
+        cause: hold.lock.lost.aborted ? hold.lock.lost.reason : undefined,
+      },
+    );
   }
 }
 

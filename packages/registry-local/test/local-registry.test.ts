@@ -12,7 +12,8 @@ import {
 } from "node:fs";
 import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
-import { ErrorCodes, isLeafError, LeafError, ManualClock, readLeaseCache } from "@leaf/core";
+import { ErrorCodes, isLeafError, LeafError, ManualClock } from "@leaf/core";
+import { readLeaseCache } from "@leaf/core/adapter";
 import { afterAll, describe, expect, it } from "vitest";
 import { LocalRegistry, parseWorkIdMap } from "../src/index";
 

@@ -9,7 +9,8 @@ import { createRequire } from "node:module";
 import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
-import { layouts, readLeaseCache, readLockFile } from "@leaf/core";
+import { layouts } from "@leaf/core";
+import { readLeaseCache, readLockFile } from "@leaf/core/adapter";
 import { ChildLines, spawnNode, stopAll } from "@leaf/testkit";
 import { afterAll, describe, expect, it } from "vitest";
 

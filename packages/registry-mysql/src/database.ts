@@ -1,7 +1,8 @@
 // The MySQL side of the registry: where the database is (a URL, a JDBC url as Leaf's leaf.jdbc.url,
 // mysql2 options or a ready pool), statements with a hard time limit so that a hung server never
 // stalls a lease, and MySQL errors turned into LeafErrors that say what to do.
-import { configError, ErrorCodes, LeafError, parseMysqlUrl, redactMysqlUrl } from "@leaf/core";
+import { configError, ErrorCodes, LeafError } from "@leaf/core";
+import { parseMysqlUrl, redactMysqlUrl } from "@leaf/core/adapter";
 import {
   type Connection,
   createConnection,

@@ -4,21 +4,14 @@
 // file used when MySQL is down at start, only after its timestamp passes the clock check.
 import { createHash } from "node:crypto";
 import { join } from "node:path";
+import { type Clock, ErrorCodes, isLeafError, LeafError, type NodeIdentity } from "@leaf/core";
 import {
-  type BackupWorker,
   type CheckedAcquireRequest,
-  type Clock,
   checkClockNotBehind,
-  checkReportedTimestamp,
-  ErrorCodes,
-  isLeafError,
-  LeafCodes,
-  LeafError,
-  type NodeIdentity,
+  LeaseCore,
   readLeaseCache,
-  type WorkerLease,
   writeLeaseCache,
-} from "@leaf/core";
+} from "@leaf/core/adapter";
 import type { Connection, ResultSetHeader, RowDataPacket } from "mysql2/promise";
 import { COMPONENT, type Database, isUnreachable, runOn, toMs } from "./database";
 
@@ -287,19 +280,11 @@ async function takeLock(
 }
 
 /** A fixed worker id held through {@link MysqlRegistry} in fixed mode. */
-export class FixedLease implements WorkerLease {
-  readonly workerId: number;
-  readonly lastTimestamp: number;
-  readonly backups: readonly BackupWorker[] = [];
-  readonly lost: AbortSignal;
+export class FixedLease extends LeaseCore {
   /** True when granted from the cache file because MySQL was unreachable at start. */
   readonly fromCache: boolean;
-  private readonly controller = new AbortController();
   private lockConnection: Connection | undefined;
   private currentLockName: string | undefined;
-  private stored: number;
-  private released = false;
-  private queue: Promise<unknown> = Promise.resolve();
 
   constructor(
     private readonly settings: FixedSettings,
@@ -308,10 +293,7 @@ export class FixedLease implements WorkerLease {
     lastTimestamp: number,
     lockName: string | undefined,
   ) {
-    this.workerId = workerId;
-    this.lastTimestamp = lastTimestamp;
-    this.stored = lastTimestamp;
-    this.lost = this.controller.signal;
+    super({ component: COMPONENT, workerId, lastTimestamp });
     this.fromCache = lockName === undefined;
     this.currentLockName = lockName;
   }
@@ -338,47 +320,28 @@ export class FixedLease implements WorkerLease {
    * Raises max_timestamp (never lowers it) and rewrites the cache file. While the lock session is
    * gone (MySQL was down) it reconnects first: when another process took the lock meanwhile, or the
    * row now belongs to another id, the lease is lost. Rejects with UNAVAILABLE when MySQL cannot be
-   * reached; the id stays fixed, so the generator keeps running.
+   * reached; the id stays fixed, so the generator keeps running. (Fixed mode has no backup ids.)
    */
-  async report(timestampMs: number, backups: readonly BackupWorker[] = []): Promise<void> {
-    if (this.lost.aborted) throw this.lost.reason;
-    if (this.released) throw closedError(this.workerId);
-    checkReportedTimestamp(COMPONENT, "timestampMs", timestampMs);
-    if (backups.length > 0) {
-      throw new LeafError({
-        component: COMPONENT,
-        code: ErrorCodes.INVALID_ARGUMENT,
-        message: "fixed mode leases no backup worker ids: report without backups",
-      });
-    }
-    this.stored = Math.max(this.stored, timestampMs);
-    await this.serial(() => this.write());
+  protected async store(): Promise<void> {
+    await this.write();
   }
 
-  /** Writes the final timestamp, frees the lock (the row stays this node's). Idempotent. */
-  async release(finalTimestampMs?: number): Promise<void> {
-    if (this.released) return;
-    if (finalTimestampMs !== undefined) {
-      checkReportedTimestamp(COMPONENT, "finalTimestampMs", finalTimestampMs);
-      this.stored = Math.max(this.stored, finalTimestampMs);
-    }
-    this.released = true;
+  /** Writes the final timestamp, frees the lock (the row stays this node's). */
+  protected async free(finalTimestampMs: number | undefined): Promise<void> {
     try {
-      if (!this.lost.aborted && finalTimestampMs !== undefined) {
-        await this.serial(() => this.write());
-      }
+      if (!this.lost.aborted && finalTimestampMs !== undefined) await this.write();
     } catch (error) {
       // A lease found lost while releasing has nothing left to release.
       if (!isLeafError(error, ErrorCodes.LEASE_LOST)) throw error;
     } finally {
-      await this.serial(() => this.unlock());
+      await this.unlock();
       this.settings.forget(this);
     }
   }
 
   /** Ends the lease without a final report (the registry is closing): the lock session closes. */
-  abandon(reason: LeafError): void {
-    if (!this.lost.aborted && !this.released) this.controller.abort(reason);
+  abandon(why: string): void {
+    if (!this.released) this.lose(why);
     this.lockConnection?.destroy();
     this.lockConnection = undefined;
   }
@@ -391,7 +354,7 @@ export class FixedLease implements WorkerLease {
       writeLeaseCache(file, {
         node: { name: this.node.name, ip: this.node.ip, port: this.node.port },
         workerId: this.workerId,
-        timestamp: this.stored,
+        timestamp: this.highest(this.workerId),
         registry: "mysql",
       });
     } catch (error) {
@@ -405,12 +368,6 @@ export class FixedLease implements WorkerLease {
         cause: error,
       });
     }
-  }
-
-  private serial<T>(task: () => Promise<T>): Promise<T> {
-    const next = this.queue.then(task, task);
-    this.queue = next.catch(() => {});
-    return next;
   }
 
   private async write(): Promise<void> {
@@ -434,7 +391,7 @@ export class FixedLease implements WorkerLease {
         connection,
         `UPDATE \`${this.settings.table}\` SET max_timestamp = GREATEST(COALESCE(max_timestamp, 0), ?), ` +
           "update_time = NOW() WHERE id = ? AND ip_port = ?",
-        [this.stored, this.workerId, `${this.node.ip}:${this.node.port}`],
+        [this.highest(this.workerId), this.workerId, `${this.node.ip}:${this.node.port}`],
         timeout,
         `reporting worker id ${this.workerId}`,
       );
@@ -493,7 +450,7 @@ export class FixedLease implements WorkerLease {
         }
         throw error;
       }
-      if (this.released || this.lost.aborted) throw this.lost.reason ?? closedError(this.workerId);
+      this.checkUsable();
       this.currentLockName = lockName;
       this.attached(connection);
       return connection;
@@ -526,25 +483,8 @@ export class FixedLease implements WorkerLease {
     connection.destroy();
   }
 
-  /** Aborts `lost` (once) and returns the reason. */
-  private lose(why: string): LeafError {
-    const reason = new LeafError({
-      component: COMPONENT,
-      code: ErrorCodes.LEASE_LOST,
-      leafCode: LeafCodes.LEASE_LOST,
-      message: `worker id ${this.workerId} lease lost: ${why}; stop issuing ids under it`,
-      details: { workerId: this.workerId },
-    });
-    if (!this.lost.aborted) this.controller.abort(reason);
+  /** The lease is lost: the registry stops tracking it. */
+  protected override onLost(): void {
     this.settings.forget(this);
-    return this.lost.reason as LeafError;
   }
-}
-
-function closedError(workerId: number): LeafError {
-  return new LeafError({
-    component: COMPONENT,
-    code: ErrorCodes.CLOSED,
-    message: `worker id ${workerId} lease was released: acquire a new one`,
-  });
 }

@@ -6,20 +6,14 @@ import { randomBytes } from "node:crypto";
 import { performance } from "node:perf_hooks";
 import {
   type BackupWorker,
-  type CheckedAcquireRequest,
   type Clock,
-  checkClockNotBehind,
-  checkLeaseUsable,
-  checkReport,
-  checkReportedTimestamp,
   delay,
   ErrorCodes,
   isLeafError,
-  LeafCodes,
   LeafError,
   type NodeIdentity,
-  type WorkerLease,
 } from "@leaf/core";
+import { type CheckedAcquireRequest, checkClockNotBehind, LeaseCore } from "@leaf/core/adapter";
 import type { ResultSetHeader, RowDataPacket } from "mysql2/promise";
 import { COMPONENT, type Database, isUnreachable, toMs } from "./database";
 
@@ -223,29 +217,15 @@ async function exhausted(
   });
 }
 
-interface HeldId {
-  workerId: number;
-  /** Highest timestamp reported for this id while held (or stored before). */
-  reported: number;
-}
-
 /** Worker ids leased through {@link MysqlRegistry} in lease mode. */
-export class LeasedLease implements WorkerLease {
-  readonly workerId: number;
-  readonly lastTimestamp: number;
-  readonly backups: readonly BackupWorker[];
-  readonly lost: AbortSignal;
+export class LeasedLease extends LeaseCore {
   /** This lease's holder token in the table's `holder` column. */
   readonly token: string;
-  private readonly controller = new AbortController();
-  private readonly ids: HeldId[];
   /** performance.now() at which the lease fences itself unless renewed. */
   private deadline: number;
   private fenceTimer: NodeJS.Timeout | undefined;
   private renewTimer: NodeJS.Timeout | undefined;
   private lastRenewedAt: number;
-  private released = false;
-  private queue: Promise<unknown> = Promise.resolve();
 
   constructor(
     private readonly settings: LeaseSettings,
@@ -254,12 +234,8 @@ export class LeasedLease implements WorkerLease {
     held: BackupWorker[],
     sentAt: number,
   ) {
+    super({ component: COMPONENT, ...held[0]!, backups: held.slice(1) });
     this.token = token;
-    this.workerId = held[0]!.workerId;
-    this.lastTimestamp = held[0]!.lastTimestamp;
-    this.backups = held.slice(1);
-    this.ids = held.map((h) => ({ workerId: h.workerId, reported: h.lastTimestamp }));
-    this.lost = this.controller.signal;
     this.lastRenewedAt = sentAt;
     this.deadline = sentAt + settings.leaseMs - settings.safetyMarginMs;
     this.armFence();
@@ -268,9 +244,9 @@ export class LeasedLease implements WorkerLease {
 
   /**
    * When this lease fences itself unless a renewal succeeds first, in performance.now() ms: the send
-   * time of the last successful renewal + leaseMs - safetyMarginMs.
+   * time of the last successful renewal + leaseMs - safetyMarginMs. (0 once lost or released.)
    */
-  get fenceAt(): number {
+  protected override liveFenceAt(): number {
     return this.deadline;
   }
 
@@ -279,14 +255,8 @@ export class LeasedLease implements WorkerLease {
    * be reached (the lease fences itself if that lasts until the deadline), or with LEASE_LOST when
    * the id was taken away.
    */
-  async report(timestampMs: number, backups: readonly BackupWorker[] = []): Promise<void> {
-    this.checkUsable();
-    const reported = checkReport(COMPONENT, this, timestampMs, backups);
-    for (const held of this.ids) {
-      const timestamp = reported.get(held.workerId);
-      if (timestamp !== undefined) held.reported = Math.max(held.reported, timestamp);
-    }
-    await this.serial(() => this.renew());
+  protected async store(): Promise<void> {
+    await this.renew();
   }
 
   /**
@@ -295,52 +265,36 @@ export class LeasedLease implements WorkerLease {
    * reached; the ids then come back when the lease ends, and the stored horizon still covers every id
    * this holder could have issued.
    */
-  async release(finalTimestampMs?: number): Promise<void> {
-    if (this.released) return;
-    if (finalTimestampMs !== undefined) {
-      checkReportedTimestamp(COMPONENT, "finalTimestampMs", finalTimestampMs);
-    }
-    this.released = true;
+  override release(finalTimestampMs?: number): Promise<void> {
     this.stopTimers();
+    return super.release(finalTimestampMs);
+  }
+
+  protected async free(finalTimestampMs: number | undefined): Promise<void> {
     try {
       if (this.lost.aborted) return;
-      const primary = this.ids[0]!;
-      primary.reported = Math.max(primary.reported, finalTimestampMs ?? this.settings.clock.now());
-      for (const held of this.ids.slice(1)) {
-        if (finalTimestampMs === undefined) {
-          held.reported = Math.max(held.reported, this.settings.clock.now());
-        }
+      if (finalTimestampMs === undefined) {
+        const now = this.settings.clock.now();
+        for (const workerId of this.heldIds()) this.raise(workerId, now);
       }
-      await this.serial(async () => {
-        for (const held of this.ids) {
-          await this.settings.db.query<ResultSetHeader>(
-            `UPDATE \`${this.settings.table}\` SET holder = NULL, lease_until = NULL, issue_horizon = 0, ` +
-              "last_timestamp = GREATEST(last_timestamp, ?), updated_at = UTC_TIMESTAMP(3) " +
-              "WHERE leaf_name = ? AND worker_id = ? AND holder = ?",
-            [held.reported, this.node.name, held.workerId, this.token],
-            `releasing worker id ${held.workerId}`,
-          );
-        }
-      });
+      for (const workerId of this.heldIds()) {
+        await this.settings.db.query<ResultSetHeader>(
+          `UPDATE \`${this.settings.table}\` SET holder = NULL, lease_until = NULL, issue_horizon = 0, ` +
+            "last_timestamp = GREATEST(last_timestamp, ?), updated_at = UTC_TIMESTAMP(3) " +
+            "WHERE leaf_name = ? AND worker_id = ? AND holder = ?",
+          [this.highest(workerId), this.node.name, workerId, this.token],
+          `releasing worker id ${workerId}`,
+        );
+      }
     } finally {
       this.settings.forget(this);
     }
   }
 
   /** Ends the lease without releasing it (the registry is closing): it is lost from here on. */
-  abandon(reason: LeafError): void {
+  abandon(why: string): void {
     this.stopTimers();
-    if (!this.lost.aborted && !this.released) this.controller.abort(reason);
-  }
-
-  private checkUsable(): void {
-    checkLeaseUsable(COMPONENT, this, this.released);
-  }
-
-  private serial<T>(task: () => Promise<T>): Promise<T> {
-    const next = this.queue.then(task, task);
-    this.queue = next.catch(() => {});
-    return next;
+    if (!this.released) this.lose(why);
   }
 
   /** Extends the lease of every held id by one guarded UPDATE each; moves the deadline on success. */
@@ -351,27 +305,28 @@ export class LeasedLease implements WorkerLease {
     // Past the latest timestamp this holder may issue if this is its last successful renewal: it
     // fences at lease - margin, and the margin absorbs a late fence timer. Reported timestamps count
     // too, in case the generator reads a clock ahead of this registry's.
-    const now = Math.max(this.settings.clock.now(), ...this.ids.map((h) => h.reported));
+    const ids = this.heldIds();
+    const now = Math.max(this.settings.clock.now(), ...ids.map((id) => this.highest(id)));
     const horizon = now + this.settings.leaseMs;
-    for (const held of this.ids) {
+    for (const workerId of ids) {
       const result = await this.settings.db.query<ResultSetHeader>(
         `UPDATE \`${this.settings.table}\` SET lease_until = UTC_TIMESTAMP(3) + INTERVAL ? MICROSECOND, ` +
           "last_timestamp = GREATEST(last_timestamp, ?), issue_horizon = GREATEST(issue_horizon, ?), " +
           "updated_at = UTC_TIMESTAMP(3) WHERE leaf_name = ? AND worker_id = ? AND holder = ?",
         [
           this.settings.leaseMs * 1000,
-          held.reported,
+          this.highest(workerId),
           horizon,
           this.node.name,
-          held.workerId,
+          workerId,
           this.token,
         ],
-        `renewing worker id ${held.workerId}`,
+        `renewing worker id ${workerId}`,
       );
       if (this.lost.aborted) throw this.lost.reason;
       if (result.affectedRows !== 1) {
         throw this.lose(
-          `worker id ${held.workerId} is no longer held by this node in ${this.settings.table} ` +
+          `worker id ${workerId} is no longer held by this node in ${this.settings.table} ` +
             "(taken over or removed)",
         );
       }
@@ -415,22 +370,10 @@ export class LeasedLease implements WorkerLease {
     );
   }
 
-  /** Aborts `lost` (once) and returns the reason. */
-  private lose(why: string): LeafError {
-    if (!this.lost.aborted) {
-      this.stopTimers();
-      this.controller.abort(
-        new LeafError({
-          component: COMPONENT,
-          code: ErrorCodes.LEASE_LOST,
-          leafCode: LeafCodes.LEASE_LOST,
-          message: `worker id ${this.workerId} lease lost: ${why}; no ids may be issued under it`,
-          details: { workerId: this.workerId, backups: this.backups.map((b) => b.workerId) },
-        }),
-      );
-      this.settings.forget(this);
-    }
-    return this.lost.reason as LeafError;
+  /** The lease is lost: no more renewals, and the registry stops tracking it. */
+  protected override onLost(): void {
+    this.stopTimers();
+    this.settings.forget(this);
   }
 
   private stopTimers(): void {

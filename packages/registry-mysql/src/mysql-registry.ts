@@ -5,14 +5,13 @@ import { join } from "node:path";
 import {
   type AcquireRequest,
   type Clock,
-  checkAcquireRequest,
   configError,
   ErrorCodes,
-  LeafCodes,
   LeafError,
   systemClock,
   type WorkerIdRegistry,
 } from "@leaf/core";
+import { checkAcquireRequest } from "@leaf/core/adapter";
 import { COMPONENT, Database, type MysqlConnection } from "./database";
 import { acquireFixed, type FixedLease } from "./fixed-mode";
 import { acquireLeased, type LeasedLease } from "./lease-mode";
@@ -22,6 +21,9 @@ import { checkTableName, DEFAULT_TABLES, type RegistryMode, schemaSql } from "./
  * What the tables can hold: leaf_name is varchar(128), ip_port varchar(127) (an ip of up to 120
  * characters, ":" and the port), worker_id a signed INT.
  */
+/** Why a lease still held when the registry closes is lost. */
+const CLOSED_WHILE_HELD = "the registry was closed while the lease was held";
+
 const REQUEST_LIMITS = { maxNameLength: 128, maxIpLength: 120, maxWorkerIdLimit: 2 ** 31 - 1 };
 
 /** The lease type of a mode: {@link FixedLease} or {@link LeasedLease}. */
@@ -200,8 +202,8 @@ export class MysqlRegistry<M extends RegistryMode = RegistryMode> implements Wor
             checked,
           );
     if (this.closed) {
-      lease.abandon(closedReason(lease.workerId));
-      throw closedReason(lease.workerId);
+      lease.abandon(CLOSED_WHILE_HELD);
+      throw lease.lost.reason;
     }
     this.live.add(lease);
     return lease as MysqlLease<M>;
@@ -220,19 +222,10 @@ export class MysqlRegistry<M extends RegistryMode = RegistryMode> implements Wor
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    for (const lease of [...this.live]) lease.abandon(closedReason(lease.workerId));
+    for (const lease of [...this.live]) lease.abandon(CLOSED_WHILE_HELD);
     this.live.clear();
     await this.db.end();
   }
-}
-
-function closedReason(workerId: number): LeafError {
-  return new LeafError({
-    component: COMPONENT,
-    code: ErrorCodes.LEASE_LOST,
-    leafCode: LeafCodes.LEASE_LOST,
-    message: `worker id ${workerId} lease lost: the registry was closed while the lease was held`,
-  });
 }
 
 function positive(key: string, value: unknown): number {

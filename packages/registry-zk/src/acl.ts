@@ -3,7 +3,12 @@
 import { createHash } from "node:crypto";
 import { configError } from "@leaf/core";
 import zookeeper from "node-zookeeper-client";
-import type { DigestAuth } from "./options";
+
+/** Digest authentication (ZooKeeper's `digest` scheme: `user:password`). */
+export interface DigestAuth {
+  username: string;
+  password: string;
+}
 
 /** A ZooKeeper permission. */
 export type ZkPermission = "read" | "write" | "create" | "delete" | "admin";

@@ -13,23 +13,24 @@
 // from a cache file (ZooKeeper unreachable at start; this package's, else Java Leaf's
 // workerID.properties) issues without the marker until it first reaches ZooKeeper, as Java Leaf.
 import {
-  type BackupWorker,
   backoffDelay,
-  type CachedLease,
-  type CheckedAcquireRequest,
-  checkClockNotBehind,
-  checkReportedTimestamp,
   delay,
   ErrorCodes,
   isLeafError,
   LeafError,
   type NodeIdentity,
-  readLeaseCache,
   type WorkerLease,
-  writeLeaseCache,
 } from "@leaf/core";
+import {
+  type CachedLease,
+  type CheckedAcquireRequest,
+  checkClockNotBehind,
+  LeaseCore,
+  readLeaseCache,
+  writeLeaseCache,
+} from "@leaf/core/adapter";
 import { readJavaLeafCache } from "./java-cache";
-import { clockPair, leaseLost, noteReported, releasedError, Serial } from "./lease-support";
+import { clockPair } from "./lease-support";
 import { COMPONENT, type ResolvedOptions } from "./options";
 import {
   decodeEndpoint,
@@ -43,8 +44,8 @@ import {
   parseForeverChild,
 } from "./paths";
 import { checkPeerClocks, type PeerReport } from "./peer-clock";
+import type { RegistryContext, TrackedLease } from "./registry-context";
 import { ZkCodes, type ZkSession, zkCode } from "./zk-session";
-import type { RegistryContext, TrackedLease } from "./zookeeper-registry";
 
 /** One worker id of a lease (the primary or a backup) and its `forever` node. */
 interface Slot {
@@ -53,8 +54,6 @@ interface Slot {
   path: string;
   /** Highest timestamp known to be stored in ZooKeeper (or the cache). */
   stored: number;
-  /** Highest timestamp reported through this lease. */
-  reported: number;
   /** Version of the `forever` node for compare-and-set writes; undefined: read it first. */
   version: number | undefined;
 }
@@ -201,7 +200,6 @@ function leaseFromCache(
       workerId,
       path: `${tree.forever}/${key}-${String(workerId).padStart(10, "0")}`,
       stored,
-      reported: 0,
       version: undefined,
     };
   };
@@ -259,21 +257,13 @@ function writeCacheOrRefuse(lease: NormalLease, cachePath: string | undefined): 
 }
 
 /** A fixed worker id held by this node. */
-class NormalLease implements WorkerLease, TrackedLease {
-  readonly workerId: number;
-  readonly lastTimestamp: number;
-  readonly backups: readonly BackupWorker[];
-  readonly lost: AbortSignal;
-  private readonly lostController = new AbortController();
-  private readonly serial = new Serial();
+class NormalLease extends LeaseCore implements TrackedLease {
   private readonly previousSessions: string[] = [];
   private session: ZkSession | undefined;
   private markerPath: string | undefined;
   /** Whether the lease ever held the marker (a lease from the cache file has not yet). */
   private attached = false;
   private reattaching: Promise<void> | undefined;
-  private released = false;
-  private releasing: Promise<void> | undefined;
 
   constructor(
     private readonly context: RegistryContext,
@@ -282,55 +272,44 @@ class NormalLease implements WorkerLease, TrackedLease {
     private readonly slots: Slot[],
     private readonly cachePath: string | undefined,
   ) {
-    this.lost = this.lostController.signal;
     const [primary, ...backups] = slots;
-    this.workerId = primary!.workerId;
-    this.lastTimestamp = primary!.stored;
-    this.backups = backups.map((s) => ({ workerId: s.workerId, lastTimestamp: s.stored }));
+    super({
+      component: COMPONENT,
+      workerId: primary!.workerId,
+      lastTimestamp: primary!.stored,
+      backups: backups.map((s) => ({ workerId: s.workerId, lastTimestamp: s.stored })),
+    });
   }
 
   /**
-   * The `performance.now()` instant after which no id may be issued: 0 once lost or released.
-   * Otherwise undefined (no deadline, as Java Leaf) unless `stopWithoutSession`; with it, the
-   * marker's session's deadline (see ZkSession.fenceAt), 0 while the lease holds no marker after
-   * having held one (it is taking it again), and undefined for a lease from a cache file that has
-   * not reached ZooKeeper yet.
+   * No deadline (as Java Leaf) unless `stopWithoutSession`; with it, the marker's session's
+   * deadline (see ZkSession.fenceAt), 0 while the lease holds no marker after having held one (it
+   * is taking it again), and none for a lease from a cache file that has not reached ZooKeeper yet.
+   * (0 once lost or released: LeaseCore.)
    */
-  get fenceAt(): number | undefined {
-    if (this.lost.aborted || this.released) return 0;
+  protected override liveFenceAt(): number | undefined {
     if (!this.context.options.stopWithoutSession) return undefined;
     if (this.session) return this.session.fenceAt;
     return this.attached ? 0 : undefined;
   }
 
-  report(timestampMs: number, backups?: readonly BackupWorker[]): Promise<void> {
-    return this.serial.run(async () => {
-      if (this.lost.aborted) throw this.lost.reason;
-      if (this.released) throw releasedError(this.workerId);
-      await this.store(timestampMs, backups);
-    });
+  protected async store(): Promise<void> {
+    await this.write(true);
   }
 
-  release(finalTimestampMs?: number): Promise<void> {
-    if (finalTimestampMs !== undefined) {
-      checkReportedTimestamp(COMPONENT, "finalTimestampMs", finalTimestampMs);
+  protected async free(finalTimestampMs: number | undefined): Promise<void> {
+    if (!this.lost.aborted && finalTimestampMs !== undefined) {
+      // The cache file keeps the final timestamp when ZooKeeper cannot be reached; a detached
+      // lease does not wait for a new session just to say goodbye.
+      await this.write(false).catch(() => {});
     }
-    this.releasing ??= this.serial.run(async () => {
-      if (!this.lost.aborted && finalTimestampMs !== undefined) {
-        // The cache file keeps the final timestamp when ZooKeeper cannot be reached; a detached
-        // lease does not wait for a new session just to say goodbye.
-        await this.store(finalTimestampMs, undefined, false).catch(() => {});
-      }
-      this.released = true;
-      this.context.untrack(this);
-      const session = this.session;
-      this.session = undefined;
-      if (session && this.markerPath) {
-        await session.remove(this.markerPath, -1).catch(() => {});
-      }
-      await session?.close();
-    });
-    return this.releasing;
+    this.context.untrack(this);
+    const session = this.session;
+    this.session = undefined;
+    if (session && this.markerPath) {
+      await session.remove(this.markerPath, -1).catch(() => {});
+    }
+    await session?.close();
   }
 
   async shutdown(why: string): Promise<void> {
@@ -369,7 +348,7 @@ class NormalLease implements WorkerLease, TrackedLease {
     this.reattaching = (async () => {
       for (let attempt = 0; detached(); attempt++) {
         try {
-          await this.serial.run(async () => {
+          await this.serial(async () => {
             if (detached()) await this.reattach();
           });
         } catch {
@@ -390,22 +369,18 @@ class NormalLease implements WorkerLease, TrackedLease {
     const cached: CachedLease = {
       node: { name: this.node.name, ip: this.node.ip, port: this.node.port },
       workerId: primary!.workerId,
-      timestamp: Math.max(primary!.stored, primary!.reported),
+      timestamp: Math.max(primary!.stored, this.highest(primary!.workerId)),
       backups: backups.map((s) => ({
         workerId: s.workerId,
-        lastTimestamp: Math.max(s.stored, s.reported),
+        lastTimestamp: Math.max(s.stored, this.highest(s.workerId)),
       })),
       registry: "zk",
     };
     writeLeaseCache(this.cachePath, cached);
   }
 
-  private async store(
-    timestampMs: number,
-    backups: readonly BackupWorker[] | undefined,
-    reattach = true,
-  ) {
-    noteReported(this.slots, timestampMs, backups);
+  /** Writes the highest timestamps to the cache file and, through a session, to ZooKeeper. */
+  private async write(reattach: boolean): Promise<void> {
     let cacheError: unknown;
     try {
       this.writeCache();
@@ -434,7 +409,7 @@ class NormalLease implements WorkerLease, TrackedLease {
         slot.stored = Math.max(slot.stored, decodeEndpoint(slot.path, current.data).timestamp);
         slot.version = current.stat.version;
       }
-      const target = Math.max(slot.stored, slot.reported);
+      const target = Math.max(slot.stored, this.highest(slot.workerId));
       try {
         const stat = await session.setData(
           slot.path,
@@ -498,8 +473,7 @@ class NormalLease implements WorkerLease, TrackedLease {
         holderData(this.node, this.workerId, session, options),
         -1,
       );
-      if (this.lost.aborted || this.released)
-        throw this.lost.reason ?? releasedError(this.workerId);
+      this.checkUsable();
       this.attach(session, marker.path);
       return session;
     } catch (error) {
@@ -523,16 +497,12 @@ class NormalLease implements WorkerLease, TrackedLease {
       .catch(() => {});
   }
 
-  /** Aborts `lost` (once) and ends the session; returns the reason. */
-  private lose(why: string): LeafError {
-    if (!this.lost.aborted) {
-      this.lostController.abort(leaseLost(this.workerId, why));
-      this.context.untrack(this);
-      const session = this.session;
-      this.session = undefined;
-      void session?.close();
-    }
-    return this.lost.reason as LeafError;
+  /** The lease is lost: the registry stops tracking it and its session ends. */
+  protected override onLost(): void {
+    this.context.untrack(this);
+    const session = this.session;
+    this.session = undefined;
+    void session?.close();
   }
 }
 
@@ -621,7 +591,6 @@ async function readSlot(
     workerId: own.sequence,
     path,
     stored: endpoint.timestamp,
-    reported: 0,
     version: current.stat.version,
   };
 }
@@ -662,7 +631,6 @@ async function createSlot(
     workerId: child.sequence,
     path: created,
     stored: 0,
-    reported: 0,
     version: undefined,
   };
 }

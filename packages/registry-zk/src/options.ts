@@ -3,18 +3,14 @@
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type Clock, configError, type NodeIdentity, systemClock } from "@leaf/core";
-import { type AclSpec, resolveAcls, type ZkAcl } from "./acl";
+import { type AclSpec, type DigestAuth, resolveAcls, type ZkAcl } from "./acl";
+
+export type { DigestAuth } from "./acl";
 
 export const COMPONENT = "registry-zk";
 
 /** How worker ids are handed out. */
 export type ZookeeperRegistryMode = "normal" | "recycle";
-
-/** Digest authentication (ZooKeeper's `digest` scheme: `user:password`). */
-export interface DigestAuth {
-  username: string;
-  password: string;
-}
 
 /** The start-up check of this node's clock against the clocks of the other live nodes. */
 export interface PeerClockCheckOptions {

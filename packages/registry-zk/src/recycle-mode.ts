@@ -6,17 +6,13 @@
 // itself (lost, code -4; `fenceAt` for the generator) before the leader could expire its session:
 // see ZkSession.
 import {
-  type BackupWorker,
-  type CheckedAcquireRequest,
-  checkClockNotBehind,
-  checkReportedTimestamp,
   ErrorCodes,
   isLeafError,
   LeafError,
   type NodeIdentity,
   type WorkerLease,
 } from "@leaf/core";
-import { leaseLost, noteReported, releasedError, Serial } from "./lease-support";
+import { type CheckedAcquireRequest, checkClockNotBehind, LeaseCore } from "@leaf/core/adapter";
 import { COMPONENT } from "./options";
 import {
   decodeRecord,
@@ -28,8 +24,8 @@ import {
   type WorkerRecord,
 } from "./paths";
 import { checkPeerClocks, type PeerReport } from "./peer-clock";
+import type { RegistryContext, TrackedLease } from "./registry-context";
 import { type MultiOp, type NodeStat, ZkCodes, type ZkSession, zkCode } from "./zk-session";
-import type { RegistryContext, TrackedLease } from "./zookeeper-registry";
 
 /** Rounds of list-and-take before giving up on a pool that keeps changing. */
 const ROUNDS = 5;
@@ -53,8 +49,6 @@ interface Slot {
   recordPath: string;
   /** Highest timestamp stored in the record. */
   stored: number;
-  /** Highest timestamp reported through this lease. */
-  reported: number;
   recordVersion: number | undefined;
 }
 
@@ -253,102 +247,75 @@ async function tryTake(
     leasePath,
     recordPath,
     stored,
-    reported: 0,
     recordVersion: entry ? entry.stat.version : 0,
   };
 }
 
 /** A recyclable worker id held through a ZooKeeper session. */
-class RecycledLease implements WorkerLease, TrackedLease {
-  readonly workerId: number;
-  readonly lastTimestamp: number;
-  readonly backups: readonly BackupWorker[];
-  readonly lost: AbortSignal;
-  private readonly lostController = new AbortController();
-  private readonly serial = new Serial();
-  private released = false;
-  private releasing: Promise<void> | undefined;
-
+class RecycledLease extends LeaseCore implements TrackedLease {
   constructor(
     private readonly context: RegistryContext,
     private readonly node: NodeIdentity,
     private readonly session: ZkSession,
     private readonly slots: Slot[],
   ) {
-    this.lost = this.lostController.signal;
     const [primary, ...backups] = slots;
-    this.workerId = primary!.workerId;
-    this.lastTimestamp = primary!.stored;
-    this.backups = backups.map((s) => ({ workerId: s.workerId, lastTimestamp: s.stored }));
-    const onSessionLost = () => this.lose(sessionReason(session), session.lost.reason);
+    super({
+      component: COMPONENT,
+      workerId: primary!.workerId,
+      lastTimestamp: primary!.stored,
+      backups: backups.map((s) => ({ workerId: s.workerId, lastTimestamp: s.stored })),
+    });
+    const onSessionLost = () => this.lose(sessionReason(session), { cause: session.lost.reason });
     if (session.lost.aborted) onSessionLost();
     else session.lost.addEventListener("abort", onSessionLost, { once: true });
     for (const slot of slots) this.watch(slot);
   }
 
   /**
-   * The `performance.now()` instant after which no id may be issued under this lease unless the
-   * leader answers again (see ZkSession.fenceAt): the send time of the last request the leader
-   * answered plus `silenceLimitMs`. 0 once the lease is lost.
+   * The instant after which no id may be issued under this lease unless the leader answers again
+   * (see ZkSession.fenceAt): the send time of the last request the leader answered plus
+   * `silenceLimitMs`. (0 once lost or released: LeaseCore.)
    */
-  get fenceAt(): number {
-    return this.lost.aborted ? 0 : this.session.fenceAt;
+  protected override liveFenceAt(): number {
+    return this.session.fenceAt;
   }
 
-  report(timestampMs: number, backups?: readonly BackupWorker[]): Promise<void> {
-    return this.serial.run(async () => {
-      if (this.lost.aborted) throw this.lost.reason;
-      if (this.released) throw releasedError(this.workerId);
-      this.note(timestampMs, backups);
-      for (const slot of this.slots) await this.writeSlot(slot);
-    });
+  protected async store(): Promise<void> {
+    for (const slot of this.slots) await this.writeSlot(slot);
   }
 
-  release(finalTimestampMs?: number): Promise<void> {
-    if (finalTimestampMs !== undefined) {
-      checkReportedTimestamp(COMPONENT, "finalTimestampMs", finalTimestampMs);
+  protected async free(finalTimestampMs: number | undefined): Promise<void> {
+    if (this.lost.aborted) return;
+    this.context.untrack(this);
+    let failure: unknown;
+    try {
+      if (finalTimestampMs !== undefined) await this.writeSlot(this.slots[0]!);
+      await this.session.multi(
+        this.slots.map((s) => ({ op: "remove", path: s.leasePath, version: -1 })),
+      );
+    } catch (error) {
+      failure = error;
+    } finally {
+      // Ending the session frees the ids in any case.
+      await this.session.close();
     }
-    this.releasing ??= this.serial.run(async () => {
-      if (this.lost.aborted || this.released) return;
-      this.released = true;
-      this.context.untrack(this);
-      let failure: unknown;
-      try {
-        if (finalTimestampMs !== undefined) {
-          this.note(finalTimestampMs, undefined);
-          await this.writeSlot(this.slots[0]!);
-        }
-        await this.session.multi(
-          this.slots.map((s) => ({ op: "remove", path: s.leasePath, version: -1 })),
-        );
-      } catch (error) {
-        failure = error;
-      } finally {
-        // Ending the session frees the ids in any case.
-        await this.session.close();
-      }
-      if (failure && finalTimestampMs !== undefined && this.slots[0]!.stored < finalTimestampMs) {
-        throw new LeafError({
-          component: COMPONENT,
-          code: ErrorCodes.UNAVAILABLE,
-          message:
-            `worker id ${this.workerId} was released, but its final timestamp ${finalTimestampMs} ` +
-            `could not be stored (${(failure as Error).message}); the record keeps ${this.slots[0]!.stored}`,
-          details: { workerId: this.workerId, stored: this.slots[0]!.stored },
-          cause: failure,
-        });
-      }
-    });
-    return this.releasing;
+    if (failure && finalTimestampMs !== undefined && this.slots[0]!.stored < finalTimestampMs) {
+      throw new LeafError({
+        component: COMPONENT,
+        code: ErrorCodes.UNAVAILABLE,
+        message:
+          `worker id ${this.workerId} was released, but its final timestamp ${finalTimestampMs} ` +
+          `could not be stored (${(failure as Error).message}); the record keeps ${this.slots[0]!.stored}`,
+        details: { workerId: this.workerId, stored: this.slots[0]!.stored },
+        cause: failure,
+      });
+    }
   }
 
   async shutdown(why: string): Promise<void> {
     this.lose(why);
     await this.session.close();
-  }
-
-  private note(timestampMs: number, backups: readonly BackupWorker[] | undefined): void {
-    noteReported(this.slots, timestampMs, backups);
   }
 
   /**
@@ -358,7 +325,7 @@ class RecycledLease implements WorkerLease, TrackedLease {
   private async writeSlot(slot: Slot): Promise<void> {
     for (let attempt = 0; attempt < 5; attempt++) {
       if (slot.recordVersion === undefined) await this.reread(slot);
-      const target = Math.max(slot.stored, slot.reported);
+      const target = Math.max(slot.stored, this.highest(slot.workerId));
       const data = encodeRecord({
         workerId: slot.workerId,
         timestamp: target,
@@ -414,14 +381,10 @@ class RecycledLease implements WorkerLease, TrackedLease {
       .catch(() => {});
   }
 
-  /** Aborts `lost` (once) and ends the session; returns the reason. */
-  private lose(why: string, cause?: unknown): LeafError {
-    if (!this.lost.aborted) {
-      this.lostController.abort(leaseLost(this.workerId, why, cause));
-      this.context.untrack(this);
-      void this.session.close();
-    }
-    return this.lost.reason as LeafError;
+  /** The lease is lost: the registry stops tracking it and its session ends. */
+  protected override onLost(): void {
+    this.context.untrack(this);
+    void this.session.close();
   }
 }
 

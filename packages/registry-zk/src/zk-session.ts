@@ -11,8 +11,8 @@
 import { performance } from "node:perf_hooks";
 import { ErrorCodes, LeafCodes, LeafError } from "@leaf/core";
 import zookeeper from "node-zookeeper-client";
-import { toClientAcls, type ZkAcl } from "./acl";
-import { COMPONENT, type DigestAuth } from "./options";
+import { type DigestAuth, toClientAcls, type ZkAcl } from "./acl";
+import { COMPONENT } from "./options";
 
 /** What a session needs to connect. */
 export interface SessionSettings {

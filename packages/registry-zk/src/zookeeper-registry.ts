@@ -5,24 +5,8 @@ import { checkRequest, registryClosed } from "./lease-support";
 import { acquireNormal } from "./normal-mode";
 import { type ResolvedOptions, resolveOptions, type ZookeeperRegistryOptions } from "./options";
 import { acquireRecycled } from "./recycle-mode";
+import type { RegistryContext, TrackedLease } from "./registry-context";
 import { type SessionSettings, ZkSession } from "./zk-session";
-
-/** A lease the registry must end when it closes. */
-export interface TrackedLease {
-  /** Ends the lease without a final report: `lost` aborts, its session closes. */
-  shutdown(why: string): Promise<void>;
-}
-
-/** What the modes need from the registry. */
-export interface RegistryContext {
-  readonly options: ResolvedOptions;
-  /** Aborted when the registry closes. */
-  readonly closed: AbortSignal;
-  /** Opens a session (rejects UNAVAILABLE when no server answers within connectTimeoutMs). */
-  openSession(signal: AbortSignal): Promise<ZkSession>;
-  track(lease: TrackedLease): void;
-  untrack(lease: TrackedLease): void;
-}
 
 /**
  * Worker ids on ZooKeeper. In normal mode the tree is Java Leaf's own, so a Java Leaf deployment

@@ -10,13 +10,12 @@ import {
   ErrorCodes,
   isLeafError,
   layouts,
-  readLeaseCache,
   SnowflakeGenerator,
   type SnowflakeWorkerEvent,
   startSnowflakeWorker,
   type WorkerLease,
-  writeLeaseCache,
 } from "@leaf/core";
+import { readLeaseCache, writeLeaseCache } from "@leaf/core/adapter";
 import { ChildLines, spawnNode, startZookeeper, type ZookeeperHandle } from "@leaf/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ZookeeperRegistry, type ZookeeperRegistryOptions } from "../src/index";

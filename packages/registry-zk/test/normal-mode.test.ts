@@ -2,7 +2,8 @@
 // start-up checks (stored timestamp, peers' clocks, cache file), exhaustion, a second process on
 // the same ip:port, chroot, digest auth and ACLs.
 import { join } from "node:path";
-import { ErrorCodes, isLeafError, ManualClock, writeLeaseCache } from "@leaf/core";
+import { ErrorCodes, isLeafError, ManualClock } from "@leaf/core";
+import { writeLeaseCache } from "@leaf/core/adapter";
 import { freePort } from "@leaf/testkit";
 import zookeeper from "node-zookeeper-client";
 import { describe, expect, it } from "vitest";

@@ -1,0 +1,42 @@
+// `@leaf/core/adapter`: what registry and store adapters build on (the lease core, request checks,
+// lock files, lease cache files, MySQL URLs). Not for applications: `@leaf/core` is their entry.
+export {
+  type AcquireRequestLimits,
+  type CheckedAcquireRequest,
+  checkAcquireRequest,
+  checkReport,
+  checkReportedTimestamp,
+} from "./acquire-request";
+export {
+  type CachedLease,
+  type ClockCheck,
+  checkClockNotBehind,
+  readLeaseCache,
+  writeFileAtomic,
+  writeLeaseCache,
+} from "./lease-cache";
+export {
+  LeaseCore,
+  type LeaseGrant,
+  type LeaseLostOptions,
+  type LoseOptions,
+  leaseLostError,
+} from "./lease-core";
+export {
+  acquireLockFile,
+  acquireLockFileWaiting,
+  type HeldLockFile,
+  type LockFileAttempt,
+  type LockFileOptions,
+  type LockFileOwner,
+  type LockFileWaitOptions,
+  readLockFile,
+  tryAcquireLockFile,
+} from "./lock-file";
+export {
+  type MysqlHost,
+  type MysqlUrlOptions,
+  type ParsedMysqlUrl,
+  parseMysqlUrl,
+  redactMysqlUrl,
+} from "./mysql-url";

@@ -253,7 +253,12 @@ main(process.argv).then(
     }
     // The code first, so that scripts and operators can tell CLOCK_BEHIND_LEASE from CLOCK_SKEW.
     if (isLeafError(error)) console.error(`${error.code}: ${error.message}`);
-    else console.error(error);
+    // The server's own start errors (port in use, ...) already say what to do: no stack trace.
+    else if (error instanceof Error && error.message.startsWith("[leaf] ")) {
+      console.error(
+        `${error.message}${error.cause instanceof Error ? ` (${error.cause.message})` : ""}`,
+      );
+    } else console.error(error);
     process.exit(1);
   },
 );

@@ -1,14 +1,32 @@
 // Every configuration key of the server in one table: its canonical dotted name (JSON/YAML path),
-// environment variable, Java Leaf / fork aliases, how its value is read and its default. The
-// loader, the README's table and the tests all come from this list.
-import { parseMysqlUrl } from "@leaf/core";
+// environment variable, Java Leaf / fork aliases, how its value is read and its default (the value
+// the loader uses, and the README's text for it). The loader, the README's table and the tests all
+// come from this list (the readers are in config-readers.ts). Over 450 lines because the table
+// is data: one entry per key.
+import {
+  accessTokens,
+  adminToken,
+  anyText,
+  boolean,
+  host,
+  integer,
+  json,
+  LOG_LEVELS,
+  mysqlUrl,
+  nonEmpty,
+  oneOf,
+  prefix,
+  redisUrl,
+  registry,
+  serviceName,
+  table,
+  tagList,
+  tagOrEmpty,
+  timeZone,
+  zkAddress,
+} from "./config-readers";
 
-/** Thrown by a key's reader: what was expected (the loader adds the key, the source and the value). */
-export class Expected extends Error {
-  constructor(readonly expected: string) {
-    super(expected);
-  }
-}
+export { Expected, hasControlCharacters } from "./config-readers";
 
 /** One configuration key. */
 export interface KeyDef<T = unknown> {
@@ -20,8 +38,13 @@ export interface KeyDef<T = unknown> {
   aliases: readonly string[];
   /** Short description of the accepted values, for errors and the README. */
   type: string;
-  /** The default, as the README states it. */
-  default: string;
+  /**
+   * The value the loader uses when the key is not set. Absent when the default is worked out from
+   * other keys, or left to the package the setting is passed to: `defaultText` then says what it is.
+   */
+  default?: T;
+  /** The default as the README's table states it; `default` written out unless given. */
+  defaultText: string;
   /** What the key does. */
   doc: string;
   /** Hidden in messages and logs. */
@@ -38,266 +61,37 @@ export function envName(key: string): string {
     .toUpperCase()}`;
 }
 
-function def<T>(
-  key: string,
-  options: Omit<KeyDef<T>, "key" | "env" | "aliases"> & { aliases?: string[] },
-): KeyDef<T> {
-  return { key, env: envName(key), aliases: options.aliases ?? [], ...options };
+type KeyOptions<T> = Omit<KeyDef<T>, "key" | "env" | "aliases" | "default" | "defaultText"> & {
+  aliases?: string[];
+};
+
+/** How the README writes a default value: as is, `""` for the empty string. */
+export function showDefault(value: unknown): string {
+  return value === "" ? '""' : String(value);
 }
 
-// ---- readers ----------------------------------------------------------------------------------
-
-/** True when `text` holds a C0 or C1 control character (tab, newline, NUL, DEL, ...). */
-export function hasControlCharacters(text: string): boolean {
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (c < 0x20 || (c >= 0x7f && c <= 0x9f)) return true;
-  }
-  return false;
-}
-
-function text(raw: unknown): string | undefined {
-  if (typeof raw === "string") return raw.trim();
-  return undefined;
-}
-
-/** Reads an integer from min to max (a JSON number or a decimal string, "_" and "," allowed). */
-export function integer(min: number, max: number) {
-  const expected = `an integer from ${min.toLocaleString("en-US")} to ${max.toLocaleString("en-US")}`;
-  return (raw: unknown): number => {
-    let value: number | undefined;
-    if (typeof raw === "number") value = raw;
-    const t = text(raw);
-    if (t !== undefined && /^-?[0-9][0-9_,]*$/.test(t)) value = Number(t.replace(/[_,]/g, ""));
-    if (value === undefined || !Number.isSafeInteger(value) || value < min || value > max) {
-      throw new Expected(expected);
-    }
-    return value;
+/** A key whose default is a value (`defaultText` only to say more than the value). */
+function def<K extends string, T>(
+  key: K,
+  options: KeyOptions<T> & { default: NoInfer<T>; defaultText?: string },
+): KeyDef<T> & { key: K; default: T };
+/** A key whose default is worked out from other keys, or left to a package: text only. */
+function def<K extends string, T>(
+  key: K,
+  options: KeyOptions<T> & { defaultText: string },
+): KeyDef<T> & { key: K };
+function def<K extends string, T>(
+  key: K,
+  options: KeyOptions<T> & { default?: T; defaultText?: string },
+): KeyDef<T> & { key: K } {
+  return {
+    key,
+    env: envName(key),
+    ...options,
+    aliases: options.aliases ?? [],
+    defaultText: options.defaultText ?? showDefault(options.default),
   };
 }
-
-/** Reads true/false (also yes/no, on/off, 1/0). */
-export function boolean(raw: unknown): boolean {
-  if (typeof raw === "boolean") return raw;
-  const t = text(raw)?.toLowerCase();
-  if (t === "true" || t === "yes" || t === "on" || t === "1") return true;
-  if (t === "false" || t === "no" || t === "off" || t === "0") return false;
-  throw new Expected("true or false");
-}
-
-function oneOf<T extends string>(values: readonly T[]) {
-  return (raw: unknown): T => {
-    const t = text(raw);
-    if (t !== undefined && (values as readonly string[]).includes(t)) return t as T;
-    throw new Expected(`one of ${values.join(", ")}`);
-  };
-}
-
-function nonEmpty(what: string, max = 4096) {
-  return (raw: unknown): string => {
-    const t = text(raw);
-    if (t === undefined || t === "" || t.length > max || hasControlCharacters(t)) {
-      throw new Expected(`${what} (1 to ${max} characters, no control characters)`);
-    }
-    return t;
-  };
-}
-
-/** A string that may be empty (a password): kept as written, not trimmed. */
-function anyText(raw: unknown): string {
-  if (typeof raw === "string") return raw;
-  if (typeof raw === "number") return String(raw);
-  throw new Expected("a string (may be empty)");
-}
-
-const SERVICE_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
-const HOST =
-  /^(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*|\[?[0-9A-Fa-f:.]+\]?)$/;
-const TABLE = /^[A-Za-z_][A-Za-z0-9_$]{0,63}(?:\.[A-Za-z_][A-Za-z0-9_$]{0,63})?$/;
-
-function host(raw: unknown): string {
-  const t = text(raw);
-  if (t === undefined || t.length > 253 || !HOST.test(t)) {
-    throw new Expected("a host name or IP address such as 127.0.0.1, 0.0.0.0 or ::");
-  }
-  return t.replace(/^\[|\]$/g, "");
-}
-
-function mysqlUrl(raw: unknown): string {
-  const t = text(raw);
-  try {
-    if (t === undefined) throw new Error("not a string");
-    parseMysqlUrl(t);
-  } catch {
-    throw new Expected(
-      "a database URL: jdbc:mysql://host:3306/leaf?..., mysql://user:password@host:3306/leaf or mariadb://...",
-    );
-  }
-  return t;
-}
-
-function redisUrl(raw: unknown): string {
-  const t = text(raw);
-  let ok = false;
-  if (t !== undefined) {
-    try {
-      const url = new URL(t);
-      const port = url.port === "" ? 6379 : Number(url.port);
-      ok =
-        (url.protocol === "redis:" || url.protocol === "rediss:") &&
-        url.hostname !== "" &&
-        port >= 1 &&
-        port <= 65535 &&
-        /^\/?(?:\d{1,2})?$/.test(url.pathname);
-    } catch {
-      ok = false;
-    }
-  }
-  if (!ok)
-    throw new Expected("a Redis URL: redis://[user:password@]host:6379[/db] or rediss://...");
-  return t!;
-}
-
-function zkAddress(raw: unknown): string {
-  const t = text(raw);
-  const m = t === undefined ? null : /^([^/\s]+)(\/[^\s]*)?$/.exec(t);
-  const serversOk =
-    m !== null &&
-    m[1]!.split(",").every((part) => {
-      const hp = /^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):(\d{1,5})$/.exec(part.trim());
-      return hp !== null && Number(hp[2]) >= 1 && Number(hp[2]) <= 65535;
-    });
-  if (!t || !serversOk) {
-    throw new Expected(
-      'ZooKeeper servers "host:port[,host:port...][/chroot]", e.g. 127.0.0.1:2181',
-    );
-  }
-  return t;
-}
-
-function table(raw: unknown): string {
-  const t = text(raw);
-  if (t === undefined || !TABLE.test(t)) {
-    throw new Expected("a table name (letters, digits, _ and $; optionally database.table)");
-  }
-  return t;
-}
-
-function json(what: string) {
-  return (raw: unknown): unknown => {
-    if (typeof raw === "object" && raw !== null) return raw;
-    const t = text(raw);
-    if (t !== undefined) {
-      try {
-        return JSON.parse(t);
-      } catch {
-        // falls through to the error below
-      }
-    }
-    throw new Expected(what);
-  };
-}
-
-/** `{"tag": "token"}` or `{"tag": ["t1", "t2"]}`, "*" for every tag not listed. */
-function accessTokens(raw: unknown): Map<string, string[]> {
-  const expected =
-    'a JSON object of tag to token(s): {"order": "s3cret-token-1", "*": ["token-a", "token-b"]}; tokens of at least 8 characters';
-  const data = json(expected)(raw);
-  if (typeof data !== "object" || data === null || Array.isArray(data))
-    throw new Expected(expected);
-  const tokens = new Map<string, string[]>();
-  for (const [tag, value] of Object.entries(data as Record<string, unknown>)) {
-    const list = Array.isArray(value) ? value : [value];
-    if (
-      tag === "" ||
-      tag.length > 128 ||
-      list.length === 0 ||
-      !list.every(
-        (t) =>
-          typeof t === "string" &&
-          t.length >= 8 &&
-          t.length <= 512 &&
-          !/\s/.test(t) &&
-          !hasControlCharacters(t),
-      )
-    ) {
-      throw new Expected(expected);
-    }
-    tokens.set(tag, list as string[]);
-  }
-  if (tokens.size === 0) throw new Expected(expected);
-  return tokens;
-}
-
-function adminToken(raw: unknown): string {
-  const t = text(raw);
-  if (
-    t === undefined ||
-    t.length < 16 ||
-    t.length > 512 ||
-    /\s/.test(t) ||
-    hasControlCharacters(t)
-  ) {
-    throw new Expected(
-      "a token of 16 to 512 characters without spaces (e.g. from `openssl rand -hex 24`)",
-    );
-  }
-  return t;
-}
-
-function registry(raw: unknown): {
-  registry: "local" | "zk" | "mysql";
-  zkMode?: "normal" | "recycle";
-} {
-  const t = text(raw);
-  switch (t) {
-    case "local":
-    case "mysql":
-    case "zk":
-      return { registry: t };
-    case "zk_normal":
-      return { registry: "zk", zkMode: "normal" };
-    case "zk_recycle":
-      return { registry: "zk", zkMode: "recycle" };
-    default:
-      throw new Expected("one of local, zk, mysql (or the fork's zk_normal, zk_recycle)");
-  }
-}
-
-function tagOrEmpty(raw: unknown): string {
-  const t = text(raw);
-  if (t === undefined || t.length > 128 || hasControlCharacters(t)) {
-    throw new Expected('a tag of up to 128 characters, or "" for none');
-  }
-  return t;
-}
-
-function timeZone(raw: unknown): string {
-  const t = text(raw);
-  if (t === undefined || t === "" || t.length > 64) {
-    throw new Expected('"UTC", a fixed offset like "+08:00", or an IANA zone like "Asia/Shanghai"');
-  }
-  return t;
-}
-
-function prefix(raw: unknown): string {
-  if (typeof raw !== "string" || raw.length > 64 || /\s/.test(raw) || hasControlCharacters(raw)) {
-    throw new Expected("up to 64 characters without spaces or control characters");
-  }
-  return raw;
-}
-
-function serviceName(raw: unknown): string {
-  const t = text(raw);
-  if (t === undefined || !SERVICE_NAME.test(t)) {
-    throw new Expected(
-      "1 to 128 letters, digits, '.', '_' or '-', starting with a letter or digit",
-    );
-  }
-  return t;
-}
-
-const LOG_LEVELS = ["fatal", "error", "warn", "info", "debug", "trace", "silent"] as const;
 
 // ---- the keys ---------------------------------------------------------------------------------
 
@@ -325,104 +119,104 @@ export const CONFIG_KEYS = [
   def("server.host", {
     aliases: ["server.address"],
     type: "host or IP",
-    default: "0.0.0.0 when a shared store or registry is configured, else 127.0.0.1",
+    defaultText: "0.0.0.0 when a shared store or registry is configured, else 127.0.0.1",
     doc: "Address to listen on; `0.0.0.0` for every interface. Off loopback, the embedded store needs `segment.store=embedded` and the local registry an explicit worker id.",
     read: host,
   }),
   def("server.port", {
     type: "0 to 65535",
-    default: "8080",
+    default: 8080,
     doc: "Port to listen on (Spring Boot's `server.port`, as Java Leaf). 0 picks a free port.",
     read: integer(0, 65535),
   }),
   def("server.maxBatch", {
     type: "1 to 100,000",
-    default: "10000",
+    default: 10_000,
     doc: "Largest `count` of a batch request. At most 100,000, so that one request's synchronous work stays far below the shortest lease margin (see Batches and leases).",
     read: integer(1, 100_000),
   }),
   def("server.adminToken", {
     type: "16+ characters",
-    default: "(none: admin API off)",
+    defaultText: "(none: admin API off)",
     doc: "Bearer token of the admin API (create tags, change steps, list tags). Without it the admin API is not served.",
     secret: true,
     read: adminToken,
   }),
   def("server.accessTokens", {
     type: 'JSON {"tag": "token" | ["token", ...]}',
-    default: "(none: id endpoints open)",
+    defaultText: "(none: id endpoints open)",
     doc: 'Per-tag access tokens on the id endpoints, as tinyid: a listed tag (segment tag or snowflake key) needs `?token=` or `Authorization: Bearer`; "*" covers every other tag and the redis sequence.',
     secret: true,
     read: accessTokens,
   }),
   def("server.requestLog", {
     type: "boolean",
-    default: "false",
+    default: false,
     doc: "Log every request (costs throughput); errors are always logged.",
     read: boolean,
   }),
   def("server.drainMs", {
     type: "0 to 600,000",
-    default: "5000",
+    default: 5000,
     doc: "On SIGTERM, how long the server keeps answering (readiness false, every answer with `Connection: close`) before it closes its port, so that load balancers stop sending first. Ctrl-C (SIGINT) skips it.",
     read: integer(0, 600_000),
   }),
   def("server.shutdownTimeoutMs", {
     type: "1,000 to 600,000",
-    default: "10000",
+    default: 10_000,
     doc: "On SIGTERM, how long in-flight requests and the lease release may take before the process exits with code 1.",
     read: integer(1000, 600_000),
   }),
   def("server.monitor", {
     type: "boolean",
-    default: "true",
+    default: true,
     doc: "Serve the monitor page (`/monitor`) and its data (`/api/v1/monitor`).",
     read: boolean,
   }),
   def("segment.enabled", {
     aliases: ["leaf.segment.enable"],
     type: "boolean",
-    default: "true",
+    default: true,
     doc: "Serve segment mode.",
     read: boolean,
   }),
   def("segment.store", {
     type: "embedded | mysql",
-    default: "mysql when a URL is set, else embedded (loopback only)",
+    defaultText: "mysql when a URL is set, else embedded (loopback only)",
     doc: "Where segment ranges come from: Java Leaf's `leaf_alloc` table, or the embedded store in `dataDir/segments` (one single node). With a Java Leaf file or a non-loopback `server.host`, `embedded` must be set explicitly.",
     read: oneOf(["embedded", "mysql"] as const),
   }),
   def("segment.mysql.url", {
     aliases: ["leaf.jdbc.url"],
     type: "jdbc:mysql:// or mysql:// URL",
-    default: "(none)",
+    defaultText: "(none)",
     doc: "Database of the `leaf_alloc` table. A JDBC URL is accepted (its parameters are ignored).",
     read: mysqlUrl,
   }),
   def("segment.mysql.username", {
     aliases: ["leaf.jdbc.username"],
     type: "string",
-    default: "the URL's user",
+    defaultText: "the URL's user",
     doc: "Database user.",
     read: nonEmpty("a user name", 256),
   }),
   def("segment.mysql.password", {
     aliases: ["leaf.jdbc.password"],
     type: "string (may be empty)",
-    default: "the URL's password; required",
+    defaultText: "the URL's password; required",
     doc: "Database password. Required when the store is mysql (an empty value means no password).",
     secret: true,
     read: anyText,
   }),
   def("segment.mysql.table", {
     type: "table name",
-    default: "leaf_alloc",
+    defaultText: "leaf_alloc",
     doc: "Table of tags and max ids.",
     read: table,
   }),
   def("segment.mysql.createTable", {
     type: "boolean",
-    default: "false",
+    default: false,
     doc: "Create the table at start when it is missing.",
     read: boolean,
   }),
@@ -434,46 +228,65 @@ export const CONFIG_KEYS = [
   }),
   def("segment.refreshIntervalMs", {
     type: "1,000 to 86,400,000",
-    default: "60000",
+    default: 60_000,
     doc: "How often the tag list is re-read from the store.",
     read: integer(1000, 86_400_000),
   }),
   def("segment.exhaustedWaitMs", {
     type: "0 to 60,000",
-    default: "1000",
+    default: 1000,
     doc: "How long a request waits for the next range when both ranges are used up, before 503 (Leaf code -3).",
     read: integer(0, 60_000),
   }),
   def("segment.dynamicStep", {
     type: "boolean",
-    default: "true",
+    default: true,
     doc: "Leaf's dynamic step (double under 15 minutes per range, halve over 30).",
     read: boolean,
+  }),
+  def("segment.load", {
+    type: "eager | lazy | recent",
+    default: "recent" as "eager" | "lazy" | "recent",
+    doc: "When a tag's first range is taken: `eager` every tag at start (one range per tag per restart, used or not); `lazy` on its first request, as Java Leaf (that request waits one database round trip); `recent` at start for tags whose row changed within `segment.recentMs` (any server took a range), lazily for the rest. Tags in `segment.eagerTags` are loaded at start under `lazy` and `recent` too. Readiness never waits for lazy tags.",
+    read: oneOf(["eager", "lazy", "recent"] as const),
+  }),
+  def("segment.eagerTags", {
+    type: "tags, comma-separated (or a list)",
+    default: [] as string[],
+    defaultText: "(none)",
+    doc: "Hot tags whose first range is taken at start whatever `segment.load` says.",
+    read: tagList,
+  }),
+  def("segment.recentMs", {
+    type: "0 to 2,592,000,000",
+    default: 3_600_000,
+    doc: "With `segment.load=recent`: a tag whose row changed within this many ms (1 hour) is loaded at start.",
+    read: integer(0, 2_592_000_000),
   }),
   def("snowflake.enabled", {
     aliases: ["leaf.snowflake.enable"],
     type: "boolean",
-    default: "true",
+    default: true,
     doc: "Serve snowflake mode.",
     read: boolean,
   }),
   def("snowflake.registry", {
     aliases: ["leaf.snowflake.mode"],
     type: "local | zk | mysql | zk_normal | zk_recycle",
-    default: "zk when a ZooKeeper address is set, else local",
+    defaultText: "zk when a ZooKeeper address is set, else local",
     doc: "Where the worker id comes from (the fork's `leaf.snowflake.mode`; `zk_recycle` is zk with `snowflake.zk.mode=recycle`).",
     read: registry,
   }),
   def("snowflake.ip", {
     type: "IP address",
-    default: "first non-loopback IPv4",
+    defaultText: "first non-loopback IPv4",
     doc: "This node's address in the registry (Java Leaf: the first non-loopback IPv4).",
     read: host,
   }),
   def("snowflake.port", {
     aliases: ["leaf.snowflake.port"],
     type: "1 to 65535",
-    default: "the listening port",
+    defaultText: "the listening port",
     doc: "This node's port in the registry: `ip:port` identifies the node.",
     read: integer(1, 65535),
   }),
@@ -485,69 +298,70 @@ export const CONFIG_KEYS = [
   }),
   def("snowflake.epoch", {
     type: "ms since 1970",
-    default: "the layout's (leaf: 1288834974657)",
+    defaultText: "the layout's (leaf: 1288834974657)",
     doc: "The layout's epoch; `/decodeSnowflakeId` decodes with it.",
     read: integer(0, 8_640_000_000_000),
   }),
   def("snowflake.timestampBits", {
     type: "1 to 63",
-    default: "the layout's",
+    defaultText: "the layout's",
     doc: "Overrides the layout's time bits.",
     read: integer(1, 63),
   }),
   def("snowflake.workerBits", {
     type: "0 to 62",
-    default: "the layout's",
+    defaultText: "the layout's",
     doc: "Overrides the layout's worker-id bits.",
     read: integer(0, 62),
   }),
   def("snowflake.sequenceBits", {
     type: "1 to 62",
-    default: "the layout's",
+    defaultText: "the layout's",
     doc: "Overrides the layout's sequence bits.",
     read: integer(1, 62),
   }),
   def("snowflake.unitMillis", {
     type: "1 to 86,400,000",
-    default: "the layout's",
+    defaultText: "the layout's",
     doc: "Overrides the layout's time unit in ms.",
     read: integer(1, 86_400_000),
   }),
   def("snowflake.clockToleranceMs", {
     type: "0 to 1,000",
-    default: "5",
+    default: 5,
     doc: "A clock moved back by at most this is waited out; further, ids are refused (Leaf code -3).",
     read: integer(0, 1000),
   }),
   def("snowflake.backups", {
     type: "0 to 16",
-    default: "0",
+    default: 0,
     doc: "Backup worker ids leased with the primary one, used when the clock moves back past the tolerance.",
     read: integer(0, 16),
   }),
   def("snowflake.local.workerId", {
     type: "integer",
-    default: "0 (when no workIdMap; loopback only)",
+    default: 0,
+    defaultText: "0 (when no workIdMap; loopback only)",
     doc: "Local registry: this node's worker id. Must be set explicitly when the server listens beyond loopback.",
     read: integer(0, 4_194_303),
   }),
   def("snowflake.local.workIdMap", {
     aliases: ["leaf.snowflake.local.workIdMap"],
     type: 'JSON {"ip:port": id}',
-    default: "(none)",
+    defaultText: "(none)",
     doc: 'Local registry: the fork\'s map of nodes to worker ids, `{"10.1.46.33:8080":1,"10.1.46.33:8081":2}`.',
     read: json('a JSON object like {"10.1.46.33:8080": 1, "10.1.46.33:8081": 2}'),
   }),
   def("snowflake.local.dir", {
     type: "folder path",
-    default: "dataDir/registry-local",
+    defaultText: "dataDir/registry-local",
     doc: "Local registry: folder of its lock and cache files.",
     read: nonEmpty("a folder path"),
   }),
   def("snowflake.zk.address", {
     aliases: ["leaf.snowflake.zk.address"],
     type: "host:port[,host:port][/chroot]",
-    default: "(none)",
+    defaultText: "(none)",
     doc: "ZooKeeper servers (Java Leaf's tree `/snowflake/{name}/forever`).",
     read: zkAddress,
   }),
@@ -559,31 +373,31 @@ export const CONFIG_KEYS = [
   }),
   def("snowflake.zk.sessionTimeoutMs", {
     type: "1,000 to 600,000",
-    default: "6000",
+    default: 6000,
     doc: "ZooKeeper session timeout.",
     read: integer(1000, 600_000),
   }),
   def("snowflake.zk.stopWithoutSession", {
     type: "boolean",
-    default: "false",
+    default: false,
     doc: "ZooKeeper normal mode: stop issuing ids while the ZooKeeper session is not proven alive (no ids during an outage longer than 2/3 of the session timeout). false, as Java Leaf: ids keep flowing, and a second process with the same ip:port started while this one is cut off or paused past its session can repeat ids until this one reconnects (see registry-zk's README).",
     read: boolean,
   }),
   def("snowflake.mysql.url", {
     type: "jdbc:mysql:// or mysql:// URL",
-    default: "segment.mysql.url",
+    defaultText: "segment.mysql.url",
     doc: "MySQL registry: database of `leaf_workerid_alloc` (the fork's table).",
     read: mysqlUrl,
   }),
   def("snowflake.mysql.username", {
     type: "string",
-    default: "segment.mysql.username",
+    defaultText: "segment.mysql.username",
     doc: "MySQL registry: user.",
     read: nonEmpty("a user name", 256),
   }),
   def("snowflake.mysql.password", {
     type: "string (may be empty)",
-    default: "segment.mysql.password; required",
+    defaultText: "segment.mysql.password; required",
     doc: "MySQL registry: password (an empty value means no password).",
     secret: true,
     read: anyText,
@@ -596,38 +410,38 @@ export const CONFIG_KEYS = [
   }),
   def("snowflake.mysql.leaseMs", {
     type: "500 to 600,000",
-    default: "60000",
+    defaultText: "60000",
     doc: "MySQL registry, lease mode: how long a lease lasts without renewal. The holder fences itself at leaseMs - leaseMs / 5 after its last renewal.",
     read: integer(500, 600_000),
   }),
   def("snowflake.mysql.createTable", {
     type: "boolean",
-    default: "false",
+    default: false,
     doc: "MySQL registry: create its table at start when missing.",
     read: boolean,
   }),
   def("redisSequence.enabled", {
     type: "boolean",
-    default: "true when a URL is set",
+    defaultText: "true when a URL is set",
     doc: "Serve redis sequence ids.",
     read: boolean,
   }),
   def("redisSequence.url", {
     type: "redis:// URL",
-    default: "(none)",
+    defaultText: "(none)",
     doc: "Redis server.",
     secret: true,
     read: redisUrl,
   }),
   def("redisSequence.namespace", {
     type: "letters, digits, . _ : -",
-    default: "name",
+    defaultText: "name",
     doc: "Ids are unique within a namespace; it is the Redis Cluster hash tag of every key.",
     read: nonEmpty("a namespace", 128),
   }),
   def("redisSequence.prefix", {
     type: "string",
-    default: '""',
+    default: "",
     doc: "Default prefix of the string form (prefix + yyyyMMddHHmmss + sequence + shard).",
     read: prefix,
   }),
@@ -639,14 +453,22 @@ export const CONFIG_KEYS = [
   }),
   def("redisSequence.batchSize", {
     type: "integer",
-    default: "1000",
+    defaultText: "1000",
     doc: "Largest range of sequences taken from Redis in one round trip.",
     read: integer(1, 1 << 24),
   }),
 ] as const satisfies readonly KeyDef[];
 
+type AnyKey = (typeof CONFIG_KEYS)[number];
+
 /** Names of every key. */
-export type ConfigKey = (typeof CONFIG_KEYS)[number]["key"];
+export type ConfigKey = AnyKey["key"];
+
+/** Keys whose default is a value, which the loader uses when the key is not set. */
+export type DefaultedKey = Extract<AnyKey, { default: unknown }>["key"];
+
+/** The type of a key's value, as its reader returns it. */
+export type ValueOf<K extends ConfigKey> = ReturnType<Extract<AnyKey, { key: K }>["read"]>;
 
 /** A key's definition by its canonical name, alias, or "leaf."-prefixed canonical name. */
 export function findKey(name: string): KeyDef | undefined {

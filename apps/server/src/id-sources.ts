@@ -118,7 +118,7 @@ export class IdSources {
   async snowflakeIds(count: number): Promise<bigint[]> {
     const { worker } = this.snowflake();
     this.snowflakeTally.before();
-    const ids = await worker.generator.nextIdsAsync(count);
+    const ids = await worker.nextIdsAsync(count);
     this.snowflakeTally.issuedAll(ids);
     return ids;
   }

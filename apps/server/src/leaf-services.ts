@@ -5,7 +5,6 @@ import {
   type ClockRollbackEvent,
   ErrorCodes,
   isLeafError,
-  type Layout,
   LeafError,
   localIPv4,
   type NodeIdentity,
@@ -24,62 +23,17 @@ import {
 import type { ServerConfig } from "./config";
 import { InstrumentedStore } from "./instrumented-store";
 import type { ServerMetrics } from "./metrics";
+import type {
+  LeafServices,
+  LeaseEventRecord,
+  RedisSequenceMode,
+  SegmentMode,
+  ServiceLogger,
+  SnowflakeMode,
+} from "./service-types";
 
-/** The little of a logger the services use (pino's, in the server). */
-export interface ServiceLogger {
-  info(object: object, message?: string): void;
-  warn(object: object, message?: string): void;
-  error(object: object, message?: string): void;
-}
-
-/** Segment mode, running. */
-export interface SegmentMode {
-  generator: SegmentIdGenerator;
-  /** The store, instrumented (the admin API and the monitor's table go through it). */
-  store: SegmentStore;
-}
-
-/** One lease event kept for the monitor page. */
-export interface LeaseEventRecord {
-  at: number;
-  type: SnowflakeWorkerEvent["type"] | "clock-rollback";
-  text: string;
-}
-
-/** Snowflake mode, running. */
-export interface SnowflakeMode {
-  worker: SnowflakeWorker;
-  registry: WorkerIdRegistry;
-  layout: Layout;
-  node: NodeIdentity;
-  /** The last lease events and clock rollbacks, newest last (at most 20). */
-  events: LeaseEventRecord[];
-}
-
-/**
- * The lease state as the monitor, metrics and readiness show it: "fenced" also when the generator
- * itself is fenced (the worker's lease was lost and it has not noticed a new one yet).
- */
-export function leaseState(worker: SnowflakeWorker): "held" | "fenced" | "closed" {
-  if (worker.state === "held" && worker.generator.state === "fenced") return "fenced";
-  return worker.state;
-}
-
-/** Redis sequence, running. */
-export interface RedisSequenceMode {
-  sequence: RedisSequence;
-  /** Default prefix of the string form. */
-  prefix: string;
-}
-
-/** Everything the HTTP layer serves ids from. A disabled mode is undefined. */
-export interface LeafServices {
-  segment: SegmentMode | undefined;
-  snowflake: SnowflakeMode | undefined;
-  redisSequence: RedisSequenceMode | undefined;
-  /** Stops the worker (last report, lease released), the generator and Redis; then the registry and store. */
-  close(): Promise<void>;
-}
+// The shapes of the running services live in service-types.ts (the metrics read them too).
+export type * from "./service-types";
 
 /** Options of {@link startServices}. */
 export interface StartServicesOptions {
@@ -166,6 +120,13 @@ async function startSegment(
     refreshIntervalMs: settings.refreshIntervalMs,
     exhaustedWaitMs: settings.exhaustedWaitMs,
     dynamicStep: settings.dynamicStep,
+    loadOnStart:
+      settings.load === "eager"
+        ? true
+        : {
+            tags: settings.eagerTags,
+            updatedWithinMs: settings.load === "recent" ? settings.recentMs : undefined,
+          },
     maxBatch: config.server.maxBatch,
     onError: (error, context) => {
       const fields = { err: error, tag: context.tag, operation: context.operation };

@@ -8,7 +8,7 @@ import { type CapacityView, CapacityWatch } from "./capacity";
 import { configSummary } from "./config-summary";
 import type { AppContext } from "./id-sources";
 import { InstrumentedStore } from "./instrumented-store";
-import { type LeafServices, leaseState, type ServiceLogger } from "./leaf-services";
+import type { LeafServices, ServiceLogger } from "./service-types";
 
 /** A counter bumped on the hot path: a plain number read at scrape time. */
 export interface Tally {
@@ -282,7 +282,7 @@ export class ServerMetrics {
       registers,
       collect() {
         const worker = metrics.services?.()?.snowflake?.worker;
-        const state = worker ? leaseState(worker) : "starting";
+        const state = worker ? worker.state : "starting";
         for (const s of LEASE_STATES) this.set({ state: s }, s === state ? 1 : 0);
       },
     });
@@ -292,7 +292,7 @@ export class ServerMetrics {
       registers,
       collect() {
         const worker = metrics.services?.()?.snowflake?.worker;
-        this.set(worker && leaseState(worker) === "held" ? worker.generator.activeWorkerId : -1);
+        this.set(worker && worker.state === "held" ? worker.generator.activeWorkerId : -1);
       },
     });
     new Gauge({
@@ -544,7 +544,7 @@ export function registryState(mode: {
   worker: SnowflakeWorker;
   events: ReadonlyArray<{ at: number; type: string }>;
 }): "connected" | "reports failing" | "lease lost" | "closed" {
-  const state = leaseState(mode.worker);
+  const state = mode.worker.state;
   if (state === "closed") return "closed";
   if (state === "fenced") return "lease lost";
   let lastFailure = 0;

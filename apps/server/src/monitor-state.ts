@@ -4,7 +4,6 @@ import type { TagRecord } from "@leaf/segment";
 import { configSummary } from "./config-summary";
 import type { AppContext } from "./id-sources";
 import { InstrumentedStore } from "./instrumented-store";
-import { leaseState } from "./leaf-services";
 import { registryState } from "./metrics";
 import { tagJson } from "./routes-admin";
 
@@ -97,7 +96,7 @@ function snowflakeState(ctx: AppContext, now: number) {
     running: true as const,
     registry: mode.registry.kind,
     node: mode.node,
-    state: leaseState(worker),
+    state: worker.state,
     /** The registry connection: connected, reports failing, lease lost, closed. */
     registryState: registryState(mode),
     /** Ids that waited for the next tick because their tick's sequence was used up. */

@@ -316,6 +316,14 @@ export function openApiDocument(version: string) {
                 enum: ["snowflake", "leaf", "sonyflake", "baidu", "redis-sequence"],
               },
             },
+            {
+              name: "timeZone",
+              in: "query",
+              required: false,
+              description:
+                'redis-sequence only: the time zone the string form was made in ("UTC", "+08:00", "Asia/Shanghai"); default this server\'s redisSequence.timeZone, else UTC.',
+              schema: { type: "string" },
+            },
           ],
           responses: {
             "200": json({
@@ -323,6 +331,7 @@ export function openApiDocument(version: string) {
               properties: {
                 id: idString,
                 layout: { type: "string" },
+                timeZone: { type: "string" },
                 timestampMs: { type: "integer" },
                 time: { type: "string", format: "date-time" },
                 workerId: { type: "integer" },

@@ -1,7 +1,7 @@
 // The id endpoints: Java Leaf's paths (plain-text decimal ids, `?count=N` for a batch) and the JSON
 // API under /api/v1 (ids as strings, never JSON numbers), plus the decode endpoints of both.
 import { layouts } from "@leaf/core";
-import type { SequenceIdFormat } from "@leaf/redis-sequence";
+import { SequenceIdFormat } from "@leaf/redis-sequence";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { AccessTokens } from "./access-tokens";
 import { DECODE_LAYOUTS, decodeId, describeLayout, javaDecode, readLayoutName } from "./decode";
@@ -257,10 +257,15 @@ export function registerIdRoutes(
 
   app.get(
     "/api/v1/decode/:id",
-    { config: { query: ["layout"] } },
+    { config: { query: ["layout", "timeZone"] } },
     (request: Req, reply: FastifyReply) => {
       const layout = readLayoutName(single(request.query, "layout"));
-      return reply.send(decodeId(request.params.id!, layout, snowflakeLayout, sequenceFormat()));
+      const timeZone = single(request.query, "timeZone");
+      if (timeZone !== undefined && layout !== "redis-sequence") {
+        throw badParameter("timeZone", timeZone, "no timeZone: it applies to layout=redis-sequence only");
+      }
+      const format = timeZone === undefined ? sequenceFormat() : formatIn(timeZone);
+      return reply.send(decodeId(request.params.id!, layout, snowflakeLayout, format));
     },
   );
 
@@ -277,4 +282,17 @@ export function registerIdRoutes(
     );
     return reply.send({ layouts: all });
   });
+}
+
+/** The redis sequence's string form read in `timeZone`; a 400 naming the parameter when it is not a zone. */
+function formatIn(timeZone: string): SequenceIdFormat {
+  try {
+    return new SequenceIdFormat({ timeZone });
+  } catch {
+    throw badParameter(
+      "timeZone",
+      timeZone,
+      'a time zone with a fixed offset: "UTC", "+08:00" or a name such as "Asia/Shanghai"',
+    );
+  }
 }

@@ -3,7 +3,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import { badParameter } from "./http-errors";
 import type { AppContext, IdSources } from "./id-sources";
-import { leaseState } from "./leaf-services";
 import { MONITOR_PAGE } from "./monitor-page";
 import { monitorState, StoreRows } from "./monitor-state";
 import { openApiDocument } from "./openapi";
@@ -49,14 +48,14 @@ export function readiness(ctx: AppContext): Record<string, Check> {
     if (!worker || !running) checks.snowflake = { ready: false, detail: notRunning };
     else {
       checks.snowflake =
-        leaseState(worker) === "held"
+        worker.state === "held"
           ? {
               ready: true,
               detail: `worker id ${worker.lease?.workerId} held (${services!.snowflake!.registry.kind} registry)`,
             }
           : {
               ready: false,
-              detail: `lease lost (${leaseState(worker)}): no ids until a lease is held again`,
+              detail: `lease lost (${worker.state}): no ids until a lease is held again`,
             };
     }
   }

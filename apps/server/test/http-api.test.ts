@@ -266,6 +266,22 @@ describe("the JSON API", () => {
     });
   });
 
+  it("reads a redis-sequence string id in the time zone it was made in", async () => {
+    const id = "202401020304050000170003";
+    const utc = (await get(server, `/api/v1/decode/${id}?layout=redis-sequence`)).json();
+    expect(utc).toMatchObject({ time: "2024-01-02T03:04:05.000Z", timeZone: "UTC" });
+    const east = (
+      await get(server, `/api/v1/decode/${id}?layout=redis-sequence&timeZone=%2B08:00`)
+    ).json();
+    expect(east).toMatchObject({ time: "2024-01-01T19:04:05.000Z", timeZone: "+08:00", shard: 3 });
+    const bad = await get(server, `/api/v1/decode/${id}?layout=redis-sequence&timeZone=Mars/Base`);
+    expect(bad.statusCode).toBe(400);
+    expect(bad.json().message).toContain("timeZone");
+    const notRedis = await get(server, "/api/v1/decode/1?timeZone=UTC");
+    expect(notRedis.statusCode).toBe(400);
+    expect(notRedis.json().message).toContain("layout=redis-sequence only");
+  });
+
   it("answers 400 for an unknown layout or a bad id", async () => {
     const layout = await get(server, "/api/v1/decode/123?layout=twitter");
     expect(layout.statusCode).toBe(400);

@@ -13,9 +13,5 @@ export type {
   RedisSequenceOptions,
   RedisSequenceWarning,
 } from "./options";
-export {
-  createRedisSequence,
-  RedisSequence,
-  type RedisSequenceState,
-  type SlotState,
-} from "./redis-sequence";
+export { createRedisSequence, RedisSequence } from "./redis-sequence";
+export type { RedisSequenceState, SlotState } from "./state";

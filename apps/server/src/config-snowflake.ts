@@ -1,0 +1,152 @@
+// Snowflake mode's settings: where the worker id comes from (local, ZooKeeper or MySQL registry),
+// refused when two nodes could get the same id, and the bit layout with its overrides.
+import { resolve } from "node:path";
+import { defineLayout, isLeafError, type Layout, layouts } from "@leaf/core";
+import { parseWorkIdMap, type WorkIdMap } from "@leaf/registry-local";
+import type { ConfigKey } from "./config-keys";
+import { mysqlSettings } from "./config-mysql";
+import type { Placement } from "./config-segment";
+import type { RegistrySettings, SnowflakeSettings } from "./config-types";
+import { bareMessage, type ConfigValues } from "./config-values";
+
+const LAYOUT_FIELDS = [
+  "epoch",
+  "unitMillis",
+  "timestampBits",
+  "workerBits",
+  "sequenceBits",
+] as const;
+
+/** Snowflake mode's settings (the mode is enabled); undefined when a problem was noted. */
+export function snowflakeSettings(v: ConfigValues, at: Placement): SnowflakeSettings | undefined {
+  const registry = registrySettings(v, at);
+  const layout = layoutSettings(v);
+  if (!registry || !layout) return undefined;
+  return {
+    layout,
+    registry,
+    ip: v.optional("snowflake.ip"),
+    port: v.optional("snowflake.port"),
+    toleranceMs: v.get("snowflake.clockToleranceMs"),
+    backups: v.get("snowflake.backups"),
+  };
+}
+
+function registrySettings(v: ConfigValues, at: Placement): RegistrySettings | undefined {
+  const chosenRegistry = v.optional("snowflake.registry");
+  const kind = chosenRegistry?.registry ?? (v.named("snowflake.zk.address") ? "zk" : "local");
+  const explicitLocalId = v.has("snowflake.local.workerId") || v.has("snowflake.local.workIdMap");
+  if (kind === "local" && v.javaLeafFile && !chosenRegistry) {
+    v.problem(
+      "snowflake.zk.address",
+      `snowflake mode is on (${v.named("snowflake.enabled") ? v.label("snowflake.enabled") : "leaf.snowflake.enable defaults to true in Java Leaf"}) but no leaf.snowflake.zk.address is set. ` +
+        "Set leaf.snowflake.zk.address and leaf.snowflake.port, or leaf.snowflake.enable=false, or choose a registry with leaf.snowflake.mode (local needs snowflake.local.workerId or leaf.snowflake.local.workIdMap)",
+    );
+  } else if (kind === "local" && !at.loopback && !explicitLocalId) {
+    v.problem(
+      "snowflake.local.workerId",
+      `snowflake mode would use the local registry's default worker id 0 while listening on ${at.host}, reachable from other hosts; two nodes started like this hand out the same ids. ` +
+        "Give each node its own id with snowflake.local.workerId (or leaf.snowflake.local.workIdMap), or use a registry (leaf.snowflake.zk.address, snowflake.registry=mysql)",
+    );
+  }
+  if (kind === "local") {
+    const workIdMap = v.optional("snowflake.local.workIdMap");
+    if (workIdMap !== undefined && v.has("snowflake.local.workerId")) {
+      v.problem(
+        "snowflake.local.workerId",
+        `${v.label("snowflake.local.workerId")} and ${v.label("snowflake.local.workIdMap")} are both set; keep one`,
+      );
+    }
+    if (workIdMap !== undefined) {
+      try {
+        parseWorkIdMap(workIdMap as WorkIdMap, "workIdMap");
+      } catch (error) {
+        v.invalid("snowflake.local.workIdMap", error);
+      }
+    }
+    return {
+      kind,
+      workerId: workIdMap === undefined ? v.get("snowflake.local.workerId") : undefined,
+      workIdMap,
+      dir: resolve(
+        v.cwd,
+        v.optional("snowflake.local.dir") ?? resolve(at.dataDir, "registry-local"),
+      ),
+    };
+  }
+  if (kind === "zk") {
+    const address = v.optional("snowflake.zk.address");
+    if (address === undefined) {
+      if (!v.named("snowflake.zk.address")) {
+        v.missing(
+          "snowflake.zk.address",
+          "the snowflake registry is zk, so ZooKeeper's address is needed",
+        );
+      }
+      return undefined;
+    }
+    return {
+      kind,
+      address,
+      mode: v.optional("snowflake.zk.mode") ?? chosenRegistry?.zkMode ?? v.get("snowflake.zk.mode"),
+      sessionTimeoutMs: v.get("snowflake.zk.sessionTimeoutMs"),
+      stopWithoutSession: v.get("snowflake.zk.stopWithoutSession"),
+    };
+  }
+  // The MySQL registry: its own database keys, else the segment store's.
+  const urlKey = v.has("snowflake.mysql.url") ? "snowflake.mysql.url" : "segment.mysql.url";
+  const url = v.optional(urlKey);
+  if (url === undefined) {
+    if (!v.named(urlKey)) {
+      v.missing(
+        "snowflake.mysql.url",
+        "the snowflake registry is mysql, so a database URL is needed (snowflake.mysql.url, or the segment's leaf.jdbc.url)",
+      );
+    }
+    return undefined;
+  }
+  const userKey = v.has("snowflake.mysql.username")
+    ? "snowflake.mysql.username"
+    : "segment.mysql.username";
+  const passwordKey = v.has("snowflake.mysql.password")
+    ? "snowflake.mysql.password"
+    : "segment.mysql.password";
+  const settings = mysqlSettings(v, url, v.optional(userKey), v.optional(passwordKey), {
+    url: urlKey,
+    user: userKey,
+    password: "snowflake.mysql.password",
+  });
+  if (!settings) return undefined;
+  return {
+    kind,
+    mode: v.get("snowflake.mysql.mode"),
+    leaseMs: v.optional("snowflake.mysql.leaseMs"),
+    ...settings,
+    table: undefined,
+    createTable: v.get("snowflake.mysql.createTable"),
+  };
+}
+
+/** The named layout, or a custom one when a field is overridden; undefined when that is invalid. */
+function layoutSettings(v: ConfigValues): Layout | undefined {
+  const base = layouts[v.get("snowflake.layout")];
+  const fields = {
+    name: base.name,
+    timestampBits: v.optional("snowflake.timestampBits") ?? base.timestampBits,
+    workerBits: v.optional("snowflake.workerBits") ?? base.workerBits,
+    sequenceBits: v.optional("snowflake.sequenceBits") ?? base.sequenceBits,
+    unitMillis: v.optional("snowflake.unitMillis") ?? base.unitMillis,
+    epoch: v.optional("snowflake.epoch") ?? base.epoch,
+  };
+  if (LAYOUT_FIELDS.every((field) => fields[field] === base[field])) return base;
+  try {
+    return defineLayout({ ...fields, name: `${base.name} (custom)` });
+  } catch (error) {
+    const field = isLeafError(error) ? String(error.details.key ?? "") : "";
+    const key: ConfigKey = (LAYOUT_FIELDS as readonly string[]).includes(field)
+      ? (`snowflake.${field}` as ConfigKey)
+      : "snowflake.timestampBits";
+    v.problem(key, `invalid snowflake layout (${v.label(key)}): ${bareMessage(error)}`);
+    return undefined;
+  }
+}

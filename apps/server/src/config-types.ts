@@ -1,0 +1,99 @@
+// The checked configuration of a server, as loadConfig() returns it: one settings type per mode
+// (a disabled mode is undefined), read by the server, the services and the start-up summary.
+import type { Layout } from "@leaf/core";
+
+/** Pino's levels. */
+export type LogLevel = "fatal" | "error" | "warn" | "info" | "debug" | "trace" | "silent";
+
+/** A MySQL database as the server connects to it. */
+export interface MysqlSettings {
+  url: string;
+  user: string | undefined;
+  /** "" for no password. */
+  password: string;
+  table: string | undefined;
+  createTable: boolean;
+}
+
+/** Segment mode settings. */
+export interface SegmentSettings {
+  store: "embedded" | "mysql";
+  /** Folder of the embedded store. */
+  dir: string;
+  mysql: MysqlSettings | undefined;
+  /** Embedded store: tag created when missing; null for none. */
+  demoTag: string | null;
+  refreshIntervalMs: number;
+  exhaustedWaitMs: number;
+  dynamicStep: boolean;
+  /** When first ranges are taken (`segment.load`), the hot tags and the recent window. */
+  load: "eager" | "lazy" | "recent";
+  eagerTags: string[];
+  recentMs: number;
+}
+
+/** Where the snowflake worker id comes from. */
+export type RegistrySettings =
+  | { kind: "local"; workerId: number | undefined; workIdMap: unknown; dir: string }
+  | {
+      kind: "zk";
+      address: string;
+      mode: "normal" | "recycle";
+      sessionTimeoutMs: number;
+      stopWithoutSession: boolean;
+    }
+  | ({ kind: "mysql"; mode: "fixed" | "lease"; leaseMs: number | undefined } & MysqlSettings);
+
+/** Snowflake mode settings. */
+export interface SnowflakeSettings {
+  layout: Layout;
+  registry: RegistrySettings;
+  /** Node address in the registry; undefined: the first non-loopback IPv4. */
+  ip: string | undefined;
+  /** Node port in the registry; undefined: the listening port. */
+  port: number | undefined;
+  toleranceMs: number;
+  backups: number;
+}
+
+/** Redis sequence settings. */
+export interface RedisSequenceSettings {
+  url: string;
+  namespace: string;
+  prefix: string;
+  timeZone: string;
+  batchSize: number | undefined;
+}
+
+/** The checked configuration of a server. A disabled mode is undefined. */
+export interface ServerConfig {
+  name: string;
+  dataDir: string;
+  logLevel: LogLevel;
+  server: {
+    host: string;
+    port: number;
+    maxBatch: number;
+    adminToken: string | undefined;
+    accessTokens: Map<string, string[]> | undefined;
+    requestLog: boolean;
+    /** Why the server listens where it does, for the start banner. */
+    hostReason: string;
+    /** ms of drain on SIGTERM before the port closes (see server.drainMs). */
+    drainMs: number;
+    shutdownTimeoutMs: number;
+    monitor: boolean;
+  };
+  segment: SegmentSettings | undefined;
+  snowflake: SnowflakeSettings | undefined;
+  redisSequence: RedisSequenceSettings | undefined;
+  /** Where values came from, for the start-up log. */
+  sources: string[];
+  /** Things that were ignored (keys of other programs in a .properties file, unknown LEAF_ variables). */
+  warnings: string[];
+  /**
+   * LEAF_* variables that are not Leaf keys, each with the closest key's variable when one is near
+   * (a typo). Ignored when serving; `--check` fails on them.
+   */
+  unknownVariables: Array<{ name: string; suggestion: string | undefined }>;
+}

@@ -95,6 +95,42 @@ interface Internals {
 }
 
 /** A connected ZooKeeper session. Create with {@link ZkSession.open}. */
+const wrapped = Symbol.for("@leaf/registry-zk/tolerant-exception-codes");
+
+/**
+ * node-zookeeper-client 1.1.3 (the latest) knows ZooKeeper's error codes up to -115. Newer servers
+ * (3.5 to 3.9) also answer -118 (session moved), -119 (not read-only), -124 (quota exceeded),
+ * -127 (throttled) and others, and the client then throws "Unknown code" inside its socket
+ * handler: an uncaught exception that takes the whole process down, seen around server restarts.
+ * Its `Exception.create` is looked up on the module at every call, so it is wrapped once: an
+ * unknown code becomes an ordinary failed request (the session judges it as any other error).
+ */
+function acceptNewerErrorCodes(): void {
+  const Exception = zookeeper.Exception as unknown as {
+    create: (code: number, path?: string) => Error;
+    prototype: Error;
+  } & { [wrapped]?: true };
+  if (Exception[wrapped]) return;
+  const create = Exception.create;
+  const tolerant = (code: number, path?: string): Error => {
+    try {
+      return create(code, path);
+    } catch {
+      // The constructor refuses unknown codes too: build the same shape by hand.
+      const error = Object.create(Exception.prototype) as Error & { code: number; path?: string };
+      Error.captureStackTrace(error, tolerant);
+      const name = `SERVER_ERROR_${code}`;
+      error.code = code;
+      error.name = name;
+      error.path = path;
+      error.message = `Exception: ${name}[${code}]${path ? `@${path}` : ""}`;
+      return error;
+    }
+  };
+  Exception.create = tolerant;
+  Exception[wrapped] = true;
+}
+
 export class ZkSession {
   /** Aborted when the session is gone or may be gone; the reason is a LeafError (LEASE_LOST). */
   readonly lost: AbortSignal;
@@ -172,6 +208,7 @@ export class ZkSession {
    * answered. Rejects with UNAVAILABLE when no server answers in time, or with the signal's reason.
    */
   static async open(settings: SessionSettings, signal?: AbortSignal): Promise<ZkSession> {
+    acceptNewerErrorCodes();
     signal?.throwIfAborted();
     const where = `${settings.servers}${settings.chroot}`;
     let connectSentAt = performance.now();

@@ -404,9 +404,10 @@ describe("ZooKeeper session expiry in recycle mode", () => {
       expect(secondLease).not.toBe(firstLease);
       expect(secondLease.lost.aborted).toBe(false);
       expect(secondLease.workerId).not.toBe(leaseB.workerId);
+      // Reports of the first lease only: the fresh lease reports too, under another id.
       const lastReportA = Math.max(
         ...events
-          .filter((e) => e.type === "reported")
+          .filter((e) => e.type === "reported" && e.at < fencedAt)
           .map((e) => (e as { timestamp: number }).timestamp),
       );
       const holderOfZero = leaseB.workerId === 0 ? leaseB : secondLease;

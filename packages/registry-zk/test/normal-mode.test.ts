@@ -301,3 +301,26 @@ describe("normal mode: connection settings", () => {
     await lease.release();
   });
 });
+
+describe("the ZooKeeper client", () => {
+  it("turns an error code newer than node-zookeeper-client knows into a failed request, not a crash", async () => {
+    const name = uniqueName("codes");
+    const lease = await registry().acquire({ node: nodeOf(name, 0), maxWorkerId: 1023 });
+    try {
+      // -127 (throttled) and -118 (session moved) come from ZooKeeper 3.5+; the client knows up to -115.
+      for (const code of [-118, -127]) {
+        const error = (
+          zookeeper.Exception as unknown as { create(code: number): { getCode(): number } }
+        ).create(code);
+        expect(error.getCode()).toBe(code);
+        expect(error).toBeInstanceOf(Error);
+      }
+      const known = (
+        zookeeper.Exception as unknown as { create(code: number): { getCode(): number } }
+      ).create(zookeeper.Exception.NO_NODE);
+      expect(known.getCode()).toBe(-101);
+    } finally {
+      await lease.release();
+    }
+  });
+});

@@ -33,6 +33,7 @@ export {
 export { type MysqlHost, type ParsedMysqlUrl, parseMysqlUrl } from "./mysql-url";
 export type { RangeSnapshot } from "./segment-buffer";
 export {
+  type EagerLoadOptions,
   type GeneratorErrorContext,
   type GeneratorStatus,
   type SegmentGeneratorOptions,

@@ -27,6 +27,7 @@ import {
   COMPONENT,
   checkTag,
   closedError,
+  isValidTag,
   MAX_ID,
   MAX_STEP,
   maxIdMovedBack,
@@ -59,11 +60,15 @@ export interface SegmentGeneratorOptions {
   /** Clock for the dynamic step and load times (default: the system clock). */
   clock?: Clock;
   /**
-   * Load every tag's first range at start and as soon as a refresh finds a new tag (default true).
-   * With false a tag's first range is loaded on its first request, as in Java Leaf; better for
-   * tables with many thousands of mostly idle tags.
+   * Which tags get their first range before a request asks for one: at start, when a refresh finds
+   * a new tag, when the admin API creates one. `true` (default): every tag. `false`: none, as Java
+   * Leaf: a tag's first range is loaded by its first request (which waits one store round trip).
+   * `{ tags, updatedWithinMs }`: the tags listed, and the tags whose row changed (a range taken by
+   * any process, a step changed, the tag created) within `updatedWithinMs` of now; the rest on
+   * their first request. Each tag loaded and then not asked for before the next restart is one
+   * range unused; with hundreds of idle tags and large steps, `true` wastes that much per restart.
    */
-  loadOnStart?: boolean;
+  loadOnStart?: boolean | EagerLoadOptions;
   /** Close the store on `close()` (default true). */
   closeStore?: boolean;
   /**
@@ -72,6 +77,18 @@ export interface SegmentGeneratorOptions {
    * range was CORRUPT_DATA (max id moved back, stale primary, damaged row, bad range).
    */
   onError?: (error: unknown, context: GeneratorErrorContext) => void;
+}
+
+/** {@link SegmentGeneratorOptions.loadOnStart} in its selective form. */
+export interface EagerLoadOptions {
+  /** Tags always loaded before their first request (hot tags). Tags not in the store are ignored. */
+  tags?: readonly string[];
+  /**
+   * Also load tags whose stored row changed within this many ms of now (the store's `updatedAt`,
+   * `update_time` in MySQL: it moves with every range any process takes). A tag with no known
+   * update time is loaded on its first request. Omitted: only `tags` are loaded early.
+   */
+  updatedWithinMs?: number;
 }
 
 /** What {@link SegmentGeneratorOptions.onError} is told besides the error. */
@@ -172,7 +189,10 @@ export class SegmentIdGenerator {
   private readonly maxBatch: number;
   private readonly retry: BackoffOptions;
   private readonly clock: Clock;
-  private readonly loadOnStart: boolean;
+  /** Every tag early (true), none (false), or the ones {@link EagerLoadOptions} selects. */
+  private readonly loadOnStart:
+    | boolean
+    | { tags: Set<string>; updatedWithinMs: number | undefined };
   private readonly closeStore: boolean;
   private readonly onError: SegmentGeneratorOptions["onError"];
   private state: GeneratorStatus["state"] = "new";
@@ -220,14 +240,14 @@ export class SegmentIdGenerator {
     this.maxBatch = positiveInteger("maxBatch", options.maxBatch ?? 10_000);
     this.retry = { initialMs: 100, maxMs: 5_000, ...options.retry };
     this.clock = options.clock ?? systemClock;
-    this.loadOnStart = options.loadOnStart ?? true;
+    this.loadOnStart = eagerLoad(options.loadOnStart);
     this.closeStore = options.closeStore ?? true;
     this.onError = options.onError;
   }
 
   /**
-   * Reads the tag list (and, with `loadOnStart`, every tag's first range), then refreshes the tag
-   * list every `refreshIntervalMs`. Rejects with UNAVAILABLE when the store cannot be reached (the
+   * Reads the tag list (and the first range of every tag `loadOnStart` selects), then refreshes the
+   * tag list every `refreshIntervalMs`. Tags loaded on first request do not hold it up. Rejects with UNAVAILABLE when the store cannot be reached (the
    * generator can be started again). A tag whose first range fails to load is retried in the
    * background; its requests wait or fail with -3 meanwhile.
    */
@@ -254,9 +274,8 @@ export class SegmentIdGenerator {
         cause,
       });
     }
-    if (this.loadOnStart) {
-      await Promise.all([...this.buffers.values()].map((b) => this.startLoad(b)));
-    }
+    const early = await this.selectEarly([...this.buffers.values()]);
+    await Promise.all(early.map((b) => this.startLoad(b)));
     if (this.state !== "starting")
       throw closedError("the segment id generator (closed while starting)");
     this.state = "running";
@@ -366,7 +385,7 @@ export class SegmentIdGenerator {
   }
 
   /**
-   * Re-reads the tag list now: new tags are added (and loaded with `loadOnStart`), tags no longer
+   * Re-reads the tag list now: new tags are added (and loaded when `loadOnStart` selects them), tags no longer
    * in the store are dropped, also when the store has none left. Rejects when the store cannot be
    * reached; the tags served stay as they were.
    */
@@ -386,7 +405,7 @@ export class SegmentIdGenerator {
     this.deletedAt.delete(record.tag);
     if (this.state !== "closed" && !this.buffers.has(record.tag)) {
       const b = this.addBuffer(record.tag);
-      if (this.loadOnStart) this.startLoad(b);
+      if (this.selects(record)) this.startLoad(b);
     }
     return record;
   }
@@ -523,8 +542,11 @@ export class SegmentIdGenerator {
   private async load(b: TagBuffer): Promise<void> {
     const startedAt = performance.now();
     const now = this.clock.now();
+    // As Java Leaf: the first two ranges take the table's step. Its buffer's updateTimestamp stays 0
+    // through the first load and is set by the second, so the dynamic step starts with the third
+    // range, measured from the second load (ranges of a busy tag: 2000, 2000, 4000, ...).
     const step =
-      this.dynamic === undefined || b.lastLoadAt === undefined
+      this.dynamic === undefined || b.loads < 2 || b.lastLoadAt === undefined
         ? undefined
         : nextDynamicStep(b.lastStep, b.tableStep, now - b.lastLoadAt, this.dynamic);
     let range: SegmentRange;
@@ -668,7 +690,7 @@ export class SegmentIdGenerator {
       if (!sane) continue;
       b.refused = undefined;
       b.consecutiveFailures = 0;
-      if (this.loadOnStart || b.initialized) this.startLoad(b);
+      if (this.loadOnStart === true || b.initialized) this.startLoad(b);
     }
   }
 
@@ -739,11 +761,11 @@ export class SegmentIdGenerator {
     }
     if (this.state === "closed") return;
     const present = new Set(tags);
+    const added: TagBuffer[] = [];
     for (const tag of tags) {
       // A tag deleted through this generator after the list was read stays deleted.
       if (this.buffers.has(tag) || (this.deletedAt.get(tag) ?? -1) > seq) continue;
-      const b = this.addBuffer(tag);
-      if (this.loadOnStart && this.state === "running") this.startLoad(b);
+      added.push(this.addBuffer(tag));
     }
     for (const b of [...this.buffers.values()]) {
       // A tag created through this generator after the list was read stays served.
@@ -751,9 +773,48 @@ export class SegmentIdGenerator {
     }
     this.deletedAt.clear();
     for (const [tag, at] of this.addedAt) if (at <= seq) this.addedAt.delete(tag);
+    // At start, start() loads the tags selected (and waits for them); later, the refresh does.
+    if (this.state === "running" && added.length > 0) {
+      for (const b of await this.selectEarly(added)) this.startLoad(b);
+    }
     await this.recheckRefused();
     this.lastRefreshAt = this.clock.now();
     this.lastRefreshError = undefined;
+  }
+
+  /** True when `loadOnStart` selects the tag of `record` for an early first range. */
+  private selects(record: TagRecord): boolean {
+    const policy = this.loadOnStart;
+    if (typeof policy === "boolean") return policy;
+    if (policy.tags.has(record.tag)) return true;
+    return (
+      policy.updatedWithinMs !== undefined &&
+      record.updatedAt !== null &&
+      this.clock.now() - record.updatedAt <= policy.updatedWithinMs
+    );
+  }
+
+  /**
+   * The buffers among `buffers` whose first range is loaded before a request asks for it. The
+   * recent-update rule reads the rows (one `describeTags`); when that fails, only the tags named
+   * in `loadOnStart.tags` are loaded early and the rest wait for their first request.
+   */
+  private async selectEarly(buffers: TagBuffer[]): Promise<TagBuffer[]> {
+    const policy = this.loadOnStart;
+    if (typeof policy === "boolean") return policy ? buffers : [];
+    if (policy.updatedWithinMs === undefined) return buffers.filter((b) => policy.tags.has(b.tag));
+    let records: TagRecord[];
+    try {
+      records = await this.store.describeTags();
+    } catch (error) {
+      this.report(error, { operation: "refresh" });
+      return buffers.filter((b) => policy.tags.has(b.tag));
+    }
+    const byTag = new Map(records.map((r) => [r.tag, r]));
+    return buffers.filter((b) => {
+      const record = byTag.get(b.tag);
+      return record === undefined ? policy.tags.has(b.tag) : this.selects(record);
+    });
   }
 
   private scheduleRefresh(): void {
@@ -843,6 +904,43 @@ export class SegmentIdGenerator {
           : { reason: reasonOf(b.refused) ?? "corrupt-data", message: b.refused.message },
     };
   }
+}
+
+/** Checks `loadOnStart` and gives it the shape the generator keeps. */
+function eagerLoad(
+  option: SegmentGeneratorOptions["loadOnStart"],
+): boolean | { tags: Set<string>; updatedWithinMs: number | undefined } {
+  if (option === undefined) return true;
+  if (typeof option === "boolean") return option;
+  const expected = "true, false or { tags?: string[], updatedWithinMs?: number }";
+  if (option === null || typeof option !== "object") {
+    throw configError(COMPONENT, "loadOnStart", option, expected);
+  }
+  const { tags = [], updatedWithinMs } = option;
+  if (!Array.isArray(tags))
+    throw configError(COMPONENT, "loadOnStart.tags", tags, "an array of tags");
+  for (const tag of tags) {
+    if (!isValidTag(tag)) {
+      throw configError(
+        COMPONENT,
+        "loadOnStart.tags",
+        tag,
+        "tags of 1 to 128 characters, no control characters",
+      );
+    }
+  }
+  if (
+    updatedWithinMs !== undefined &&
+    (!Number.isSafeInteger(updatedWithinMs) || updatedWithinMs < 0)
+  ) {
+    throw configError(
+      COMPONENT,
+      "loadOnStart.updatedWithinMs",
+      updatedWithinMs,
+      "an integer number of ms, 0 or more",
+    );
+  }
+  return { tags: new Set(tags), updatedWithinMs };
 }
 
 function reasonOf(error: unknown): string | null {

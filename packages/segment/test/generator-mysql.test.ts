@@ -193,17 +193,103 @@ describe("SegmentIdGenerator on MariaDB", () => {
         await nextLoaded();
         steps.push(generator.snapshot("t")!.step);
       }
-      // Loads: 10 (the table's step), 20 (taken right after: doubled), then per round 40, 40 (capped),
-      // 40, 40 (20 min: kept), 20, 10, 10 (40 min: halved, down to the table's step).
-      expect(steps).toEqual([40, 40, 40, 40, 20, 10, 10]);
+      // Loads: 10, 10 (the table's step twice, as Java Leaf: its update timestamp is set by the
+      // second load), then per round 20, 40, 40 (1 min: doubled, capped), 40 (20 min: kept),
+      // 20, 10, 10 (40 min: halved, down to the table's step).
+      expect(steps).toEqual([20, 40, 40, 40, 20, 10, 10]);
       const [max, tableStep] = await maxId();
       expect(tableStep).toBe(10);
-      expect(max).toBe(10n + 20n + 40n + 40n + 40n + 40n + 20n + 10n + 10n);
+      expect(max).toBe(10n + 10n + 20n + 40n + 40n + 40n + 20n + 10n + 10n);
       expect(store.stats().rangesTaken).toBe(9);
     } finally {
       await generator.close();
     }
   });
+
+  it("takes the table's step for the first two ranges and doubles from the third, as Java Leaf: max_id 4001 after 2100 ids", async () => {
+    // Java Leaf's demo row, on the real clock and Leaf's own dynamic-step settings.
+    const name = await table([["leaf-segment-test", 1n, 2000]]);
+    const { generator, store } = await generatorOn(name, { dynamicStep: true });
+    const maxId = async () => {
+      const [rows] = await admin.query<mysql.RowDataPacket[]>(`SELECT max_id FROM ${name}`);
+      return BigInt(rows[0]!.max_id);
+    };
+    try {
+      const first = await generator.nextIds("leaf-segment-test", 2100);
+      expect(first[0]).toBe(1n);
+      expect(first[2099]).toBe(2100n);
+      await eventually(() => expect(generator.snapshot("leaf-segment-test")?.loads).toBe(2));
+      // Ranges [1, 2001) and [2001, 4001): Java Leaf's max_id after 2100 ids.
+      expect(await maxId()).toBe(4001n);
+      expect(generator.snapshot("leaf-segment-test")?.step).toBe(2000);
+      // 10% into the second range the third load doubles the step (under 15 minutes since the second).
+      await generator.nextIds("leaf-segment-test", 200);
+      await eventually(() => expect(generator.snapshot("leaf-segment-test")?.loads).toBe(3));
+      expect(await maxId()).toBe(8001n);
+      expect(generator.snapshot("leaf-segment-test")?.step).toBe(4000);
+      expect(store.stats().rangesTaken).toBe(3);
+    } finally {
+      await generator.close();
+    }
+  });
+
+  it("after a restart takes first ranges by the load policy: every tag, only the hot ones, or the hot and recently served ones", async () => {
+    // Hundreds of tags with large steps, last touched two days ago; two are configured as hot.
+    const TAGS = 300;
+    const STEP = 1_000_000;
+    const hot = ["tag-000", "tag-001"];
+    const served = Array.from(
+      { length: 10 },
+      (_, i) => `tag-${String(100 + i * 7).padStart(3, "0")}`,
+    );
+    const setUp = async () => {
+      const name = await table([]);
+      const values = Array.from(
+        { length: TAGS },
+        (_, i) => `('tag-${String(i).padStart(3, "0")}', 1, ${STEP}, NOW() - INTERVAL 2 DAY)`,
+      );
+      await admin.query(
+        `INSERT INTO ${name} (biz_tag, max_id, step, update_time) VALUES ${values.join(", ")}`,
+      );
+      // The first run: Java Leaf's behaviour plus the hot tags; ten tags get requests.
+      const { generator } = await generatorOn(name, { loadOnStart: { tags: hot } });
+      for (const tag of served) await generator.nextId(tag);
+      await generator.close();
+      return name;
+    };
+    const rows = async (name: string) => {
+      const [result] = await admin.query<mysql.RowDataPacket[]>(
+        `SELECT biz_tag, max_id FROM ${name}`,
+      );
+      return new Map(result.map((r) => [String(r.biz_tag), BigInt(r.max_id)]));
+    };
+    /** Restarts on `name` with `loadOnStart` and answers the tags whose max_id moved at start. */
+    const restart = async (name: string, loadOnStart: SegmentGeneratorOptions["loadOnStart"]) => {
+      const before = await rows(name);
+      const { generator, store } = await generatorOn(name, { loadOnStart });
+      try {
+        const after = await rows(name);
+        const moved = [...after].filter(([tag, max]) => max !== before.get(tag)).map(([t]) => t);
+        expect(store.stats().rangesTaken).toBe(moved.length);
+        // A tag left for its first request starts where the table says, with no range lost.
+        const idle = "tag-299";
+        const lazy = !moved.includes(idle);
+        if (lazy) expect(await generator.nextId(idle)).toBe(before.get(idle));
+        return moved.sort();
+      } finally {
+        await generator.close();
+      }
+    };
+
+    const everyTag = await restart(await setUp(), true);
+    expect(everyTag).toHaveLength(TAGS);
+    const hotOnly = await restart(await setUp(), { tags: hot });
+    expect(hotOnly).toEqual(hot);
+    const recent = await restart(await setUp(), { tags: hot, updatedWithinMs: 3_600_000 });
+    expect(recent).toEqual([...hot, ...served].sort());
+    const javaLeaf = await restart(await setUp(), false);
+    expect(javaLeaf).toEqual([]);
+  }, 120_000);
 
   it("serves a tag added to the table and drops tags removed, down to none, at each refresh", async () => {
     const name = await table([["a", 1n, 10]]);

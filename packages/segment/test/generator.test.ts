@@ -185,6 +185,72 @@ describe("SegmentIdGenerator", () => {
     expect(generator.nextIdSync("t")).toBe(2n);
   });
 
+  it("loads early only the hot tags and the ones updated recently, at start, at refresh and on create", async () => {
+    const clock = new ManualClock(Date.UTC(2024, 0, 1));
+    const data = new MemorySegmentData();
+    const store = new RecordingStore({ data, now: () => clock.now() });
+    await store.createTag({ tag: "hot", step: 10 });
+    await store.createTag({ tag: "idle", step: 10 });
+    clock.advance(2 * 3_600_000);
+    await store.createTag({ tag: "busy", step: 10 });
+    clock.advance(60_000);
+    const { generator } = await started(
+      [],
+      {
+        clock,
+        refreshIntervalMs: 1_000_000,
+        loadOnStart: { tags: ["hot"], updatedWithinMs: 3_600_000 },
+      },
+      store,
+    );
+    expect(store.taken.map((r) => r.tag).sort()).toEqual(["busy", "hot"]);
+    expect(generator.snapshot("idle")?.initialized).toBe(false);
+    // The idle tag's first request loads its range, as Java Leaf.
+    expect(await generator.nextId("idle")).toBe(1n);
+    // A row added behind the generator's back is new, hence recent: loaded by the refresh.
+    await new MemorySegmentStore({ data, now: () => clock.now() }).createTag({
+      tag: "added",
+      step: 10,
+    });
+    await generator.refresh();
+    await eventually(() => expect(generator.snapshot("added")?.initialized).toBe(true));
+    // Created through the admin API: its row is new too.
+    await generator.createTag({ tag: "created", step: 10 });
+    await eventually(() => expect(generator.snapshot("created")?.initialized).toBe(true));
+    expect(store.taken.map((r) => r.tag).sort()).toEqual([
+      "added",
+      "busy",
+      "created",
+      "hot",
+      "idle",
+    ]);
+  });
+
+  it("with only hot tags named, loads those and leaves every other tag to its first request", async () => {
+    const store = new RecordingStore();
+    for (const tag of ["a", "b", "c"]) await store.createTag({ tag, step: 10 });
+    const { generator } = await started([], { loadOnStart: { tags: ["b", "not-stored"] } }, store);
+    expect(store.taken.map((r) => r.tag)).toEqual(["b"]);
+    expect(generator.nextIdSync("b")).toBe(1n);
+    expect(await generator.nextId("c")).toBe(1n);
+  });
+
+  it("refuses a malformed load policy, naming the key", () => {
+    const store = new MemorySegmentStore();
+    const bad = (loadOnStart: unknown, key: string) =>
+      expect(
+        () =>
+          new SegmentIdGenerator({
+            store,
+            loadOnStart: loadOnStart as SegmentGeneratorOptions["loadOnStart"],
+          }),
+      ).toThrow(expect.objectContaining({ details: expect.objectContaining({ key }) }));
+    bad("lazy", "loadOnStart");
+    bad({ tags: "hot" }, "loadOnStart.tags");
+    bad({ tags: ["a\nb"] }, "loadOnStart.tags");
+    bad({ updatedWithinMs: -1 }, "loadOnStart.updatedWithinMs");
+  });
+
   it("answers SEGMENTS_EXHAUSTED (-3) on the sync path at once when both ranges are used up", async () => {
     const { generator } = await started([{ tag: "t", step: 1, startId: 0n }], {
       preloadThreshold: 1,
@@ -226,7 +292,9 @@ describe("SegmentIdGenerator", () => {
       await nextLoaded();
     };
     for (const minutes of [0.5, 0.5, 0.5, 1.5, 3, 3, 3, 3]) await round(minutes);
-    expect(store.taken.map((r) => r.step)).toEqual([10, 20, 40, 80, 80, 80, 40, 20, 10, 10]);
+    // As Java Leaf: the first two ranges take the table's step (its update timestamp is 0 until
+    // the second load), the third is the first dynamic one, timed from the second load.
+    expect(store.taken.map((r) => r.step)).toEqual([10, 10, 20, 40, 80, 80, 40, 20, 10, 10]);
     expect(generator.snapshot("t")).toMatchObject({ step: 10, tableStep: 10 });
   });
 

@@ -21,6 +21,7 @@ import {
   type SegmentStore,
 } from "@leaf/segment";
 import type { ServerConfig } from "./config";
+import { envName } from "./config-keys";
 import { InstrumentedStore } from "./instrumented-store";
 import type { ServerMetrics } from "./metrics";
 import type {
@@ -104,13 +105,14 @@ async function startSegment(
       password: mysql.password,
       table: mysql.table,
     });
-    if (mysql.createTable) {
-      try {
-        await store.createSchema();
-      } catch (error) {
-        await store.close().catch(() => {});
-        throw startFailure("segment mode (creating the table)", error);
-      }
+    try {
+      if (mysql.createTable) await store.createSchema();
+      // A user without UPDATE, a missing table or a read-only server fails the start here rather
+      // than serving 503 on every request.
+      await store.checkAccess();
+    } catch (error) {
+      await store.close().catch(() => {});
+      throw startFailure("segment mode", withServerKeys(error, "segment.mysql"));
     }
     raw = store;
   }
@@ -183,7 +185,10 @@ async function startSnowflake(
   try {
     registry = await createRegistry(config);
   } catch (error) {
-    throw startFailure(`snowflake mode (${config.snowflake!.registry.kind} registry)`, error);
+    throw startFailure(
+      `snowflake mode (${config.snowflake!.registry.kind} registry)`,
+      withServerKeys(error, "snowflake.mysql"),
+    );
   }
   closers.push(() => registry.close());
   const events: LeaseEventRecord[] = [];
@@ -253,7 +258,7 @@ async function startSnowflake(
   } catch (error) {
     throw startFailure(
       `snowflake mode (${registry.kind} registry, node ${node.ip}:${node.port})`,
-      error,
+      registry.kind === "mysql" ? withServerKeys(error, "snowflake.mysql") : error,
     );
   }
   closers.push(() => worker.close());
@@ -338,6 +343,50 @@ async function startRedis(
   closers.push(() => sequence.close());
   logger.info({ namespace: settings.namespace }, "redis sequence ready");
   return { sequence, prefix: settings.prefix };
+}
+
+/** `key (ENV_NAME)`: how an operator finds a setting. */
+function keyText(key: string): string {
+  return `${key} (${envName(key)})`;
+}
+
+/**
+ * A MySQL error from a store or registry with its fix told in the server's keys rather than the
+ * library's options (`details.mysql` is the class core's MySQL layer gave it).
+ */
+function withServerKeys(error: unknown, prefix: "segment.mysql" | "snowflake.mysql"): unknown {
+  if (!isLeafError(error) || typeof error.details.problem !== "string") return error;
+  const table = prefix === "segment.mysql" ? "sql/leaf_alloc.sql" : "the registry's sql/ file";
+  const credentials = `check ${keyText(`${prefix}.username`)} / ${keyText(`${prefix}.password`)}`;
+  const fixes: Record<string, string> = {
+    unreachable: `check that the server is up and that ${keyText(`${prefix}.url`)} names it (host and port)`,
+    "read-only": `point ${keyText(`${prefix}.url`)} at the primary, or make the server writable (SET GLOBAL read_only = OFF)`,
+  };
+  const kind = String(error.details.mysql);
+  const errno = error.details.errno;
+  let fix = fixes[kind];
+  if (kind === "access") {
+    fix =
+      errno === 1045
+        ? credentials
+        : errno === 1044
+          ? `check the database in ${keyText(`${prefix}.url`)}, or grant the user its rights on it; else ${credentials}`
+          : `${String(error.details.fix)}; else ${credentials}`;
+  } else if (kind === "schema") {
+    fix =
+      errno === 1049
+        ? `check the database in ${keyText(`${prefix}.url`)}, or create it (CREATE DATABASE ...)`
+        : `set ${keyText(`${prefix}.createTable`)} to true to create it at start, or run ${table}`;
+  }
+  if (fix === undefined) return error;
+  return new LeafError({
+    component: error.component,
+    code: error.code,
+    leafCode: error.leafCode,
+    message: `${error.details.problem}; ${fix}`,
+    details: { ...error.details, fix },
+    cause: error,
+  });
 }
 
 /** A start-up failure that says which mode could not start, keeping the original code. */

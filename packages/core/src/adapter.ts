@@ -1,5 +1,5 @@
 // `@leaf/core/adapter`: what registry and store adapters build on (the lease core, request checks,
-// lock files, lease cache files, MySQL URLs). Not for applications: `@leaf/core` is their entry.
+// lock files, lease cache files, MySQL URLs and errors). Not for applications: `@leaf/core` is their entry.
 export {
   type AcquireRequestLimits,
   type CheckedAcquireRequest,
@@ -33,6 +33,15 @@ export {
   readLockFile,
   tryAcquireLockFile,
 } from "./lock-file";
+export {
+  classifyMysqlError,
+  describeMysqlError,
+  type MysqlErrorContext,
+  type MysqlErrorInfo,
+  type MysqlErrorKind,
+  type MysqlFixes,
+  mysqlError,
+} from "./mysql-errors";
 export {
   type MysqlHost,
   type MysqlUrlOptions,

@@ -3,7 +3,7 @@
 import { mkdtempSync, rmSync, unlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { registryConformance } from "@leaf/registry-conformance";
+import { registryConformance } from "@leaf/conformance/registry";
 import { afterAll, test } from "vitest";
 import { type LocalLease, LocalRegistry } from "../src/index";
 

@@ -2,7 +2,7 @@
 // mysql2 options or a ready pool), statements with a hard time limit so that a hung server never
 // stalls a lease, and MySQL errors turned into LeafErrors that say what to do.
 import { configError, ErrorCodes, LeafError } from "@leaf/core";
-import { parseMysqlUrl, redactMysqlUrl } from "@leaf/core/adapter";
+import { classifyMysqlError, mysqlError, parseMysqlUrl, redactMysqlUrl } from "@leaf/core/adapter";
 import {
   type Connection,
   createConnection,
@@ -24,73 +24,23 @@ export const COMPONENT = "registry-mysql";
  */
 export type MysqlConnection = string | PoolOptions | Pool;
 
-/** Error codes of a server that cannot be reached or stopped answering: a fallback may apply. */
-const UNREACHABLE_CODES = new Set([
-  "ECONNREFUSED",
-  "ECONNRESET",
-  "ETIMEDOUT",
-  "EHOSTUNREACH",
-  "ENETUNREACH",
-  "ENOTFOUND",
-  "EAI_AGAIN",
-  "EPIPE",
-  "ER_CON_COUNT_ERROR",
-  "ER_SERVER_SHUTDOWN",
-  "LEAF_TIMEOUT",
-]);
-
-/** Errors that mean the configuration (database, table, user) is wrong, not the network. */
-const CONFIG_CODES = new Set([
-  "ER_NO_SUCH_TABLE",
-  "ER_BAD_DB_ERROR",
-  "ER_ACCESS_DENIED_ERROR",
-  "ER_DBACCESS_DENIED_ERROR",
-  "ER_TABLEACCESS_DENIED_ERROR",
-  "ER_BAD_FIELD_ERROR",
-]);
+/** How an operator fixes the registry's configuration, in its option names. */
+const FIXES = {
+  credentials: "the user and password (the connection URL, or the user / password options)",
+  database: "the database in the connection URL",
+  createTable: "createSchema() (or the package's sql/ file) first",
+  server: "the connection option",
+};
 
 /** True when `error` says the server could not be reached or did not answer in time. */
 export function isUnreachable(error: unknown): boolean {
   if (error instanceof LeafError) return error.details.unreachable === true;
-  const code = (error as { code?: unknown } | undefined)?.code;
-  if (typeof code !== "string") return false;
-  return UNREACHABLE_CODES.has(code) || code.startsWith("PROTOCOL_");
+  return classifyMysqlError(error).kind === "unreachable";
 }
 
-/** Turns a mysql2 error into a LeafError naming what was being done. */
+/** Turns a mysql2 error into a LeafError naming what was being done and the operator's fix. */
 export function toLeafError(error: unknown, doing: string): LeafError {
-  if (error instanceof LeafError) return error;
-  const code = String((error as { code?: unknown } | undefined)?.code ?? "");
-  const text = (error as Error | undefined)?.message ?? String(error);
-  if (isUnreachable(error)) {
-    return new LeafError({
-      component: COMPONENT,
-      code: ErrorCodes.UNAVAILABLE,
-      message: `MySQL unreachable while ${doing}: ${text} (${code}); check the server and the network`,
-      details: { unreachable: true, mysqlCode: code },
-      cause: error,
-    });
-  }
-  if (CONFIG_CODES.has(code)) {
-    const hint =
-      code === "ER_NO_SUCH_TABLE" || code === "ER_BAD_FIELD_ERROR"
-        ? "create the table with createSchema() (or the package's sql/ file) first"
-        : "check the database name, user and grants in the connection settings";
-    return new LeafError({
-      component: COMPONENT,
-      code: ErrorCodes.INVALID_CONFIG,
-      message: `MySQL refused ${doing}: ${text} (${code}); ${hint}`,
-      details: { key: "connection", mysqlCode: code },
-      cause: error,
-    });
-  }
-  return new LeafError({
-    component: COMPONENT,
-    code: ErrorCodes.UNAVAILABLE,
-    message: `MySQL error while ${doing}: ${text}${code ? ` (${code})` : ""}`,
-    details: { mysqlCode: code },
-    cause: error,
-  });
+  return mysqlError(error, { component: COMPONENT, doing, fixes: FIXES });
 }
 
 /** Turns a URL or options into mysql2 pool options. */

@@ -2,7 +2,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { registryConformance } from "@leaf/registry-conformance";
+import { registryConformance } from "@leaf/conformance/registry";
 import { type MysqlHandle, startMysql, stopAll } from "@leaf/testkit";
 import { type Connection, createConnection, type RowDataPacket } from "mysql2/promise";
 import { afterAll, beforeAll, test } from "vitest";

@@ -1,5 +1,5 @@
 // The published registry conformance suite, unchanged, against a real ZooKeeper in both modes.
-import { registryConformance } from "@leaf/registry-conformance";
+import { registryConformance } from "@leaf/conformance/registry";
 import { startZookeeper, type ZookeeperHandle } from "@leaf/testkit";
 import { afterAll, beforeAll, test } from "vitest";
 import { ZookeeperRegistry } from "../src/index";

@@ -1,15 +1,4 @@
-export {
-  type SegmentConformanceContext,
-  type SegmentConformanceOptions,
-  type SegmentTestFunction,
-  segmentStoreConformance,
-  type Unsupported,
-} from "./conformance";
-export {
-  type SegmentDurabilityOptions,
-  segmentStoreDurabilityConformance,
-  type WriteFault,
-} from "./conformance-durability";
+export { type MysqlHost, type ParsedMysqlUrl, parseMysqlUrl } from "@leaf/core/adapter";
 export { type DynamicStepOptions, nextDynamicStep, resolveDynamicStep } from "./dynamic-step";
 export {
   EmbeddedSegmentStore,
@@ -30,7 +19,6 @@ export {
   type MysqlSegmentStoreOptions,
   type MysqlStoreStats,
 } from "./mysql-store";
-export { type MysqlHost, type ParsedMysqlUrl, parseMysqlUrl } from "./mysql-url";
 export type { RangeSnapshot } from "./segment-buffer";
 export {
   type EagerLoadOptions,

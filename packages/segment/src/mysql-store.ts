@@ -2,7 +2,16 @@
 // update-then-select in one transaction, sent as one round trip; several hosts in failover order,
 // never a range from a read-only server (a replica), whatever the user's privileges, and none while
 // more than one listed host is writable (a split brain) or from a host whose max id is behind.
-import { configError, ErrorCodes, LeafError, redactMysqlUrl } from "@leaf/core";
+import { configError, ErrorCodes, LeafError } from "@leaf/core";
+import {
+  classifyMysqlError,
+  type MysqlErrorInfo,
+  type MysqlFixes,
+  type MysqlHost,
+  mysqlError,
+  parseMysqlUrl,
+  redactMysqlUrl,
+} from "@leaf/core/adapter";
 import mysql, {
   type PoolCluster,
   type PoolConnection,
@@ -11,7 +20,6 @@ import mysql, {
   type RowDataPacket,
 } from "mysql2/promise";
 import { DEFAULT_TABLE, leafAllocSchema, quoteTable } from "./leaf-alloc-schema";
-import { type MysqlHost, parseMysqlUrl } from "./mysql-url";
 import type { NewTag, SegmentRange, SegmentStore, TagRecord } from "./segment-store";
 import {
   badStoredMaxId,
@@ -79,17 +87,23 @@ export interface MysqlStoreStats {
   hosts: string[];
 }
 
-/** MySQL error numbers that mean "this server does not take writes". */
-const READ_ONLY_ERRNOS = new Set([
-  1290, // ER_OPTION_PREVENTS_STATEMENT (--read-only)
-  1792, // ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION
-  1036, // ER_OPEN_AS_READONLY (innodb_read_only)
-  1015, // ER_CANT_LOCK
-  1874, // ER_INNODB_READ_ONLY
-]);
+/** How an operator fixes the store's configuration, in its option names. */
+const FIXES: MysqlFixes = {
+  credentials: "the user and password (the url, or the user / password options)",
+  database: "the database (the url's path, or the database option)",
+  createTable: "createSchema() or sql/leaf_alloc.sql",
+  server: "the url (or hosts) option",
+};
 
-/** Raised inside a host attempt when the server is read-only: move to the next host. */
-class ReadOnlyHost extends Error {}
+/**
+ * Raised inside a host attempt when the server is read-only: move to the next host. It carries the
+ * error MySQL itself gives a write on a read-only server, so it is classified the same way.
+ */
+class ReadOnlyHost extends Error {
+  readonly errno = 1290;
+  readonly code = "ER_OPTION_PREVENTS_STATEMENT";
+  readonly sqlState = "HY000";
+}
 
 interface RangeRow extends RowDataPacket {
   biz_tag: string;
@@ -144,7 +158,10 @@ export class MysqlSegmentStore implements SegmentStore {
         "{url} or {hosts, user, password, database}",
       );
     }
-    const parsed = options.url === undefined ? undefined : parseMysqlUrl(options.url);
+    const parsed =
+      options.url === undefined
+        ? undefined
+        : parseMysqlUrl(options.url, { component: COMPONENT, key: "url" });
     const hosts = options.hosts ?? parsed?.hosts;
     if (!Array.isArray(hosts) || hosts.length === 0) {
       throw configError(
@@ -223,14 +240,14 @@ export class MysqlSegmentStore implements SegmentStore {
 
   /** Creates the `leaf_alloc` table (Java Leaf's, column for column) when it does not exist. */
   async createSchema(): Promise<void> {
-    await this.withHost("create the table", async (conn) => {
+    await this.withHost("creating the table", async (conn) => {
       await this.checkWritable(conn);
       await this.send(conn, leafAllocSchema(this.tableName));
     });
   }
 
   async listTags(): Promise<string[]> {
-    const rows = await this.withHost("list tags", async (conn) => {
+    const rows = await this.withHost("listing tags", async (conn) => {
       const [result] = await this.send<RowDataPacket[]>(conn, `SELECT biz_tag FROM ${this.table}`);
       return result;
     });
@@ -238,7 +255,7 @@ export class MysqlSegmentStore implements SegmentStore {
   }
 
   async describeTags(): Promise<TagRecord[]> {
-    const rows = await this.withHost("describe tags", async (conn) => {
+    const rows = await this.withHost("describing tags", async (conn) => {
       const [result] = await this.send<TagRow[]>(
         conn,
         `SELECT biz_tag, max_id, step, description, CAST(UNIX_TIMESTAMP(update_time) AS SIGNED) AS updated FROM ${this.table} ORDER BY biz_tag`,
@@ -263,7 +280,7 @@ export class MysqlSegmentStore implements SegmentStore {
     // at or above their ends; ranges of calls still in flight may end higher in any order.
     const floor = this.floors.get(tag);
     const { range, host } = await this.withHost(
-      `take a range of tag ${JSON.stringify(tag)}`,
+      `taking a range of tag ${JSON.stringify(tag)}`,
       async (conn, host) => {
         // The max_id bound refuses a range past 2^63 - 1 before MySQL would raise "out of range".
         const update =
@@ -326,7 +343,7 @@ export class MysqlSegmentStore implements SegmentStore {
 
   async createTag(input: NewTag): Promise<TagRecord> {
     const tag = normalizeNewTag(input);
-    return this.withHost(`create tag ${JSON.stringify(tag.tag)}`, async (conn) => {
+    return this.withHost(`creating tag ${JSON.stringify(tag.tag)}`, async (conn) => {
       let results: [ResultSetHeader, TagRow[]];
       try {
         [results] = await this.send<[ResultSetHeader, TagRow[]]>(
@@ -346,7 +363,7 @@ export class MysqlSegmentStore implements SegmentStore {
   async updateStep(tag: string, step: number): Promise<TagRecord> {
     checkTag(tag);
     checkStep(step);
-    return this.withHost(`change the step of tag ${JSON.stringify(tag)}`, async (conn) => {
+    return this.withHost(`changing the step of tag ${JSON.stringify(tag)}`, async (conn) => {
       const [results] = await this.send<[ResultSetHeader, (TagRow & { read_only: number })[]]>(
         conn,
         `UPDATE ${this.table} SET step = ? WHERE biz_tag = ? AND @@global.read_only = 0; ${this.selectOne(", @@global.read_only AS read_only")}`,
@@ -361,7 +378,7 @@ export class MysqlSegmentStore implements SegmentStore {
 
   async deleteTag(tag: string): Promise<boolean> {
     checkTag(tag);
-    return this.withHost(`delete tag ${JSON.stringify(tag)}`, async (conn) => {
+    return this.withHost(`deleting tag ${JSON.stringify(tag)}`, async (conn) => {
       const [results] = await this.send<[ResultSetHeader, RowDataPacket[]]>(
         conn,
         `DELETE FROM ${this.table} WHERE biz_tag = ? AND @@global.read_only = 0; SELECT @@global.read_only AS read_only`,
@@ -371,6 +388,24 @@ export class MysqlSegmentStore implements SegmentStore {
       if (Number(results[1][0]?.read_only) !== 0)
         throw new ReadOnlyHost("@@global.read_only is ON");
       return false;
+    });
+  }
+
+  /**
+   * Checks, on the host in use, everything taking ranges needs, so that a wrong setting fails at
+   * start rather than on every request: the user logs in, the database and the table (with Java
+   * Leaf's columns) exist, the user may SELECT and UPDATE the table (a no-op `UPDATE ... WHERE 1 = 0`:
+   * MySQL and MariaDB check the privilege even when no row matches, and it changes nothing), and
+   * the server takes writes. Rejects with INVALID_CONFIG naming what to fix (access, schema), or
+   * UNAVAILABLE when no listed host answers writable.
+   */
+  async checkAccess(): Promise<void> {
+    await this.withHost("checking access to the table", async (conn) => {
+      await this.send(
+        conn,
+        `SELECT biz_tag, max_id, step, description, update_time FROM ${this.table} WHERE 1 = 0; UPDATE ${this.table} SET max_id = max_id, step = step WHERE 1 = 0`,
+      );
+      await this.checkWritable(conn);
     });
   }
 
@@ -466,8 +501,10 @@ export class MysqlSegmentStore implements SegmentStore {
   /**
    * Runs `body` on a connection to the host in use; on a connection failure, a timeout or a
    * read-only server, moves to the next host (a lone host gets a second try, for a pooled
-   * connection the server dropped). LeafErrors from `body` (unknown tag, exists, overflow) and SQL
-   * errors about the statement itself are final. All hosts failing gives UNAVAILABLE.
+   * connection the server dropped). LeafErrors from `body` (unknown tag, exists, overflow),
+   * configuration errors (access denied, missing database, table or column: INVALID_CONFIG) and SQL
+   * errors about the statement itself are final. All hosts failing gives UNAVAILABLE, each host
+   * named once with what it answered.
    */
   private async withHost<T>(
     what: string,
@@ -476,8 +513,7 @@ export class MysqlSegmentStore implements SegmentStore {
     if (this.closed) throw closedError("the MySQL segment store");
     const n = this.hostNames.length;
     const attempts = n === 1 ? 2 : n;
-    const failures: string[] = [];
-    let lastError: unknown;
+    const failures = new Map<string, { error: unknown; info: MysqlErrorInfo }>();
     for (let i = 0; i < attempts; i++) {
       const index = (this.current + i) % n;
       let conn: PoolConnection;
@@ -485,8 +521,7 @@ export class MysqlSegmentStore implements SegmentStore {
         conn = await this.cluster.getConnection(nodeId(index));
       } catch (error) {
         if (this.closed) throw closedError("the MySQL segment store");
-        failures.push(`${this.hostNames[index]}: ${describe(error)}`);
-        lastError = error;
+        failures.set(this.hostNames[index]!, this.failure(error, what, index));
         continue;
       }
       try {
@@ -503,32 +538,55 @@ export class MysqlSegmentStore implements SegmentStore {
         if (error instanceof LeafError || error instanceof ReadOnlyHost) conn.release();
         else conn.destroy();
         if (error instanceof LeafError) throw error;
-        const errno = (error as { errno?: number }).errno;
-        if (errno === 1146) {
-          throw new LeafError({
-            component: COMPONENT,
-            code: ErrorCodes.INVALID_CONFIG,
-            message: `the table ${this.tableName} does not exist on ${this.hostNames[index]}${this.database ? ` in database ${this.database}` : ""}; create it with createSchema() or sql/leaf_alloc.sql`,
-            details: { key: "table", value: this.tableName },
-            cause: error,
-          });
-        }
-        const readOnly =
-          error instanceof ReadOnlyHost || (errno !== undefined && READ_ONLY_ERRNOS.has(errno));
-        if (!readOnly && isStatementError(error)) throw statementError(what, error);
-        failures.push(
-          `${this.hostNames[index]}: ${readOnly ? `read-only (${describe(error)})` : describe(error)}`,
-        );
-        lastError = error;
+        failures.set(this.hostNames[index]!, this.failure(error, what, index));
       }
     }
+    const all = [...failures];
+    // A configuration error (access denied, missing database or table) on some host is what the
+    // operator must fix; one host alone says what is wrong (unreachable, read-only) and what to do.
+    const config = all.find(([, f]) => f.info.kind === "access" || f.info.kind === "schema");
+    if (config || all.length === 1) {
+      const [host, { error }] = config ?? all[0]!;
+      throw mysqlError(error, { ...this.context(what), host });
+    }
+    const seen = all.map(([host, f]) => `${host}: ${f.info.kind} (${f.info.text})`);
     throw new LeafError({
       component: COMPONENT,
       code: ErrorCodes.UNAVAILABLE,
-      message: `could not ${what}: no writable MySQL host answered (${failures.join("; ")}); check that the primary is up and not read-only`,
-      details: { hosts: this.hostNames, failures },
-      cause: lastError,
+      message: `no writable MySQL host answered while ${what} (${seen.join("; ")}); check that the primary is up and not read-only, and that ${FIXES.server} lists it`,
+      details: {
+        hosts: this.hostNames,
+        failures: seen,
+        unreachable: all.every(([, f]) => f.info.kind === "unreachable"),
+      },
+      cause: all[all.length - 1]![1].error,
     });
+  }
+
+  /**
+   * Classifies a host's failure; throws when it is final (a statement the server refuses, or a
+   * configuration error with one host), returns it when the next host may do better (with several
+   * hosts, one may lack the grants or the table that the primary has).
+   */
+  private failure(
+    error: unknown,
+    what: string,
+    index: number,
+  ): { error: unknown; info: MysqlErrorInfo } {
+    const info = classifyMysqlError(error);
+    const config = info.kind === "access" || info.kind === "schema";
+    const final =
+      (config && this.hostNames.length === 1) || (info.kind === "statement" && !info.transient);
+    if (final) throw mysqlError(error, { ...this.context(what), host: this.hostNames[index] });
+    return { error, info };
+  }
+
+  private context(what: string) {
+    const table =
+      this.database && !this.tableName.includes(".")
+        ? `${this.database}.${this.tableName}`
+        : this.tableName;
+    return { component: COMPONENT, doing: what, table, fixes: FIXES };
   }
 }
 
@@ -546,31 +604,6 @@ function toRecord(row: TagRow): TagRecord {
     description: row.description ?? null,
     updatedAt: updated !== null && Number.isFinite(updated) ? updated : null,
   };
-}
-
-function describe(error: unknown): string {
-  const e = error as { code?: string; message?: string };
-  const message = e?.message ?? String(error);
-  return e?.code && !message.includes(e.code) ? `${e.code}: ${message}` : message;
-}
-
-/** An SQL error about the statement or data (not the connection): retrying elsewhere won't help. */
-function isStatementError(error: unknown): boolean {
-  const e = error as { errno?: number; sqlState?: string; fatal?: boolean };
-  if (e.fatal || e.errno === undefined || e.sqlState === undefined) return false;
-  // Class 08 is connection exceptions, 40 transaction rollback (deadlock: retry), HY000 is generic.
-  return !/^(08|40|HY)/.test(e.sqlState);
-}
-
-function statementError(what: string, error: unknown): LeafError {
-  const e = error as { errno?: number; code?: string; message?: string };
-  return new LeafError({
-    component: COMPONENT,
-    code: ErrorCodes.INVALID_ARGUMENT,
-    message: `could not ${what}: MySQL refused the statement (${e.code} ${e.errno}: ${e.message})`,
-    details: { errno: e.errno, sqlCode: e.code },
-    cause: error,
-  });
 }
 
 /**

@@ -19,10 +19,10 @@ import { createRequire } from "node:module";
 import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
+import { segmentStoreDurabilityConformance } from "@leaf/conformance/segment-store";
 import { ErrorCodes, type LeafError, readLockFile } from "@leaf/core";
 import { ChildLines } from "@leaf/testkit";
 import { afterAll, describe, expect, it, test } from "vitest";
-import { segmentStoreDurabilityConformance } from "../src/index";
 import { EmbeddedSegmentStore, JOURNAL_FILE, LOCK_FILE, type SegmentRange } from "../src/index";
 
 const root = mkdtempSync(join(tmpdir(), "leaf-segment-faults-"));

@@ -9,15 +9,11 @@ import {
 } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { segmentStoreConformance } from "@leaf/conformance/segment-store";
 import { ErrorCodes, isLeafError } from "@leaf/core";
 import { ChildLines, runNode, spawnNode } from "@leaf/testkit";
 import { afterAll, describe, expect, it, test } from "vitest";
-import {
-  EmbeddedSegmentStore,
-  JOURNAL_FILE,
-  LOCK_FILE,
-  segmentStoreConformance,
-} from "../src/index";
+import { EmbeddedSegmentStore, JOURNAL_FILE, LOCK_FILE } from "../src/index";
 
 const root = mkdtempSync(join(tmpdir(), "leaf-segment-embedded-"));
 const taker = join(import.meta.dirname, "fixtures", "embedded-taker.ts");

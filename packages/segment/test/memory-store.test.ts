@@ -1,5 +1,6 @@
+import { segmentStoreConformance } from "@leaf/conformance/segment-store";
 import { test } from "vitest";
-import { MemorySegmentData, MemorySegmentStore, segmentStoreConformance } from "../src/index";
+import { MemorySegmentData, MemorySegmentStore } from "../src/index";
 
 const storages = new Map<string, MemorySegmentData>();
 

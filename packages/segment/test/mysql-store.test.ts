@@ -1,15 +1,11 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
+import { segmentStoreConformance } from "@leaf/conformance/segment-store";
 import { ErrorCodes, isLeafError } from "@leaf/core";
 import { type MysqlHandle, startMysql } from "@leaf/testkit";
 import mysql from "mysql2/promise";
 import { afterAll, beforeAll, describe, expect, it, test } from "vitest";
-import {
-  createSchema,
-  LEAF_ALLOC_SCHEMA,
-  MysqlSegmentStore,
-  segmentStoreConformance,
-} from "../src/index";
+import { createSchema, LEAF_ALLOC_SCHEMA, MysqlSegmentStore } from "../src/index";
 
 let db: MysqlHandle;
 let database: string;
@@ -225,6 +221,95 @@ describe("MysqlSegmentStore", () => {
       );
     } finally {
       await store.close();
+    }
+  });
+
+  it("checkAccess() refuses a user without UPDATE with INVALID_CONFIG naming the privilege and the table, and passes one with it", async () => {
+    const table = "leaf_alloc_grants";
+    const root = await mysql.createConnection(db.connectionOptions(database));
+    const owner = new MysqlSegmentStore({ url: db.urlFor(database), table });
+    try {
+      await owner.createSchema();
+      for (const [user, grants] of [
+        ["seg_select", "SELECT"],
+        ["seg_update", "SELECT, UPDATE"],
+      ] as const) {
+        await root.query(`CREATE USER IF NOT EXISTS '${user}'@'%' IDENTIFIED BY 'pw'`);
+        await root.query(`GRANT ${grants} ON \`${database}\`.\`${table}\` TO '${user}'@'%'`);
+      }
+      const as = (user: string) =>
+        new MysqlSegmentStore({
+          hosts: [{ host: db.host, port: db.port }],
+          user,
+          password: "pw",
+          database,
+          table,
+        });
+      const selectOnly = as("seg_select");
+      const error = await selectOnly.checkAccess().then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      await selectOnly.close();
+      expect(isLeafError(error, ErrorCodes.INVALID_CONFIG)).toBe(true);
+      expect((error as Error).message).toContain(
+        `the user may not UPDATE on table ${database}.${table}`,
+      );
+      expect((error as Error).message).toContain(`GRANT UPDATE ON ${database}.${table}`);
+      expect((error as { details: { mysql: string } }).details.mysql).toBe("access");
+      const updater = as("seg_update");
+      await expect(updater.checkAccess()).resolves.toBeUndefined();
+      await updater.close();
+      // The no-op UPDATE changed nothing.
+      expect(await owner.listTags()).toEqual([]);
+    } finally {
+      await owner.close();
+      await root.end();
+    }
+  });
+
+  it("checkAccess() refuses a read-only server for a user without SUPER, and a wrong password as access denied", async () => {
+    const table = "leaf_alloc_ro_check";
+    const root = await mysql.createConnection(db.connectionOptions(database));
+    const owner = new MysqlSegmentStore({ url: db.urlFor(database), table });
+    const store = new MysqlSegmentStore({
+      hosts: [{ host: db.host, port: db.port }],
+      user: "seg_ro_check",
+      password: "pw",
+      database,
+      table,
+    });
+    const wrong = new MysqlSegmentStore({
+      hosts: [{ host: db.host, port: db.port }],
+      user: "seg_ro_check",
+      password: "not-the-password",
+      database,
+      table,
+    });
+    try {
+      await owner.createSchema();
+      await root.query("CREATE USER IF NOT EXISTS 'seg_ro_check'@'%' IDENTIFIED BY 'pw'");
+      await root.query(`GRANT SELECT, UPDATE ON \`${database}\`.* TO 'seg_ro_check'@'%'`);
+      await root.query("SET GLOBAL read_only = ON");
+      await expect(store.checkAccess()).rejects.toSatisfy(
+        (e: unknown) =>
+          isLeafError(e, ErrorCodes.UNAVAILABLE) &&
+          (e as Error).message.includes(`the server on ${db.host}:${db.port} is read-only`),
+      );
+      await root.query("SET GLOBAL read_only = OFF");
+      await expect(store.checkAccess()).resolves.toBeUndefined();
+      const denied = await wrong.checkAccess().then(
+        () => undefined,
+        (e: unknown) => e as Error,
+      );
+      expect(isLeafError(denied, ErrorCodes.INVALID_CONFIG)).toBe(true);
+      expect(denied!.message).toMatch(/access denied on .*Access denied for user 'seg_ro_check'/);
+      expect(denied!.message).toContain("check the user and password");
+      expect(denied!.message.split(`${db.host}:${db.port}`).length - 1).toBe(1);
+    } finally {
+      await root.query("SET GLOBAL read_only = OFF");
+      await root.end();
+      await Promise.all([owner.close(), store.close(), wrong.close()]);
     }
   });
 

@@ -3,8 +3,15 @@
 // could not store, and a new instance on the same storage must never hand out an acknowledged id again.
 import assert from "node:assert/strict";
 import { isLeafError } from "@leaf/core";
-import type { SegmentConformanceContext, SegmentTestFunction, Unsupported } from "./conformance";
-import type { SegmentRange, SegmentStore } from "./segment-store";
+import type { SegmentRange, SegmentStore } from "@leaf/segment";
+import {
+  type Capability,
+  type ConformanceContext,
+  isUnsupported,
+  skipUnsupported,
+  type TestFunction,
+  uniqueNamespace,
+} from "./shared";
 
 /** A write fault made real on a store's storage, and how to end it. */
 export interface WriteFault {
@@ -13,24 +20,22 @@ export interface WriteFault {
 }
 
 /** Options of {@link segmentStoreDurabilityConformance}. */
-export interface SegmentDurabilityOptions {
+export interface SegmentStoreDurabilityOptions {
   /** Name shown in front of every test, e.g. "embedded store". */
   name: string;
   /** Returns a NEW store instance on the storage of `namespace` (as in the main suite). */
-  create: (context: SegmentConformanceContext) => Promise<SegmentStore>;
+  create: (context: ConformanceContext) => Promise<SegmentStore>;
   /**
    * Makes the storage of `namespace` refuse further writes for real while `store` is open: fills
    * the disk under it (a small tmpfs), or sets the database read-only. A store whose storage cannot
    * be made to fail on demand says why with `{ unsupported }`.
    */
-  induceWriteFault:
-    | ((context: SegmentConformanceContext, store: SegmentStore) => Promise<WriteFault>)
-    | Unsupported;
+  induceWriteFault: Capability<
+    (context: ConformanceContext, store: SegmentStore) => Promise<WriteFault>
+  >;
   /** Per-test time limit in ms (default 60,000). */
   timeoutMs?: number;
 }
-
-let counter = 0;
 
 /**
  * Registers the durability conformance tests with vitest's `test`: under a real write fault the
@@ -38,19 +43,20 @@ let counter = 0;
  * ends a new instance on the same storage hands out ids above every range acknowledged before.
  */
 export function segmentStoreDurabilityConformance(
-  test: SegmentTestFunction,
-  options: SegmentDurabilityOptions,
+  test: TestFunction,
+  options: SegmentStoreDurabilityOptions,
 ): void {
-  const title = `${options.name}: never acknowledges a range it could not store (a short or failed write), and never hands it out again`;
+  const title =
+    "never acknowledges a range it could not store (a short or failed write), and never hands it out again";
   const induce = options.induceWriteFault;
-  if (typeof induce !== "function") {
-    test.skip(`${title} (unsupported: ${induce.unsupported})`, async () => {});
+  if (isUnsupported(induce)) {
+    skipUnsupported(test, options.name, title, induce);
     return;
   }
   test(
-    title,
+    `${options.name}: ${title}`,
     async () => {
-      const namespace = `segd${Date.now().toString(36)}${(counter++).toString(36)}`;
+      const namespace = uniqueNamespace("segd");
       const context = { namespace };
       const opened: SegmentStore[] = [];
       const open = async () => {

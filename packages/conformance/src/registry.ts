@@ -1,5 +1,6 @@
 // The conformance suite every worker-id registry runs unchanged: ours (zk, mysql, local) and third
 // parties'. It takes vitest's `test` so that it registers real tests in the adapter's own test file.
+// Subpath `@leaf/conformance/registry`.
 import {
   type AcquireRequest,
   ErrorCodes,
@@ -9,26 +10,21 @@ import {
   type WorkerIdRegistry,
   type WorkerLease,
 } from "@leaf/core";
+import {
+  type Capability,
+  type ConformanceContext,
+  isUnsupported,
+  NOT_DECLARED,
+  skipUnsupported,
+  type TestFunction,
+  type Unsupported,
+  uniqueNamespace,
+} from "./shared";
 
-/** The part of vitest's `test` the suite uses. */
-export interface TestFunction {
-  (name: string, fn: () => Promise<void>, timeout?: number): void;
-  skip: (name: string, fn: () => Promise<void>) => void;
-}
-
-/** What the suite passes to the factory. */
-export interface ConformanceContext {
-  /** A name unique to the running test: use it as the service name (leaf.name) or to isolate storage. */
-  namespace: string;
-}
-
-/** A switched-off capability: the reason is shown in the skipped test's name. */
-export interface Unsupported {
-  unsupported: string;
-}
+export type { Capability, ConformanceContext, TestFunction, Unsupported } from "./shared";
 
 /** Options of {@link registryConformance}. */
-export interface ConformanceOptions {
+export interface RegistryConformanceOptions {
   /** Name shown in front of every test, e.g. "registry-zk (recycle mode)". */
   name: string;
   /**
@@ -49,24 +45,23 @@ export interface ConformanceOptions {
    * maxWorkerId + 1; fewer when the registry never grants some ids, as ids from AUTO_INCREMENT that
    * start at 1) each get an id and the next gets WORKER_IDS_EXHAUSTED.
    */
-  exhaustion?: { maxWorkerId?: number; capacity?: number } | Unsupported;
+  exhaustion?: Capability<{ maxWorkerId?: number; capacity?: number }>;
   /** Causes `lease` to be lost (session expiry, lease timeout, revocation); the suite awaits `lost`. */
-  leaseLoss?:
-    | {
-        induce: (lease: WorkerLease, context: ConformanceContext) => Promise<void>;
-        waitMs?: number;
-      }
-    | Unsupported;
+  leaseLoss?: Capability<{
+    induce: (lease: WorkerLease, context: ConformanceContext) => Promise<void>;
+    waitMs?: number;
+  }>;
   /** Backup worker ids leased with the primary one. */
-  backups?: true | Unsupported;
+  backups?: Capability<true>;
   /** A lone node that releases and acquires again gets the same worker id back (default true). */
-  sameIdOnReacquire?: true | Unsupported;
+  sameIdOnReacquire?: Capability<true>;
 }
 
-let namespaceCounter = 0;
+/** @deprecated The name in `@leaf/registry-conformance`: use {@link RegistryConformanceOptions}. */
+export type ConformanceOptions = RegistryConformanceOptions;
 
 /** Registers the conformance tests for one registry with vitest's `test`. */
-export function registryConformance(test: TestFunction, options: ConformanceOptions): void {
+export function registryConformance(test: TestFunction, options: RegistryConformanceOptions): void {
   const timeout = options.timeoutMs ?? 30_000;
   const maxWorkerId = options.maxWorkerId ?? 1023;
   const nodeOf =
@@ -82,7 +77,7 @@ export function registryConformance(test: TestFunction, options: ConformanceOpti
     test(
       `${options.name}: ${title}`,
       async () => {
-        const namespace = `conf${Date.now().toString(36)}${(namespaceCounter++).toString(36)}`;
+        const namespace = uniqueNamespace("conf");
         const opened: WorkerIdRegistry[] = [];
         const leases: WorkerLease[] = [];
         const s: Scenario = {
@@ -114,7 +109,7 @@ export function registryConformance(test: TestFunction, options: ConformanceOpti
     );
   };
   const skipped = (title: string, reason: Unsupported) =>
-    test.skip(`${options.name}: ${title} (not offered: ${reason.unsupported})`, async () => {});
+    skipUnsupported(test, options.name, title, reason);
 
   scenario(
     "grants distinct worker ids inside the layout's range to concurrent acquirers",
@@ -158,7 +153,7 @@ export function registryConformance(test: TestFunction, options: ConformanceOpti
       );
     } else {
       expectTrue(
-        typeof options.sameIdOnReacquire === "object",
+        isUnsupported(options.sameIdOnReacquire),
         `a lone node got worker id ${again.workerId} back instead of ${first.workerId}`,
       );
     }
@@ -244,7 +239,7 @@ export function registryConformance(test: TestFunction, options: ConformanceOpti
   });
 
   const exhaustion = options.exhaustion ?? {};
-  if ("unsupported" in exhaustion)
+  if (isUnsupported(exhaustion))
     skipped("fails with a clear error when worker ids run out", exhaustion);
   else {
     scenario("fails with a clear error when worker ids run out", async (s) => {
@@ -271,7 +266,7 @@ export function registryConformance(test: TestFunction, options: ConformanceOpti
     });
   }
 
-  const backups = options.backups ?? { unsupported: "not declared by the adapter" };
+  const backups = options.backups ?? NOT_DECLARED;
   if (backups !== true) skipped("leases backup worker ids distinct from every other id", backups);
   else {
     scenario("leases backup worker ids distinct from every other id", async (s) => {
@@ -283,9 +278,8 @@ export function registryConformance(test: TestFunction, options: ConformanceOpti
     });
   }
 
-  const loss = options.leaseLoss ?? { unsupported: "not declared by the adapter" };
-  if ("unsupported" in loss)
-    skipped("signals a lost lease and the wired generator is fenced", loss);
+  const loss = options.leaseLoss ?? NOT_DECLARED;
+  if (isUnsupported(loss)) skipped("signals a lost lease and the wired generator is fenced", loss);
   else {
     scenario("signals a lost lease and the wired generator is fenced", async (s) => {
       const worker = await startSnowflakeWorker({

@@ -1,6 +1,6 @@
 import { MemoryRegistry, MemoryRegistryStore } from "@leaf/core";
 import { test } from "vitest";
-import { registryConformance } from "../src/index";
+import { registryConformance } from "../src/registry";
 
 const stores = new Map<string, MemoryRegistryStore>();
 const storeFor = (namespace: string) => {

@@ -596,9 +596,11 @@ export class SegmentIdGenerator {
     b.loadFailures++;
     b.consecutiveFailures++;
     b.lastError = error;
+    // A split brain or a configuration problem (access denied, a revoked grant, a missing table)
+    // needs an operator: reported at error level. Loads still retry, so a fix is picked up.
     this.report(
       error,
-      reasonOf(error) === "split-brain"
+      reasonOf(error) === "split-brain" || isLeafError(error, ErrorCodes.INVALID_CONFIG)
         ? { tag: b.tag, operation: "load", level: "error" }
         : { tag: b.tag, operation: "load" },
     );
@@ -732,7 +734,10 @@ export class SegmentIdGenerator {
       leafCode: LeafCodes.SEGMENTS_EXHAUSTED,
       message:
         `no id for tag ${JSON.stringify(b.tag)}: both ranges are used up and ${why}` +
-        `${waitedMs > 0 ? ` after waiting ${waitedMs} ms` : ""}; the ${this.store.kind} store may be down or slow, retry shortly`,
+        `${waitedMs > 0 ? ` after waiting ${waitedMs} ms` : ""}; ` +
+        (isLeafError(b.lastError, ErrorCodes.INVALID_CONFIG) && b.consecutiveFailures > 0
+          ? `the ${this.store.kind} store refuses this node (a configuration problem, not an outage): fix it as the cause says`
+          : `the ${this.store.kind} store may be down or slow, retry shortly`),
       details: { tag: b.tag, waitedMs, loadFailures: b.loadFailures },
       cause: b.consecutiveFailures > 0 ? b.lastError : undefined,
     });

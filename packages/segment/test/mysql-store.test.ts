@@ -5,7 +5,12 @@ import { ErrorCodes, isLeafError } from "@leaf/core";
 import { type MysqlHandle, startMysql } from "@leaf/testkit";
 import mysql from "mysql2/promise";
 import { afterAll, beforeAll, describe, expect, it, test } from "vitest";
-import { createSchema, LEAF_ALLOC_SCHEMA, MysqlSegmentStore } from "../src/index";
+import {
+  createSchema,
+  LEAF_ALLOC_SCHEMA,
+  MysqlSegmentStore,
+  SegmentIdGenerator,
+} from "../src/index";
 
 let db: MysqlHandle;
 let database: string;
@@ -221,6 +226,52 @@ describe("MysqlSegmentStore", () => {
       );
     } finally {
       await store.close();
+    }
+  });
+
+  it("reports a grant revoked while serving as a configuration problem at error level, not as a store that may be down", async () => {
+    const table = "leaf_alloc_revoked";
+    const root = await mysql.createConnection(db.connectionOptions(database));
+    const owner = new MysqlSegmentStore({ url: db.urlFor(database), table });
+    const reported: Array<{ level?: string; code?: string }> = [];
+    let generator: SegmentIdGenerator | undefined;
+    try {
+      await owner.createSchema();
+      await owner.createTag({ tag: "revoked", step: 10 });
+      await root.query(`CREATE USER IF NOT EXISTS 'seg_revoked'@'%' IDENTIFIED BY 'pw'`);
+      await root.query(`GRANT SELECT, UPDATE ON \`${database}\`.\`${table}\` TO 'seg_revoked'@'%'`);
+      const store = new MysqlSegmentStore({
+        hosts: [{ host: db.host, port: db.port }],
+        user: "seg_revoked",
+        password: "pw",
+        database,
+        table,
+      });
+      generator = new SegmentIdGenerator({
+        store,
+        dynamicStep: false,
+        exhaustedWaitMs: 200,
+        onError: (error, context) =>
+          reported.push({ level: context.level, code: (error as { code?: string }).code }),
+      });
+      await generator.start();
+      expect(await generator.nextId("revoked")).toBe(1n);
+      await root.query(`REVOKE UPDATE ON \`${database}\`.\`${table}\` FROM 'seg_revoked'@'%'`);
+      // Use up both ranges: the next load is refused for want of UPDATE.
+      let refusal: unknown;
+      for (let i = 0; i < 40 && refusal === undefined; i++) {
+        await generator.nextId("revoked").catch((e: unknown) => {
+          refusal = e;
+        });
+      }
+      expect(isLeafError(refusal, ErrorCodes.SEGMENTS_EXHAUSTED)).toBe(true);
+      expect((refusal as Error).message).toContain("a configuration problem, not an outage");
+      expect(reported.some((r) => r.level === "error" && r.code === "INVALID_CONFIG")).toBe(true);
+    } finally {
+      await generator?.close();
+      await owner.close();
+      await root.query("DROP USER IF EXISTS 'seg_revoked'@'%'");
+      await root.end();
     }
   });
 

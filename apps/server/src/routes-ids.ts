@@ -262,7 +262,11 @@ export function registerIdRoutes(
       const layout = readLayoutName(single(request.query, "layout"));
       const timeZone = single(request.query, "timeZone");
       if (timeZone !== undefined && layout !== "redis-sequence") {
-        throw badParameter("timeZone", timeZone, "no timeZone: it applies to layout=redis-sequence only");
+        throw badParameter(
+          "timeZone",
+          timeZone,
+          "no timeZone: it applies to layout=redis-sequence only",
+        );
       }
       const format = timeZone === undefined ? sequenceFormat() : formatIn(timeZone);
       return reply.send(decodeId(request.params.id!, layout, snowflakeLayout, format));

@@ -88,7 +88,8 @@ const LEAF_ERROR = Symbol.for("@leaf/core/LeafError");
 export class LeafError extends Error {
   /** `instanceof LeafError` is true for a LeafError made by any copy of @leaf/core. */
   static override [Symbol.hasInstance](value: unknown): boolean {
-    // A subclass keeps the ordinary prototype check.
+    // A subclass keeps the ordinary prototype check: `this` is the class instanceof was asked about.
+    // biome-ignore lint/complexity/noThisInStatic: the receiver decides, LeafError or a subclass
     if (this !== LeafError) return Function.prototype[Symbol.hasInstance].call(this, value);
     return typeof value === "object" && value !== null && LEAF_ERROR in value;
   }

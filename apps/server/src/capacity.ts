@@ -3,8 +3,7 @@
 // page and in the metrics, and logged as warnings at start and then hourly while they hold.
 import { MAX_ID } from "@leaf/segment";
 import { type Activity, LONG_RATE_SECONDS } from "./activity";
-import type { AppContext } from "./id-sources";
-import type { ServiceLogger } from "./leaf-services";
+import type { ServerView, ServiceLogger } from "./service-types";
 
 /** Warn when the layout, or a tag's max_id headroom at its current rate, lasts fewer years. */
 export const WARN_YEARS = 5;
@@ -87,7 +86,7 @@ export class CapacityWatch {
   /** The store's max_id per tag as last read. */
   private readonly storeMaxIds = new Map<string, bigint>();
   private readonly logged = new Map<string, number>();
-  private ctx: AppContext | undefined;
+  private ctx: ServerView | undefined;
   private logger: ServiceLogger | undefined;
   private timer: NodeJS.Timeout | undefined;
   private checking: Promise<CapacityView> | undefined;
@@ -95,7 +94,7 @@ export class CapacityWatch {
   constructor(private readonly activity: Activity) {}
 
   /** The server whose capacity is watched, and where warnings go. */
-  bind(ctx: AppContext, logger: ServiceLogger): void {
+  bind(ctx: ServerView, logger: ServiceLogger): void {
     this.ctx = ctx;
     this.logger = logger;
   }
@@ -213,7 +212,7 @@ export class CapacityWatch {
     return view;
   }
 
-  private workerIds(ctx: AppContext): WorkerIdCapacity {
+  private workerIds(ctx: ServerView): WorkerIdCapacity {
     const settings = ctx.config.snowflake!;
     const registry = settings.registry;
     const mode = registry.kind === "local" ? "configured" : registry.mode;

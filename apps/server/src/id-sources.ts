@@ -3,8 +3,8 @@
 import { ErrorCodes, isLeafError, LeafCodes, LeafError } from "@leaf/core";
 import type { ServerConfig } from "./config";
 import { HttpCodes, HttpError } from "./http-errors";
-import type { LeafServices, RedisSequenceMode, SegmentMode, SnowflakeMode } from "./leaf-services";
 import type { ServerMetrics, SnowflakeTally, Tally } from "./metrics";
+import type { LeafServices, RedisSequenceMode, SegmentMode, SnowflakeMode } from "./service-types";
 
 /** What the routes share: the configuration, the metrics and the running services. */
 export interface AppContext {

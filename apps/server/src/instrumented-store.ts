@@ -3,7 +3,13 @@
 import { performance } from "node:perf_hooks";
 import { isLeafError } from "@leaf/core";
 import type { NewTag, SegmentRange, SegmentStore, TagRecord } from "@leaf/segment";
-import type { ServerMetrics } from "./metrics";
+
+/** The counters this store feeds (ServerMetrics has them; named here so the two files do not import each other). */
+export interface StoreMetrics {
+  segmentLoads: { inc(labels: { tag: string; result: "ok" | "error" }): void };
+  segmentLoadSeconds: { observe(labels: { tag: string }, seconds: number): void };
+  storeErrors: { inc(labels: { store: string; operation: string }): void };
+}
 
 /** The store's connection as its last operations saw it. */
 export interface StoreHealth {
@@ -24,7 +30,7 @@ export class InstrumentedStore implements SegmentStore {
 
   constructor(
     private readonly store: SegmentStore,
-    private readonly metrics: ServerMetrics,
+    private readonly metrics: StoreMetrics,
   ) {
     this.kind = store.kind;
   }

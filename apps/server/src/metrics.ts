@@ -6,9 +6,8 @@ import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom
 import { Activity } from "./activity";
 import { type CapacityView, CapacityWatch } from "./capacity";
 import { configSummary } from "./config-summary";
-import type { AppContext } from "./id-sources";
 import { InstrumentedStore } from "./instrumented-store";
-import type { LeafServices, ServiceLogger } from "./service-types";
+import type { LeafServices, ServerView, ServiceLogger } from "./service-types";
 
 /** A counter bumped on the hot path: a plain number read at scrape time. */
 export interface Tally {
@@ -464,7 +463,7 @@ export class ServerMetrics {
   }
 
   /** Binds the server: its services, the capacity watch's configuration and logger. */
-  bind(ctx: AppContext, logger: ServiceLogger): void {
+  bind(ctx: ServerView, logger: ServiceLogger): void {
     this.services ??= () => ctx.services;
     this.info = { version: ctx.version, config: configSummary(ctx.config).fingerprint };
     this.capacity.bind(ctx, logger);

@@ -9,6 +9,7 @@ import type {
 } from "@leaf/core";
 import type { RedisSequence } from "@leaf/redis-sequence";
 import type { SegmentIdGenerator, SegmentStore } from "@leaf/segment";
+import type { ServerConfig } from "./config-types";
 
 /** The little of a logger the services use (pino's, in the server). */
 export interface ServiceLogger {
@@ -55,4 +56,14 @@ export interface LeafServices {
   redisSequence: RedisSequenceMode | undefined;
   /** Stops the worker (last report, lease released), the generator and Redis; then the registry and store. */
   close(): Promise<void>;
+}
+
+/**
+ * What the metrics and the capacity watch read of a running server: a narrow view of AppContext
+ * (id-sources.ts), so that those files need not import the route layer.
+ */
+export interface ServerView {
+  config: ServerConfig;
+  services: LeafServices | undefined;
+  version: string;
 }

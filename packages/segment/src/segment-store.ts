@@ -1,7 +1,6 @@
 // The segment-store contract: where segment mode takes its id ranges from. Implemented by the MySQL
 // store (Java Leaf's leaf_alloc table), the embedded store and the in-memory store; checked by
 // segmentStoreConformance, which third-party stores run unchanged.
-import type { RangeRefusal } from "./validation";
 
 /**
  * A range of ids taken from a store: `[start, end)`, that is `start` up to `end - 1`.
@@ -105,3 +104,19 @@ export interface SegmentStore {
   /** Releases connections, files and locks. Idempotent; later calls reject with `CLOSED`. */
   close(): Promise<void>;
 }
+
+/**
+ * Why a store or the generator refused a range: `details.reason` of its CORRUPT_DATA error.
+ * - `bad-step`: the stored step is not an integer from 1 to 2,147,483,647 (a damaged row).
+ * - `bad-max-id`: the stored max id is negative.
+ * - `max-id-moved-back`: the max id is below the end of a range this process already took.
+ * - `stale-primary`: the same, on a host other than the one that range came from (a failover to a
+ *   server that lost writes).
+ * - `bad-range`: a store answered a range that is not `[start, start + step)` with `end > start`.
+ */
+export type RangeRefusal =
+  | "bad-step"
+  | "bad-max-id"
+  | "max-id-moved-back"
+  | "stale-primary"
+  | "bad-range";

@@ -1,7 +1,7 @@
 // Checks of tags, steps, start ids and descriptions, shared by every store and the generator, so
 // that bad input gets the same clear INVALID_ARGUMENT error wherever it enters.
 import { argumentError, ErrorCodes, LeafCodes, LeafError } from "@leaf/core";
-import type { NewTag, SegmentRange } from "./segment-store";
+import type { NewTag, RangeRefusal, SegmentRange } from "./segment-store";
 
 /** Component name in every error of this package. */
 export const COMPONENT = "segment";
@@ -138,21 +138,7 @@ export function rangeOverflow(tag: string, maxId: bigint, step: number): LeafErr
   });
 }
 
-/**
- * Why a store or the generator refused a range: `details.reason` of its CORRUPT_DATA error.
- * - `bad-step`: the stored step is not an integer from 1 to 2,147,483,647 (a damaged row).
- * - `bad-max-id`: the stored max id is negative.
- * - `max-id-moved-back`: the max id is below the end of a range this process already took.
- * - `stale-primary`: the same, on a host other than the one that range came from (a failover to a
- *   server that lost writes).
- * - `bad-range`: a store answered a range that is not `[start, start + step)` with `end > start`.
- */
-export type RangeRefusal =
-  | "bad-step"
-  | "bad-max-id"
-  | "max-id-moved-back"
-  | "stale-primary"
-  | "bad-range";
+export type { RangeRefusal } from "./segment-store";
 
 /** The error for a stored step that no range may be taken with (a damaged row). */
 export function badStoredStep(tag: string, step: unknown, where: string): LeafError {

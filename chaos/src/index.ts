@@ -17,6 +17,7 @@ export {
   type LoopReport,
   type LoopTarget,
 } from "./load-driver";
+export { type QueuedOutcome, QueuedRequests } from "./pipelined";
 export {
   type ChaosReport,
   reportTable,
@@ -33,8 +34,7 @@ export {
   runScenario,
   selectScenarios,
 } from "./runner";
-export { type Check, type RunContext, ScenarioRun } from "./scenario-run";
+export { type Check, type MaxIdSource, type RunContext, ScenarioRun } from "./scenario-run";
 export { type FaultKind, SCENARIOS, type Scenario, scenariosOf } from "./scenarios";
 export { REGISTRIES, type RegistryKind } from "./server-configs";
 export { Services } from "./services";
-export { SlowProxy } from "./tcp-proxy";

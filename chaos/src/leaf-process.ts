@@ -1,7 +1,7 @@
 // One Leaf server process (`leaf-server --config FILE`, the built CLI of @leaf/server) that the
 // harness starts, SIGKILLs and starts again on the same port and data folder, optionally under a
 // fake clock. Started through the test kit, so nothing outlives the run.
-import type { ChildProcess } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 import { appendFileSync, existsSync, mkdirSync, statSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
@@ -41,6 +41,14 @@ export interface LeafProcessOptions {
   clock?: FakeClock;
   /** How long a start may take before it counts as failed (default 45 s). */
   readyTimeoutMs?: number;
+  /** The data folder (default: `{dir}/{label}-data`); two processes may be given the same one. */
+  dataDir?: string;
+  /**
+   * Run the server as pid 1 of a PID namespace of its own (`unshare --pid --fork --kill-child`),
+   * as a container does: its pid means nothing to the other processes. SIGTERM cannot be passed
+   * through unshare, so stop() is a SIGKILL of unshare, which SIGKILLs the server.
+   */
+  pidNamespace?: boolean;
 }
 
 /** How a start attempt ended. */
@@ -70,6 +78,7 @@ export class LeafProcess {
   private child: ChildProcess | undefined;
   private exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }> | undefined;
   private output = "";
+  private paused = false;
 
   constructor(private readonly options: LeafProcessOptions) {
     this.label = options.label;
@@ -80,7 +89,7 @@ export class LeafProcess {
     this.configFile = join(options.dir, `${options.label}.json`);
     const config = {
       ...options.config,
-      dataDir: join(options.dir, `${options.label}-data`),
+      dataDir: options.dataDir ?? join(options.dir, `${options.label}-data`),
       log: { level: "warn" },
       server: {
         ...(options.config.server as object | undefined),
@@ -94,6 +103,32 @@ export class LeafProcess {
   /** The fake clock this process runs under, if any. */
   get clock(): FakeClock | undefined {
     return this.options.clock;
+  }
+
+  /** The data folder of the process. */
+  get dataDir(): string {
+    return this.options.dataDir ?? join(this.options.dir, `${this.label}-data`);
+  }
+
+  /** Pid of the running process (for a PID namespace: of unshare); throws when not running. */
+  get pid(): number {
+    const pid = this.child?.pid;
+    if (pid === undefined) throw new Error(`[leaf] [chaos] server ${this.label} is not running`);
+    return pid;
+  }
+
+  /** SIGSTOP: the process stops where it is; connections stay open, requests queue in its sockets. */
+  pause(): void {
+    if (this.options.pidNamespace)
+      throw new Error("[leaf] [chaos] pause() of a server in a PID namespace would stop unshare");
+    process.kill(this.pid, "SIGSTOP");
+    this.paused = true;
+  }
+
+  /** SIGCONT: undoes pause(). */
+  resume(): void {
+    process.kill(this.pid, "SIGCONT");
+    this.paused = false;
   }
 
   /** Whether a process is running now (it may still be starting). */
@@ -127,10 +162,12 @@ export class LeafProcess {
       `\n==== ${new Date().toISOString()} start #${this.incarnation}` +
         `${this.clock ? ` (clock offset ${this.clock.offsetMs} ms)` : ""}\n`,
     );
-    const child = spawnNode(serverCli(), ["--config", this.configFile], {
-      env: { ...(this.clock?.env() ?? {}) },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
+    const child = this.options.pidNamespace
+      ? spawnInPidNamespace(serverCli(), ["--config", this.configFile], this.clock?.env() ?? {})
+      : spawnNode(serverCli(), ["--config", this.configFile], {
+          env: { ...(this.clock?.env() ?? {}) },
+          stdio: ["ignore", "pipe", "pipe"],
+        });
     this.child = child;
     const keep = (chunk: string) => {
       appendFileSync(this.logFile, chunk);
@@ -140,7 +177,10 @@ export class LeafProcess {
     child.stderr!.setEncoding("utf8").on("data", keep);
     this.exited = new Promise((resolve) => {
       child.once("exit", (code, signal) => {
-        if (this.child === child) this.child = undefined;
+        if (this.child === child) {
+          this.child = undefined;
+          this.paused = false;
+        }
         if (this.clock && child.pid !== undefined) this.clock.cleanUp(child.pid);
         appendFileSync(this.logFile, `==== exited: code ${code}, signal ${signal}\n`);
         resolve({ code, signal });
@@ -193,25 +233,35 @@ export class LeafProcess {
   async stop(): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
     const child = this.child;
     if (!child || !this.exited) return { code: null, signal: null };
+    // A stopped process would see SIGTERM only once resumed.
+    if (this.paused) this.resume();
     const timer = setTimeout(() => child.kill("SIGKILL"), 20_000);
     try {
-      return await this.signal("SIGTERM");
+      return await this.signal(this.options.pidNamespace ? "SIGKILL" : "SIGTERM");
     } finally {
       clearTimeout(timer);
     }
   }
 
   /** GET `path` on this server as JSON; undefined when it does not answer 200 within `timeoutMs`. */
-  async getJson<T>(path: string, timeoutMs = 3000): Promise<T | undefined> {
-    const text = await this.getText(path, timeoutMs);
+  async getJson<T>(
+    path: string,
+    timeoutMs = 3000,
+    headers?: Record<string, string>,
+  ): Promise<T | undefined> {
+    const text = await this.getText(path, timeoutMs, headers);
     return text === undefined ? undefined : (JSON.parse(text) as T);
   }
 
   /** GET `path` on this server as text; undefined when it does not answer 200 within `timeoutMs`. */
-  async getText(path: string, timeoutMs = 3000): Promise<string | undefined> {
+  async getText(
+    path: string,
+    timeoutMs = 3000,
+    headers?: Record<string, string>,
+  ): Promise<string | undefined> {
     if (!this.child) return undefined;
     try {
-      const answer = await httpGet(this.port, path, { timeoutMs });
+      const answer = await httpGet(this.port, path, { timeoutMs, headers });
       return answer.status === 200 ? answer.body : undefined;
     } catch (error) {
       if (error instanceof NoAnswer) return undefined;
@@ -228,6 +278,31 @@ export class LeafProcess {
     child.kill(signal);
     return exited;
   }
+}
+
+/** unshare children still running: killed when this process exits, whatever ends it. */
+const namespaced = new Set<ChildProcess>();
+process.once("exit", () => {
+  for (const child of namespaced) child.kill("SIGKILL");
+});
+
+/**
+ * Starts `node script args` as pid 1 of a new PID namespace. `--kill-child` makes the kernel SIGKILL
+ * the server when unshare dies, so a SIGKILL of unshare is a SIGKILL of the server.
+ */
+function spawnInPidNamespace(
+  script: string,
+  args: string[],
+  env: Record<string, string>,
+): ChildProcess {
+  const child = spawn(
+    "unshare",
+    ["--pid", "--fork", "--kill-child", process.execPath, script, ...args],
+    { env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] },
+  );
+  namespaced.add(child);
+  child.once("exit", () => namespaced.delete(child));
+  return child;
 }
 
 function sleep(ms: number): Promise<void> {

@@ -51,6 +51,22 @@ export interface ErrorTally {
   /** ms since the driver started, of the first and last such failure. */
   firstAtMs: number;
   lastAtMs: number;
+  /**
+   * What the caller was told: the first message of each kind (numbers aside), up to
+   * {@link MAX_SAMPLES}, cut to 400 characters each.
+   */
+  samples: string[];
+}
+
+/** Distinct messages kept per code and loop. */
+const MAX_SAMPLES = 8;
+
+/** Adds `message` to `samples` unless one differing only in its numbers is there. */
+function keepSample(samples: string[], message: string): void {
+  if (message === "" || samples.length >= MAX_SAMPLES) return;
+  const shape = (text: string) => text.replace(/[0-9]+/g, "#");
+  const kind = shape(message);
+  if (!samples.some((x) => shape(x) === kind)) samples.push(message);
 }
 
 /** Everything one loop saw. */
@@ -81,6 +97,9 @@ export interface LoopReport {
   mustIncrease: boolean;
   /** Answers with status 200 whose body held no valid id. */
   malformed: number;
+  /** The lowest and highest id this loop received (decimal strings; null before any). */
+  lowestId: string | null;
+  highestId: string | null;
 }
 
 /** Counters of one loop at one instant, for measuring a phase. */
@@ -91,6 +110,13 @@ export interface LoopCounters {
   ids: number;
   okRequests: number;
   errors: Record<string, number>;
+}
+
+/** The lowest and highest id of some loops (optionally of one start of their server). */
+export interface IdRange {
+  ids: number;
+  lowest: bigint | undefined;
+  highest: bigint | undefined;
 }
 
 const ID_TEXT = /^[0-9]{1,19}$/;
@@ -106,6 +132,8 @@ class Loop {
   decreases = 0;
   readonly decreaseExamples: string[] = [];
   private readonly lastIds = new Map<number, bigint>();
+  /** Per start of the server (incarnation): ids received, the lowest and the highest. */
+  readonly ranges = new Map<number, IdRange>();
   private n = 0;
 
   constructor(
@@ -138,6 +166,7 @@ class Loop {
     this.requests++;
     let ids: bigint[] | undefined;
     let failure: string | undefined;
+    let sample = "";
     try {
       const answer = await httpGet(this.target.server.port, this.path(count), {
         agent: this.agent,
@@ -152,10 +181,12 @@ class Loop {
         }
       } else {
         failure = errorCode(answer.status, answer.body);
+        sample = errorMessage(answer.body);
       }
     } catch (error) {
       if (!(error instanceof NoAnswer)) throw error;
       failure = error.code;
+      sample = error.message;
     }
     const endedAt = now();
     if (ids === undefined) {
@@ -163,7 +194,12 @@ class Loop {
       if (tally) {
         tally.count++;
         tally.lastAtMs = endedAt;
-      } else this.errors.set(failure!, { count: 1, firstAtMs: endedAt, lastAtMs: endedAt });
+        keepSample(tally.samples, sample);
+      } else {
+        const samples: string[] = [];
+        keepSample(samples, sample);
+        this.errors.set(failure!, { count: 1, firstAtMs: endedAt, lastAtMs: endedAt, samples });
+      }
       this.noIdSince ??= startedAt;
       return 0;
     }
@@ -180,6 +216,8 @@ class Loop {
   }
 
   private checkIncreasing(incarnation: number, ids: bigint[]): void {
+    const range = this.ranges.get(incarnation) ?? { ids: 0, lowest: undefined, highest: undefined };
+    this.ranges.set(incarnation, widen(range, ids));
     let last = this.lastIds.get(incarnation);
     for (const id of ids) {
       if (last !== undefined && id <= last) {
@@ -246,6 +284,13 @@ class Loop {
       decreaseExamples: this.decreaseExamples,
       mustIncrease: this.target.increasing,
       malformed: this.malformed,
+      ...(() => {
+        const all = mergeRanges([...this.ranges.values()]);
+        return {
+          lowestId: all.lowest?.toString() ?? null,
+          highestId: all.highest?.toString() ?? null,
+        };
+      })(),
     };
   }
 }
@@ -269,13 +314,48 @@ export function errorCode(status: number, body: string): string {
   return `${status} ${code ?? "UNKNOWN"}${leafCode !== undefined ? ` (${leafCode})` : ""}`;
 }
 
+/** The `message` of a JSON error body, or the text after Java Leaf's plain-text code line. */
+export function errorMessage(body: string): string {
+  let text: string;
+  try {
+    const json = JSON.parse(body) as { message?: unknown };
+    text = typeof json.message === "string" ? json.message : body;
+  } catch {
+    text = /^[A-Z][A-Z_]+: (.*)$/m.exec(body)?.[1] ?? body;
+  }
+  return text.length > 400 ? `${text.slice(0, 400)}...` : text;
+}
+
+/** `range` widened by `ids`. */
+export function widen(range: IdRange, ids: Iterable<bigint>): IdRange {
+  let { ids: n, lowest, highest } = range;
+  for (const id of ids) {
+    n++;
+    if (lowest === undefined || id < lowest) lowest = id;
+    if (highest === undefined || id > highest) highest = id;
+  }
+  return { ids: n, lowest, highest };
+}
+
+/** The union of id ranges. */
+export function mergeRanges(ranges: IdRange[]): IdRange {
+  let all: IdRange = { ids: 0, lowest: undefined, highest: undefined };
+  for (const r of ranges) {
+    const bounds = [r.lowest, r.highest].filter((x): x is bigint => x !== undefined);
+    all = { ...widen(all, bounds), ids: all.ids + r.ids };
+  }
+  return all;
+}
+
 /** The load: start it, let scenarios look at its counters, stop it, read the reports. */
 export class LoadDriver {
-  private readonly loops: Loop[];
+  private readonly loops: Loop[] = [];
   private readonly agents = new Map<LeafProcess, Agent>();
   private readonly clock: () => number;
+  private readonly recorder: IdRecorder;
   private stopping = false;
   private running: Promise<void> | undefined;
+  private readonly runs: Array<Promise<void>> = [];
   private idsPerSecond: number;
   private totalIds = 0;
   private endedAt = 0;
@@ -285,20 +365,55 @@ export class LoadDriver {
     private readonly options: LoadOptions,
   ) {
     this.idsPerSecond = options.idsPerSecond;
+    this.recorder = recorder;
     const t0 = performance.now();
     this.clock = options.clock ?? (() => performance.now() - t0);
+    this.makeLoops(options.targets);
+  }
+
+  private makeLoops(targets: LoopTarget[]): Loop[] {
     const perServer = new Map<LeafProcess, number>();
-    for (const t of options.targets) perServer.set(t.server, (perServer.get(t.server) ?? 0) + 1);
-    for (const [server, n] of perServer) this.agents.set(server, keepAliveAgent(n));
-    this.loops = options.targets.map(
+    for (const t of targets) perServer.set(t.server, (perServer.get(t.server) ?? 0) + 1);
+    for (const [server, n] of perServer) {
+      if (this.agents.has(server))
+        throw new Error(`[leaf] [chaos] server ${server.label} already has loops`);
+      this.agents.set(server, keepAliveAgent(n));
+    }
+    const loops = targets.map(
       (target) =>
         new Loop(
           target,
           `${target.server.label} ${target.space}`,
           this.agents.get(target.server)!,
-          recorder,
+          this.recorder,
         ),
     );
+    this.loops.push(...loops);
+    return loops;
+  }
+
+  /**
+   * Adds loops on servers that have none yet (a server started during the scenario); they share the
+   * pace from their first request on.
+   */
+  add(targets: LoopTarget[]): void {
+    if (!this.running || this.stopping) throw new Error("[leaf] [chaos] the load is not running");
+    for (const loop of this.makeLoops(targets)) this.runs.push(this.run(loop));
+  }
+
+  /**
+   * The lowest and highest id received by the loops `which` selects, over every start of their
+   * server or only start number `incarnation`.
+   */
+  idRange(which: (loop: LoopCounters) => boolean, incarnation?: number): IdRange {
+    const ranges: IdRange[] = [];
+    for (const loop of this.loops) {
+      if (!which(loop.counters())) continue;
+      for (const [n, range] of loop.ranges) {
+        if (incarnation === undefined || n === incarnation) ranges.push(range);
+      }
+    }
+    return mergeRanges(ranges);
   }
 
   /** The driver's time in ms (see {@link LoadOptions.clock}). */
@@ -313,9 +428,17 @@ export class LoadDriver {
 
   /** Starts every loop. */
   start(): void {
-    this.running ??= Promise.all(this.loops.map((loop) => this.run(loop))).then(() => {
+    if (this.running) return;
+    this.runs.push(...this.loops.map((loop) => this.run(loop)));
+    this.running = (async () => {
+      // Loops added later join `runs`: wait until no new one appeared.
+      let settled = 0;
+      while (settled < this.runs.length) {
+        settled = this.runs.length;
+        await Promise.all(this.runs);
+      }
       this.endedAt = this.now();
-    });
+    })();
   }
 
   /** Changes the pace of every loop from its next request on. */

@@ -100,6 +100,15 @@ export async function runScenario(
       durationMs: 0,
     };
   }
+  if (scenario.needs.root && process.getuid?.() !== 0) {
+    return {
+      ...base,
+      ...empty(),
+      status: "not run",
+      failure: "needs root (it mounts a tmpfs or runs unshare --pid)",
+      durationMs: 0,
+    };
+  }
   const s = new ScenarioRun(ctx, scenario.name, budget, scenario.plannedSeconds);
   let summary = "";
   let failure: string | undefined;

@@ -4,11 +4,11 @@
 import { rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { layouts } from "@leaf/core";
+import { type Layout, layouts } from "@leaf/core";
 import { FakeClock } from "./faketime";
 import { httpGet, keepAliveAgent, NoAnswer } from "./http-get";
 import { IdRecorder, type SpaceSummary } from "./id-recorder";
-import { LeafProcess } from "./leaf-process";
+import { LeafProcess, type LeafProcessOptions } from "./leaf-process";
 import {
   type LoadDriver as Driver,
   errorCode,
@@ -17,7 +17,12 @@ import {
   type LoopReport,
   type LoopTarget,
 } from "./load-driver";
-import type { SegmentDatabase, Services } from "./services";
+import type { Services } from "./services";
+
+/** Where a segment tag's max id is read at the end (a database, a server's admin API). */
+export interface MaxIdSource {
+  maxId(tag: string): Promise<bigint>;
+}
 
 /** Context shared by every scenario of a run. */
 export interface RunContext {
@@ -66,8 +71,8 @@ export interface SpaceCheck extends SpaceSummary {
 
 /** How to judge the ids of one space. */
 type SpaceRule =
-  | { mode: "segment"; database: SegmentDatabase; tag: string }
-  | { mode: "snowflake"; servers: LeafProcess[] }
+  | { mode: "segment"; database: MaxIdSource; tag: string }
+  | { mode: "snowflake"; servers: LeafProcess[]; layout: Layout }
   | { mode: "redisSequence"; shards: Set<number> };
 
 const SNOWFLAKE_SLACK_BEFORE_MS = 10_000;
@@ -142,6 +147,7 @@ export class ScenarioRun {
     port: number,
     config: Record<string, unknown>,
     clock?: FakeClock,
+    options: Pick<LeafProcessOptions, "dataDir" | "pidNamespace"> = {},
   ): LeafProcess {
     const server = new LeafProcess({
       label,
@@ -149,6 +155,7 @@ export class ScenarioRun {
       port,
       config,
       clock,
+      ...options,
     });
     this.servers.push(server);
     this.workerIds.set(server, new Set());
@@ -170,13 +177,16 @@ export class ScenarioRun {
   }
 
   /** Declares `space` a segment tag's ids: judged against the tag's max_id at the end. */
-  segmentSpace(space: string, database: SegmentDatabase, tag: string): void {
+  segmentSpace(space: string, database: MaxIdSource, tag: string): void {
     this.rules.set(space, { mode: "segment", database, tag });
   }
 
-  /** Declares `space` snowflake ids from `servers`: judged by time and the worker ids they held. */
-  snowflakeSpace(space: string, servers: LeafProcess[]): void {
-    this.rules.set(space, { mode: "snowflake", servers });
+  /**
+   * Declares `space` snowflake ids from `servers`: judged by time and the worker ids they held, in
+   * `layout` (default: Leaf's, the servers' default).
+   */
+  snowflakeSpace(space: string, servers: LeafProcess[], layout: Layout = layouts.leaf): void {
+    this.rules.set(space, { mode: "snowflake", servers, layout });
   }
 
   /** Declares `space` redis-sequence ids of `shards`: judged by second and shard. */
@@ -201,6 +211,11 @@ export class ScenarioRun {
     return driver;
   }
 
+  /** Adds loops on servers started after the load (see {@link LoadDriver.add}). */
+  addLoad(targets: LoopTarget[]): void {
+    this.load.add(targets);
+  }
+
   /** The load (after startLoad). */
   get load(): LoadDriver {
     if (!this.driver) throw new Error("[leaf] [chaos] the load has not started");
@@ -220,7 +235,10 @@ export class ScenarioRun {
         name,
         fromMs: Math.round(fromMs),
         toMs: Math.round(this.now()),
-        loops: after.map((a, i) => diff(before[i]!, a)),
+        // Loops added during the phase (a server started in it) count from zero.
+        loops: after.map((a, i) =>
+          diff(before[i] ?? { ...a, ids: 0, okRequests: 0, errors: {} }, a),
+        ),
       });
     }
   }
@@ -455,12 +473,12 @@ export class ScenarioRun {
       decodeRule = `1 <= id < the tag's max_id at the end (${maxId})`;
       for (const id of ids) if (id < 1n || id >= maxId) reject(id);
     } else if (rule.mode === "snowflake") {
-      const layout = layouts.leaf;
+      const layout = rule.layout;
       const workers = new Set(rule.servers.flatMap((s) => this.workerIdsOf(s)));
       const from = this.startedAtWall - SNOWFLAKE_SLACK_BEFORE_MS;
       const to = endWall + TIME_SLACK_AFTER_MS;
       decodeRule =
-        `Leaf layout; time from ${new Date(from).toISOString()} to ${new Date(to).toISOString()}; ` +
+        `${layout.name} layout; time from ${new Date(from).toISOString()} to ${new Date(to).toISOString()}; ` +
         `worker id one of ${[...workers].sort((a, b) => a - b).join(", ") || "(none seen)"}`;
       for (const id of ids) {
         const parts = layout.decompose(id);

@@ -34,6 +34,22 @@ export function segmentOn(
   };
 }
 
+/**
+ * Segment mode on the embedded store (`dataDir/segments`), with `tag` created at start (the demo
+ * tag: start 1, step 2000); fixed step, so ranges are journaled at a steady pace.
+ */
+export function segmentEmbedded(tag: string): Config {
+  return { segment: { enabled: true, store: "embedded", demoTag: tag, dynamicStep: false } };
+}
+
+/** The admin token the harness gives servers that need their admin API (tag listing). */
+export const ADMIN_TOKEN = "chaos-admin-token-0123456789";
+
+/** The admin API on, with {@link ADMIN_TOKEN}. */
+export function adminOn(): Config {
+  return { server: { adminToken: ADMIN_TOKEN } };
+}
+
 /** Segment mode off. */
 export function segmentOff(): Config {
   return { segment: { enabled: false } };
@@ -49,13 +65,29 @@ export interface RegistryPlace {
   localWorkerId?: number;
 }
 
+/** Snowflake options beside the registry. */
+export interface SnowflakeOptions {
+  backups?: number;
+  /** Worker-id bits of the Leaf layout (0: one worker id, for servers that must compete for it). */
+  workerBits?: number;
+  /** ZooKeeper session timeout (default {@link ZK_SESSION_TIMEOUT_MS}). */
+  sessionTimeoutMs?: number;
+  /** The mysql lease registry's lease (default: the server's, 60 s). */
+  leaseMs?: number;
+}
+
 /** Snowflake mode on `registry`; node identity 127.0.0.1 and the listening port. */
 export function snowflakeOn(
   registry: RegistryKind,
   place: RegistryPlace,
-  options: { backups?: number } = {},
+  options: SnowflakeOptions = {},
 ): Config {
-  const common = { enabled: true, ip: "127.0.0.1", backups: options.backups ?? 0 };
+  const common = {
+    enabled: true,
+    ip: "127.0.0.1",
+    backups: options.backups ?? 0,
+    ...(options.workerBits !== undefined ? { workerBits: options.workerBits } : {}),
+  };
   switch (registry) {
     case "zk":
     case "zk-recycle":
@@ -66,7 +98,7 @@ export function snowflakeOn(
           zk: {
             address: need(place.zookeeper, "a ZooKeeper address"),
             mode: registry === "zk" ? "normal" : "recycle",
-            sessionTimeoutMs: ZK_SESSION_TIMEOUT_MS,
+            sessionTimeoutMs: options.sessionTimeoutMs ?? ZK_SESSION_TIMEOUT_MS,
           },
         },
       };
@@ -81,6 +113,7 @@ export function snowflakeOn(
             password: "",
             mode: registry === "mysql" ? "fixed" : "lease",
             createTable: true,
+            ...(options.leaseMs !== undefined ? { leaseMs: options.leaseMs } : {}),
           },
         },
       };
@@ -108,7 +141,9 @@ export function redisOn(url: string, namespace: string): Config {
 /** Merges mode configs and the service name into one file's content. */
 export function serverConfig(name: string, ...parts: Config[]): Config {
   // Loopback only: a configuration with a database would otherwise listen on every interface.
-  return Object.assign({ name, server: { host: "127.0.0.1" } }, ...parts);
+  const config: Config = Object.assign({ name }, ...parts);
+  config.server = { ...(config.server as Config | undefined), host: "127.0.0.1" };
+  return config;
 }
 
 function need<T>(value: T | undefined, what: string): T {

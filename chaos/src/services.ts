@@ -72,34 +72,45 @@ export class Services {
   }
 
   /** A new database with the leaf_alloc table and `tags` in it (each starting at id 1). */
-  async segmentDatabase(tags: Array<{ tag: string; step: number }>): Promise<SegmentDatabase> {
-    const mysql = this.requireMysql();
-    const database = await mysql.createDatabase("leaf_chaos");
-    const url = mysql.urlFor(database);
-    const options = { url, user: mysql.user, password: mysql.password ?? "" };
-    await createSchema(options);
-    const store = new MysqlSegmentStore(options);
-    for (const { tag, step } of tags) {
-      await store.createTag({ tag, step, description: "chaos suite" });
-    }
-    return {
-      database,
-      url,
-      urlVia: (port) => `mysql://${mysql.user}@127.0.0.1:${port}/${database}`,
-      describe: () => store.describeTags(),
-      async maxId(tag) {
-        const row = (await store.describeTags()).find((r) => r.tag === tag);
-        if (!row) throw new Error(`[leaf] [chaos] tag ${tag} is missing from ${database}`);
-        return row.maxId;
-      },
-      close: () => store.close(),
-    };
+  segmentDatabase(tags: Array<{ tag: string; step: number }>): Promise<SegmentDatabase> {
+    return segmentDatabaseOn(this.requireMysql(), tags);
   }
 
   /** Stops every store and removes its folder. */
   async dispose(): Promise<void> {
     await Promise.all([this.mysql?.dispose(), this.zookeeper?.dispose(), this.redis?.dispose()]);
   }
+}
+
+/**
+ * A new database on `mysql` with the leaf_alloc table and `tags` in it (each starting at id 1). The
+ * servers' URL is `url` unless `serversUrl` names other hosts (a primary and its replica).
+ */
+export async function segmentDatabaseOn(
+  mysql: MysqlHandle,
+  tags: Array<{ tag: string; step: number }>,
+  serversUrl?: (database: string) => string,
+): Promise<SegmentDatabase> {
+  const database = await mysql.createDatabase("leaf_chaos");
+  const url = mysql.urlFor(database);
+  const options = { url, user: mysql.user, password: mysql.password ?? "" };
+  await createSchema(options);
+  const store = new MysqlSegmentStore(options);
+  for (const { tag, step } of tags) {
+    await store.createTag({ tag, step, description: "chaos suite" });
+  }
+  return {
+    database,
+    url: serversUrl?.(database) ?? url,
+    urlVia: (port) => `mysql://${mysql.user}@127.0.0.1:${port}/${database}`,
+    describe: () => store.describeTags(),
+    async maxId(tag) {
+      const row = (await store.describeTags()).find((r) => r.tag === tag);
+      if (!row) throw new Error(`[leaf] [chaos] tag ${tag} is missing from ${database}`);
+      return row.maxId;
+    },
+    close: () => store.close(),
+  };
 }
 
 /** The snowflake layout the servers use (their default). */

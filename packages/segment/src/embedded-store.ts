@@ -681,6 +681,16 @@ function reopenError(path: string, cause: unknown): LeafError {
 function folderError(dir: string, error: unknown): unknown {
   if (error instanceof LeafError) return error;
   const e = error as NodeJS.ErrnoException;
+  // A full disk is an outage to clear, not a wrong setting.
+  if (e.code === "ENOSPC" || e.code === "EDQUOT" || e.code === "EFBIG") {
+    return new LeafError({
+      component: COMPONENT,
+      code: ErrorCodes.UNAVAILABLE,
+      message: `cannot write to the data folder ${dir}: ${e.code === "EFBIG" ? "the file size limit was reached" : "the disk is full"} (${e.code}: ${e.message}); free space, then start again`,
+      details: { dir, errno: e.code },
+      cause: error,
+    });
+  }
   return new LeafError({
     component: COMPONENT,
     code: ErrorCodes.INVALID_CONFIG,

@@ -215,6 +215,24 @@ describe("EmbeddedSegmentStore on a full disk", () => {
     expect(duplicateIds([...handedOut, next, ...after])).toBe(0n);
   });
 
+  it("refuses to open on a full disk as an outage (UNAVAILABLE), not as a wrong setting", async () => {
+    const dir = mountTmpfs("256k");
+    const first = await EmbeddedSegmentStore.open({ dir });
+    await first.createTag({ tag: "t", step: 100, startId: 1n });
+    await first.close();
+    fillDisk(dir);
+    const error = await EmbeddedSegmentStore.open({ dir }).then(
+      async (store) => {
+        await store.close();
+        return undefined;
+      },
+      (e: unknown) => e as LeafError,
+    );
+    expect(error?.code).toBe(ErrorCodes.UNAVAILABLE);
+    expect(error?.message).toContain("the disk is full");
+    expect(error?.message).toContain(dir);
+  });
+
   it("never reissues a range after a process refused on a full tmpfs is SIGKILLed", async () => {
     const dir = mountTmpfs("256k");
     const child = startTaker(dir, { pauseMs: 2 });

@@ -4,9 +4,8 @@
 // that a resumed process finds them there before any of its timers runs.
 import type { ChildProcess } from "node:child_process";
 import { existsSync, writeFileSync } from "node:fs";
-import net from "node:net";
 import { join } from "node:path";
-import { spawnNode } from "@leaf/testkit";
+import { type PipelinedAnswer, PipelinedConnection, spawnNode } from "@leaf/testkit";
 
 /** The CLI's source: the test kit runs .ts files with tsx. */
 const CLI = new URL("../src/cli.ts", import.meta.url).pathname;
@@ -174,73 +173,7 @@ export class ServerProcess {
 }
 
 /** One answer on a pipelined connection. */
-export interface Answer {
-  status: number;
-  body: string;
-}
-
-/**
- * A keep-alive HTTP/1.1 connection that pipelines: requests are written at once, answers come back
- * in order. Requests written while the server is stopped wait in its socket's receive buffer.
- */
-export class PipelinedConnection {
-  private readonly socket: net.Socket;
-  private buffer: Buffer = Buffer.alloc(0);
-  private readonly waiting: Array<{ resolve: (a: Answer) => void; reject: (e: Error) => void }> =
-    [];
-  private closedError: Error | undefined;
-
-  private constructor(socket: net.Socket) {
-    this.socket = socket;
-    socket.on("data", (chunk: Buffer) => {
-      this.buffer = this.buffer.length === 0 ? chunk : Buffer.concat([this.buffer, chunk]);
-      this.parse();
-    });
-    const fail = (error: Error) => {
-      this.closedError ??= error;
-      for (const w of this.waiting.splice(0)) w.reject(this.closedError);
-    };
-    socket.on("error", fail);
-    socket.on("close", () => fail(new Error("connection closed")));
-  }
-
-  static open(port: number): Promise<PipelinedConnection> {
-    return new Promise((resolve, reject) => {
-      const socket = net.connect(port, "127.0.0.1");
-      socket.once("connect", () => resolve(new PipelinedConnection(socket)));
-      socket.once("error", reject);
-    });
-  }
-
-  /** Writes `count` GETs of `path` at once; resolves with their answers, in order. */
-  get(path: string, count = 1): Promise<Answer[]> {
-    if (this.closedError) return Promise.reject(this.closedError);
-    const answers: Array<Promise<Answer>> = [];
-    for (let i = 0; i < count; i++) {
-      answers.push(new Promise((resolve, reject) => this.waiting.push({ resolve, reject })));
-    }
-    this.socket.write(`GET ${path} HTTP/1.1\r\nHost: leaf\r\n\r\n`.repeat(count));
-    return Promise.all(answers);
-  }
-
-  close(): void {
-    this.socket.destroy();
-  }
-
-  private parse(): void {
-    for (;;) {
-      const end = this.buffer.indexOf("\r\n\r\n");
-      if (end < 0) return;
-      const head = this.buffer.subarray(0, end).toString("latin1");
-      const length = Number(/\r\ncontent-length: *(\d+)/i.exec(head)?.[1] ?? "0");
-      if (this.buffer.length < end + 4 + length) return;
-      const body = this.buffer.subarray(end + 4, end + 4 + length).toString("utf8");
-      this.buffer = this.buffer.subarray(end + 4 + length);
-      const status = Number(head.slice(9, 12));
-      this.waiting.shift()?.resolve({ status, body });
-    }
-  }
-}
+export type Answer = PipelinedAnswer;
 
 /** Every id of a batch answer (plain text, one per line) as a string; none for an error. */
 export function idsOf(answer: Answer): string[] {

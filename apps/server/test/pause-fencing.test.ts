@@ -9,6 +9,7 @@ import { join } from "node:path";
 import {
   freePort,
   type MysqlHandle,
+  PipelinedConnection,
   startMysql,
   startZookeeper,
   stopAll,
@@ -20,7 +21,6 @@ import {
   countDuplicates,
   idsOf,
   Load,
-  PipelinedConnection,
   ServerProcess,
   sleep,
   until,

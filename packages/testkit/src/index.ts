@@ -17,6 +17,7 @@ export {
   type SpawnNodeOptions,
   spawnNode,
 } from "./node-process";
+export { type PipelinedAnswer, PipelinedConnection } from "./pipelined";
 export { freePort } from "./ports";
 export { startRedis } from "./redis";
 export { TcpProxy, type TcpProxyOptions } from "./tcp-proxy";

@@ -2,18 +2,13 @@
 // folder, fully written and fsynced before a range is returned and compacted by atomic rename, behind
 // a lock file checked before and after every write. It fails closed: after a short or failed write it
 // hands out nothing until it has verified the journal again. See the README for the format.
-import { fstatSync, mkdirSync, readFileSync, statSync, truncateSync } from "node:fs";
-import { type FileHandle, open } from "node:fs/promises";
-import { join, resolve } from "node:path";
-import {
-  acquireLockFile,
-  configError,
-  ErrorCodes,
-  type HeldLockFile,
-  LeafError,
-  readLockFile,
-  writeFileAtomic,
-} from "@leaf/core";
+// Opening and locking are in embedded-open.ts, the journal format in embedded-journal.ts; what stays
+// is the write path and its fail-closed recovery (over 450 lines: one class sharing that state).
+import { fstatSync, readFileSync, statSync } from "node:fs";
+import type { FileHandle } from "node:fs/promises";
+import { join } from "node:path";
+import { ErrorCodes, type HeldLockFile, LeafError, writeFileAtomic } from "@leaf/core";
+import { describeCause, reopenError, writeError } from "./embedded-errors";
 import {
   JOURNAL_FILE,
   type JournalRecord,
@@ -23,6 +18,13 @@ import {
   rowsDiffer,
   snapshotText,
 } from "./embedded-journal";
+import {
+  type EmbeddedSegmentStoreOptions,
+  type FileId,
+  idOf,
+  openFolder,
+  safeReadLock,
+} from "./embedded-open";
 import type { NewTag, SegmentRange, SegmentStore, TagRecord } from "./segment-store";
 import {
   COMPONENT,
@@ -37,41 +39,7 @@ import {
 } from "./validation";
 
 export { JOURNAL_FILE } from "./embedded-journal";
-
-/** Name of the lock file in the data folder. */
-export const LOCK_FILE = "leaf-segments.lock";
-
-/** Options of {@link EmbeddedSegmentStore.open}. */
-export interface EmbeddedSegmentStoreOptions {
-  /** The data folder; created when missing. One process at a time may use it. */
-  dir: string;
-  /**
-   * Rewrite the journal as one line per tag once this many records were appended since the last
-   * rewrite (default 10,000).
-   */
-  compactAfterRecords?: number;
-  /**
-   * A lock whose owner cannot be judged by its pid (another host, boot or PID namespace, such as
-   * another container on a shared volume) is taken over once its file was not touched for this
-   * many ms (default 30,000); the holder touches it every third of this. A holder paused that long
-   * finds its lock gone before its next write and stops (LOCKED): it never hands out a range after
-   * losing the lock.
-   */
-  lockStaleAfterMs?: number;
-  /**
-   * Called once each time the store starts refusing calls: a write failed (a full disk) or the
-   * journal could not be reopened (UNAVAILABLE, until a later call finds the journal writable and
-   * verified), or the folder was lost to another process (LOCKED, for good). For an error-level log
-   * line and a metric; `stats()` tells the current state.
-   */
-  onFailure?: (error: LeafError) => void;
-  /**
-   * How the journal is opened for appending (default `fs.promises.open(path, "a")`). A seam for
-   * fault tests, which make it fail (EMFILE) to check that the store hands out nothing until it has
-   * reopened and verified the journal.
-   */
-  openFile?: (path: string) => Promise<FileHandle>;
-}
+export { type EmbeddedSegmentStoreOptions, LOCK_FILE } from "./embedded-open";
 
 /** Counters and state of an {@link EmbeddedSegmentStore}, for metrics and health checks. */
 export interface EmbeddedStoreStats {
@@ -98,12 +66,6 @@ interface Pending {
   ): { record?: JournalRecord; undo?: () => void; value: unknown };
   resolve(value: unknown): void;
   reject(error: unknown): void;
-}
-
-/** The identity of a file, to tell whether the journal's path still names the file we append to. */
-interface FileId {
-  dev: number;
-  ino: number;
 }
 
 /**
@@ -161,56 +123,8 @@ export class EmbeddedSegmentStore implements SegmentStore {
    * a crash mid-write leaves and which is dropped: it was never acknowledged).
    */
   static async open(options: EmbeddedSegmentStoreOptions): Promise<EmbeddedSegmentStore> {
-    if (!options || typeof options.dir !== "string" || options.dir.length === 0) {
-      throw configError(COMPONENT, "dir", options?.dir, "the path of a data folder");
-    }
-    const compactAfter = options.compactAfterRecords ?? 10_000;
-    if (!Number.isInteger(compactAfter) || compactAfter < 1) {
-      throw configError(COMPONENT, "compactAfterRecords", compactAfter, "an integer of at least 1");
-    }
-    const staleAfter = options.lockStaleAfterMs ?? 30_000;
-    if (!Number.isSafeInteger(staleAfter) || staleAfter < 1) {
-      throw configError(COMPONENT, "lockStaleAfterMs", staleAfter, "a positive integer of ms");
-    }
-    for (const key of ["onFailure", "openFile"] as const) {
-      if (options[key] !== undefined && typeof options[key] !== "function") {
-        throw configError(COMPONENT, key, options[key], "a function");
-      }
-    }
-    const openFile = options.openFile ?? ((path: string) => open(path, "a"));
-    const dir = resolve(options.dir);
-    let lock: HeldLockFile;
-    try {
-      mkdirSync(dir, { recursive: true });
-      lock = acquireLockFile(join(dir, LOCK_FILE), {
-        component: COMPONENT,
-        resource: "the data folder",
-        advice:
-          "only one process may use an embedded segment store: stop the other one, give this one " +
-          "another folder, or use the MySQL store to share ranges between processes",
-        foreignStaleAfterMs: staleAfter,
-      });
-    } catch (error) {
-      throw folderError(dir, error);
-    }
-    try {
-      const path = join(dir, JOURNAL_FILE);
-      const state = readJournal(path);
-      if (state.records > state.rows.size + compactAfter / 2 || !state.exists) {
-        writeFileAtomic(path, snapshotText(state.rows));
-        state.records = state.rows.size;
-      }
-      const file = await openFile(path);
-      const stat = await file.stat();
-      return new EmbeddedSegmentStore(dir, file, idOf(stat), stat.size, lock, state, {
-        compactAfter,
-        openFile,
-        onFailure: options.onFailure,
-      });
-    } catch (error) {
-      lock.release();
-      throw folderError(dir, error);
-    }
+    const { dir, file, fileId, size, lock, state, settings } = await openFolder(options);
+    return new EmbeddedSegmentStore(dir, file, fileId, size, lock, state, settings);
   }
 
   async listTags(): Promise<string[]> {
@@ -619,87 +533,6 @@ export class EmbeddedSegmentStore implements SegmentStore {
   }
 }
 
-function idOf(stat: { dev: number; ino: number }): FileId {
-  return { dev: stat.dev, ino: stat.ino };
-}
-
-function safeReadLock(path: string): ReturnType<typeof readLockFile> {
-  try {
-    return readLockFile(path);
-  } catch {
-    return undefined;
-  }
-}
-
-/** A file system error in words, naming its code and what it usually means. */
-function describeCause(cause: unknown): string {
-  const e = cause as NodeJS.ErrnoException;
-  switch (e?.code) {
-    case "ENOSPC":
-      return `the disk is full (ENOSPC: ${e.message})`;
-    case "EDQUOT":
-      return `the disk quota is used up (EDQUOT: ${e.message})`;
-    case "EFBIG":
-      return `the file size limit was reached (EFBIG: ulimit -f, or the file system's largest file: ${e.message})`;
-    case "EMFILE":
-    case "ENFILE":
-      return `too many open files (${e.code}: ${e.message})`;
-    default:
-      return e?.message ?? String(cause);
-  }
-}
-
-function writeError(path: string, cause: unknown, written: number, total: number): LeafError {
-  const reason = describeCause(cause);
-  return new LeafError({
-    component: COMPONENT,
-    code: ErrorCodes.UNAVAILABLE,
-    message:
-      `could not write the journal ${path}: ${reason}, after ${written} of ${total} bytes; nothing ` +
-      "of this write was handed out, and the store refuses every call until the journal can be " +
-      "written and verified again: free disk space (or raise the file size limit); the next call tries again",
-    details: { path, reason, written, total },
-    cause,
-  });
-}
-
-function reopenError(path: string, cause: unknown): LeafError {
-  const reason = describeCause(cause);
-  return new LeafError({
-    component: COMPONENT,
-    code: ErrorCodes.UNAVAILABLE,
-    message:
-      `could not reopen the journal ${path} (replaced by its compacted copy): ${reason}; the store refuses every ` +
-      "call until it has reopened and verified the journal (the next call tries again): raise the " +
-      "open file limit or free disk space",
-    details: { path, reason },
-    cause,
-  });
-}
-
-/** File-system failures while opening become a LeafError naming the folder; LeafErrors pass. */
-function folderError(dir: string, error: unknown): unknown {
-  if (error instanceof LeafError) return error;
-  const e = error as NodeJS.ErrnoException;
-  // A full disk is an outage to clear, not a wrong setting.
-  if (e.code === "ENOSPC" || e.code === "EDQUOT" || e.code === "EFBIG") {
-    return new LeafError({
-      component: COMPONENT,
-      code: ErrorCodes.UNAVAILABLE,
-      message: `cannot write to the data folder ${dir}: ${e.code === "EFBIG" ? "the file size limit was reached" : "the disk is full"} (${e.code}: ${e.message}); free space, then start again`,
-      details: { dir, errno: e.code },
-      cause: error,
-    });
-  }
-  return new LeafError({
-    component: COMPONENT,
-    code: ErrorCodes.INVALID_CONFIG,
-    message: `cannot use ${dir} as the data folder (${e.code ?? "error"}: ${e.message}); give a writable folder`,
-    details: { key: "dir", value: dir },
-    cause: error,
-  });
-}
-
 function toRecord(tag: string, row: Row): TagRecord {
   return {
     tag,
@@ -708,24 +541,4 @@ function toRecord(tag: string, row: Row): TagRecord {
     description: row.description,
     updatedAt: row.updatedAt,
   };
-}
-
-/**
- * Reads the journal at open. Invalid lines at the very end (a write cut short by a crash or a full
- * disk: never fsynced, so never acknowledged) are dropped and cut off the file; an invalid line
- * anywhere else is CORRUPT_DATA.
- */
-function readJournal(path: string): { rows: Map<string, Row>; records: number; exists: boolean } {
-  let text: string;
-  try {
-    text = readFileSync(path, "utf8");
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === "ENOENT") {
-      return { rows: new Map(), records: 0, exists: false };
-    }
-    throw error;
-  }
-  const parsed = parseJournal(path, text);
-  if (parsed.validBytes < parsed.totalBytes) truncateSync(path, parsed.validBytes);
-  return { rows: parsed.rows, records: parsed.records, exists: parsed.header };
 }

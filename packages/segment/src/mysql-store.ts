@@ -2,6 +2,8 @@
 // update-then-select in one transaction, sent as one round trip; several hosts in failover order,
 // never a range from a read-only server (a replica), whatever the user's privileges, and none while
 // more than one listed host is writable (a split brain) or from a host whose max id is behind.
+// Over 450 lines because it is one class: host failover, the writability and split-brain checks
+// and the range transaction share its pool cluster and counters.
 import { configError, ErrorCodes, LeafError } from "@leaf/core";
 import {
   classifyMysqlError,

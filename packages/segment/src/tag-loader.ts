@@ -1,0 +1,308 @@
+// Loading ranges into the tags' double buffers: taking ids and switching ranges, the one background
+// load per tag, retries with backoff after a failure, refusal of a corrupt range, and waits for a range.
+import { performance } from "node:perf_hooks";
+import {
+  type BackoffOptions,
+  backoffDelay,
+  type Clock,
+  ErrorCodes,
+  isLeafError,
+  LeafCodes,
+  LeafError,
+} from "@leaf/core";
+import { type DynamicStep, nextDynamicStep } from "./dynamic-step";
+import type { GeneratorErrorContext } from "./generator-options";
+import type { TagBuffer, Waiter } from "./segment-buffer";
+import type { SegmentRange, SegmentStore } from "./segment-store";
+import { badRange, COMPONENT, maxIdMovedBack, rangeProblem } from "./validation";
+
+/** What a {@link TagLoader} needs of its generator. */
+export interface TagLoaderSettings {
+  store: SegmentStore;
+  threshold: number;
+  dynamic: DynamicStep | undefined;
+  waitMs: number;
+  retry: BackoffOptions;
+  clock: Clock;
+  /** Passes an error to the generator's `onError`. */
+  report: (error: unknown, context: GeneratorErrorContext) => void;
+  /** True once the generator is closed. */
+  closed: () => boolean;
+}
+
+/**
+ * Fills the {@link TagBuffer}s of one generator from its store. It holds no tags itself: the
+ * generator decides which tags exist and hands their buffers in.
+ */
+export class TagLoader {
+  /** Loads in flight, awaited by the generator's `close()`. */
+  readonly inFlight = new Set<Promise<void>>();
+  private readonly store: SegmentStore;
+  private readonly threshold: number;
+  private readonly dynamic: DynamicStep | undefined;
+  private readonly waitMs: number;
+  private readonly retry: BackoffOptions;
+  private readonly clock: Clock;
+  private readonly report: TagLoaderSettings["report"];
+  private readonly closed: () => boolean;
+
+  constructor(settings: TagLoaderSettings) {
+    this.store = settings.store;
+    this.threshold = settings.threshold;
+    this.dynamic = settings.dynamic;
+    this.waitMs = settings.waitMs;
+    this.retry = settings.retry;
+    this.clock = settings.clock;
+    this.report = settings.report;
+    this.closed = settings.closed;
+  }
+
+  /**
+   * Takes one id from the current range, switching to the next range when the current one is used
+   * up. No I/O: when no range has ids it starts a load and answers undefined.
+   */
+  take(b: TagBuffer): bigint | undefined {
+    for (;;) {
+      if (b.big) {
+        const v = b.bigValue;
+        if (v < b.end) {
+          b.bigValue = v + 1n;
+          if (b.bigArmed && v >= b.bigPreloadAt) this.preload(b);
+          return v;
+        }
+      } else {
+        const v = b.value;
+        if (v < b.limit) {
+          b.value = v + 1;
+          if (v >= b.preloadAt) this.preload(b);
+          return BigInt(v);
+        }
+      }
+      if (b.next === undefined) {
+        this.startLoad(b);
+        return undefined;
+      }
+      b.promote(b.next, this.threshold);
+    }
+  }
+
+  /** The preload point was reached: load the next range unless one is loaded or loading. */
+  preload(b: TagBuffer): void {
+    b.disarm();
+    this.startLoad(b);
+  }
+
+  /** Starts the one background load of `b` unless it has a next range, a load, or a retry pending. */
+  startLoad(b: TagBuffer): Promise<void> | undefined {
+    if (
+      b.removed ||
+      b.refused !== undefined ||
+      b.loading ||
+      b.next !== undefined ||
+      b.retryTimer !== undefined
+    )
+      return undefined;
+    b.disarm();
+    b.loading = true;
+    // The load starts in a microtask: even its synchronous part (a pooled connection, the statement
+    // written to the socket) stays off the path of the call that reached the preload point.
+    const loading = Promise.resolve().then(() => this.load(b));
+    this.inFlight.add(loading);
+    void loading.then(() => this.inFlight.delete(loading));
+    return loading;
+  }
+
+  private async load(b: TagBuffer): Promise<void> {
+    const startedAt = performance.now();
+    const now = this.clock.now();
+    // As Java Leaf: the first two ranges take the table's step. Its buffer's updateTimestamp stays 0
+    // through the first load and is set by the second, so the dynamic step starts with the third
+    // range, measured from the second load (ranges of a busy tag: 2000, 2000, 4000, ...).
+    const step =
+      this.dynamic === undefined || b.loads < 2 || b.lastLoadAt === undefined
+        ? undefined
+        : nextDynamicStep(b.lastStep, b.tableStep, now - b.lastLoadAt, this.dynamic);
+    let range: SegmentRange;
+    // The store handed over a range the generator itself refuses: the store moved its max id for it.
+    let taken = false;
+    try {
+      range = await this.store.takeRange(b.tag, step);
+      taken = true;
+      const where = `the ${this.store.kind} store`;
+      const problem = rangeProblem(range, b.tag);
+      if (problem !== undefined) throw badRange(range, b.tag, problem, where);
+      if (range.start < b.floor) {
+        throw maxIdMovedBack(b.tag, range.start, b.floor, where, { taken: true });
+      }
+    } catch (error) {
+      b.loading = false;
+      // A damaged row or a max id behind this process's ids is not retried: each retry could move
+      // max_id on, into ranges other processes hold. The tag waits for an operator.
+      if (isLeafError(error, ErrorCodes.CORRUPT_DATA)) this.refuse(b, error, taken);
+      else this.loadFailed(b, error);
+      return;
+    }
+    b.loading = false;
+    if (b.removed) return;
+    b.floor = range.end;
+    b.lastStep = range.step;
+    b.tableStep = range.tableStep;
+    b.lastLoadAt = this.clock.now();
+    b.lastLoadDurationMs = performance.now() - startedAt;
+    b.loads++;
+    b.consecutiveFailures = 0;
+    b.retryAt = undefined;
+    if (b.initialized && !b.currentEmpty()) {
+      b.next = range;
+    } else {
+      b.promote(range, this.threshold);
+    }
+    const waiters = b.waiters;
+    b.waiters = [];
+    for (const w of waiters) {
+      clearTimeout(w.timer);
+      w.resolve();
+    }
+  }
+
+  private loadFailed(b: TagBuffer, error: unknown): void {
+    b.loadFailures++;
+    b.consecutiveFailures++;
+    b.lastError = error;
+    // A split brain or a configuration problem (access denied, a revoked grant, a missing table)
+    // needs an operator: reported at error level. Loads still retry, so a fix is picked up.
+    this.report(
+      error,
+      reasonOf(error) === "split-brain" || isLeafError(error, ErrorCodes.INVALID_CONFIG)
+        ? { tag: b.tag, operation: "load", level: "error" }
+        : { tag: b.tag, operation: "load" },
+    );
+    if (b.removed || this.closed()) return;
+    const wait = backoffDelay(b.consecutiveFailures - 1, this.retry);
+    b.retryAt = performance.now() + wait;
+    b.retryTimer = setTimeout(() => {
+      b.retryTimer = undefined;
+      if (b.next === undefined) this.startLoad(b);
+    }, wait);
+    b.retryTimer.unref?.();
+    // Waiters whose deadline comes before the retry get their answer now rather than at the deadline.
+    b.waiters = b.waiters.filter((w) => {
+      if (w.deadline >= b.retryAt!) return true;
+      clearTimeout(w.timer);
+      w.reject(this.exhausted(b, this.waitMs));
+      return false;
+    });
+  }
+
+  /**
+   * Stops serving `b`: the ranges it holds are dropped (a gap), waiters fail with the reason, and
+   * no load starts until a refresh finds the row fixed ({@link recheckRefused}). When the store had
+   * already moved its max id for the refused range (`taken`: a store without its own checks), a
+   * fixed-looking row cannot be told from that move, so the tag stays refused until a restart.
+   */
+  private refuse(b: TagBuffer, error: LeafError, taken: boolean): void {
+    b.loadFailures++;
+    b.consecutiveFailures++;
+    b.lastError = error;
+    if (b.removed || this.closed()) {
+      this.report(error, { tag: b.tag, operation: "load" });
+      return;
+    }
+    b.refused = error;
+    b.refusedUntilRestart = taken;
+    b.drop();
+    this.report(error, { tag: b.tag, operation: "load", refused: true, level: "error" });
+    const refused = this.refusedError(b);
+    for (const w of b.waiters) {
+      clearTimeout(w.timer);
+      w.reject(refused);
+    }
+    b.waiters = [];
+  }
+
+  /** The error requests of a refused tag get: CORRUPT_DATA with the reason, the cause attached. */
+  refusedError(b: TagBuffer): LeafError {
+    const cause = b.refused!;
+    return new LeafError({
+      component: COMPONENT,
+      code: ErrorCodes.CORRUPT_DATA,
+      message:
+        `tag ${JSON.stringify(b.tag)} is not served: ${cause.message.replace(/^\[leaf\] \[[a-z-]+\] /, "")}. ` +
+        (b.refusedUntilRestart
+          ? `The ${this.store.kind} store moved its max id for the refused range, so ids resume only after the row is fixed and this process restarted`
+          : "Ids resume once a refresh finds the row fixed"),
+      details: { ...cause.details, tag: b.tag },
+      cause,
+    });
+  }
+
+  /** Waits until a load of `b` ends (or a range is there), rejecting with -3 at `deadline`. */
+  waitForRange(b: TagBuffer, deadline: number): Promise<void> {
+    if (b.refused !== undefined) return Promise.reject(this.refusedError(b));
+    const left = deadline - performance.now();
+    if (
+      left <= 0 ||
+      (b.retryTimer !== undefined && b.retryAt !== undefined && b.retryAt > deadline)
+    ) {
+      return Promise.reject(this.exhausted(b, this.waitMs));
+    }
+    return new Promise<void>((resolve, reject) => {
+      const waiter: Waiter = {
+        deadline,
+        resolve,
+        reject,
+        timer: setTimeout(() => {
+          const i = b.waiters.indexOf(waiter);
+          if (i !== -1) b.waiters.splice(i, 1);
+          reject(this.exhausted(b, this.waitMs));
+        }, left),
+      };
+      b.waiters.push(waiter);
+    });
+  }
+
+  /** SEGMENTS_EXHAUSTED (-3) for `b`, saying why no range is there. */
+  exhausted(b: TagBuffer, waitedMs: number): LeafError {
+    const why =
+      b.lastError !== undefined && b.consecutiveFailures > 0
+        ? `the last load failed (${message(b.lastError)})`
+        : b.loading
+          ? "the load in flight has not finished"
+          : "no load has finished yet";
+    return new LeafError({
+      component: COMPONENT,
+      code: ErrorCodes.SEGMENTS_EXHAUSTED,
+      leafCode: LeafCodes.SEGMENTS_EXHAUSTED,
+      message:
+        `no id for tag ${JSON.stringify(b.tag)}: both ranges are used up and ${why}` +
+        `${waitedMs > 0 ? ` after waiting ${waitedMs} ms` : ""}; ` +
+        (isLeafError(b.lastError, ErrorCodes.INVALID_CONFIG) && b.consecutiveFailures > 0
+          ? `the ${this.store.kind} store refuses this node (a configuration problem, not an outage): fix it as the cause says`
+          : `the ${this.store.kind} store may be down or slow, retry shortly`),
+      details: { tag: b.tag, waitedMs, loadFailures: b.loadFailures },
+      cause: b.consecutiveFailures > 0 ? b.lastError : undefined,
+    });
+  }
+
+  /** NOT_INITIALIZED (-1) for `b`: its first range has not arrived. */
+  notInitialized(b: TagBuffer): LeafError {
+    return new LeafError({
+      component: COMPONENT,
+      code: ErrorCodes.NOT_INITIALIZED,
+      leafCode: LeafCodes.SEGMENT_NOT_INITIALIZED,
+      message: `tag ${JSON.stringify(b.tag)} has no range loaded yet${b.lastError === undefined ? " (loading)" : ` (last load failed: ${message(b.lastError)})`}; use nextId() to wait for it`,
+      details: { tag: b.tag },
+    });
+  }
+}
+
+/** `details.reason` of a LeafError, or null. */
+export function reasonOf(error: unknown): string | null {
+  const reason = (error as { details?: { reason?: unknown } } | undefined)?.details?.reason;
+  return typeof reason === "string" ? reason : null;
+}
+
+/** The message of an error (or the value in words). */
+export function message(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

@@ -4,7 +4,6 @@
 // both win. With a staleness rule, a holder heartbeats its lock and publishes a fence deadline, so
 // that a lock whose owner cannot be judged (another container, another boot) is taken over safely
 // once it goes untouched.
-import { randomBytes } from "node:crypto";
 import {
   closeSync,
   fstatSync,
@@ -13,54 +12,30 @@ import {
   linkSync,
   openSync,
   readdirSync,
-  readFileSync,
-  readlinkSync,
   renameSync,
   statSync,
-  unlinkSync,
-  utimesSync,
   writeFileSync,
 } from "node:fs";
-import { hostname } from "node:os";
 import { basename, dirname, join } from "node:path";
 import { delay } from "./backoff";
 import { systemClock } from "./clock";
 import { argumentError, type ErrorCode, ErrorCodes, LeafError } from "./errors";
-import { readTextIfExists } from "./lease-cache";
+import { type Created, type HeldLockFile, holdLock, touch, unlinkQuietly } from "./held-lock-file";
+import {
+  ageMs,
+  held,
+  isStale,
+  judgeOwner,
+  type LockFileOwner,
+  newOwner,
+  randomToken,
+  readLockFile,
+  readOwnerToken,
+  staleAfterFor,
+} from "./lock-file-owner";
 
-/** Who holds a lock file: the JSON object the file holds. */
-export interface LockFileOwner {
-  /** The holder's process id. */
-  pid: number;
-  /** The holder's host name (`os.hostname()`); a pid is only judged on the host that wrote it. */
-  host: string;
-  /**
-   * The kernel's boot id (`/proc/sys/kernel/random/boot_id`, Linux): a pid is only judged by a process
-   * of the same boot of the same kernel. Missing in records of older versions and off Linux.
-   */
-  bootId?: string;
-  /**
-   * The holder's PID namespace (`readlink /proc/self/ns/pid`, e.g. "pid:[4026531836]", Linux): a pid
-   * means nothing in another namespace (containers, `unshare --pid`), so it is only judged by a
-   * process of the same namespace. Missing in records of older versions and off Linux.
-   */
-  pidNamespace?: string;
-  /** The process's start time as the kernel counts it (Linux), to tell a reused pid apart. */
-  processStart: string | undefined;
-  /** Random per lock: says which holding this is, even within one process. */
-  token: string;
-  /** What the holder uses the lock for, in words (e.g. a node "10.0.0.9:8080"), for messages. */
-  label?: string;
-  /**
-   * The holder's `foreignStaleAfterMs`: it touches the lock every quarter of this and stops acting
-   * under it half of this after its last touch (`fenceAt`). Only a lock that records it is ever
-   * taken over by age, and only once untouched for the longer of this and the taker's own setting.
-   * Missing when the holder does not heartbeat (no `foreignStaleAfterMs`, or an older version).
-   */
-  staleAfterMs?: number;
-  /** When the lock was taken, ms since the Unix epoch. */
-  acquiredAt: number;
-}
+export type { HeldLockFile } from "./held-lock-file";
+export { type LockFileOwner, readLockFile } from "./lock-file-owner";
 
 /** Options of {@link acquireLockFile} and {@link tryAcquireLockFile}. */
 export interface LockFileOptions {
@@ -98,36 +73,6 @@ export interface LockFileWaitOptions extends LockFileOptions {
   signal?: AbortSignal;
 }
 
-/** A lock file this process holds. */
-export interface HeldLockFile {
-  /** The lock file. */
-  readonly path: string;
-  /** The owner record written into it. */
-  readonly owner: LockFileOwner;
-  /**
-   * True while the lock file at `path` is still the one this holder created (same inode, same
-   * content): false once it was removed, replaced or taken over. Reads the file each time.
-   */
-  owns(): boolean;
-  /**
-   * With `foreignStaleAfterMs`: the `performance.now()` instant (ms) after which this holder must not
-   * act under the lock unless a later heartbeat moves it: the start of the last heartbeat that found
-   * the file its own, touched it and found it its own again, plus half of `foreignStaleAfterMs`.
-   * Another process takes the lock over only once it went untouched for all of
-   * `foreignStaleAfterMs`, so a holder that stops at `fenceAt` has stopped before then, even when it
-   * was paused. Undefined without `foreignStaleAfterMs` (the lock is then never taken over from a
-   * live or unjudgeable holder).
-   */
-  readonly fenceAt: number | undefined;
-  /**
-   * Aborted once this holder finds the file is no longer its own (a heartbeat or `owns()` saw it
-   * removed, replaced or taken over); the reason is a LeafError (LOCKED, or `options.code`).
-   */
-  readonly lost: AbortSignal;
-  /** Stops touching the lock and removes it if it is still the one this holder created. Idempotent. */
-  release(): void;
-}
-
 /** What {@link tryAcquireLockFile} found. */
 export type LockFileAttempt =
   | { acquired: true; lock: HeldLockFile }
@@ -143,16 +88,6 @@ export type LockFileAttempt =
        */
       staleAt?: number;
     };
-
-/** Tokens of the locks this process holds, shared by every copy of this module it loaded. */
-const held: Set<string> = sharedHeldSet();
-
-function sharedHeldSet(): Set<string> {
-  const key = Symbol.for("@leaf/core.heldLockFiles");
-  const global = globalThis as Record<symbol, unknown>;
-  if (!(global[key] instanceof Set)) global[key] = new Set<string>();
-  return global[key] as Set<string>;
-}
 
 /** How many nested claims a takeover may need (each level only after a crash mid-takeover). */
 const MAX_CLAIM_DEPTH = 3;
@@ -231,30 +166,6 @@ export function acquireLockFile(path: string, options: LockFileOptions = {}): He
   throw lockedError(path, options, attempt.owner, attempt.unreadable);
 }
 
-/**
- * Reads the owner of a lock file: undefined when there is none, "unreadable" when the file holds no
- * owner record. Throws the file system's error when it cannot be read.
- */
-export function readLockFile(path: string): LockFileOwner | "unreadable" | undefined {
-  const text = readTextIfExists(path);
-  if (text === undefined) return undefined;
-  try {
-    const value = JSON.parse(text) as Partial<LockFileOwner>;
-    if (
-      typeof value === "object" &&
-      value !== null &&
-      Number.isInteger(value.pid) &&
-      typeof value.host === "string" &&
-      typeof value.token === "string"
-    ) {
-      return value as LockFileOwner;
-    }
-  } catch {
-    // Not JSON: unreadable.
-  }
-  return "unreadable";
-}
-
 function checkOptions(path: string, options: LockFileOptions): { foreignStaleAfterMs?: number } {
   const component = options?.component ?? "core";
   if (typeof path !== "string" || path === "") {
@@ -265,65 +176,6 @@ function checkOptions(path: string, options: LockFileOptions): { foreignStaleAft
     throw argumentError(component, "foreignStaleAfterMs", staleAfter, "a positive integer of ms");
   }
   return { foreignStaleAfterMs: staleAfter };
-}
-
-function newOwner(label: string | undefined, staleAfterMs: number | undefined): LockFileOwner {
-  const here = thisProcess();
-  return {
-    pid: process.pid,
-    host: hostname(),
-    ...(here.bootId === undefined ? {} : { bootId: here.bootId }),
-    ...(here.pidNamespace === undefined ? {} : { pidNamespace: here.pidNamespace }),
-    // /proc/self, not /proc/<pid>: under `unshare --pid` without its own /proc the two differ.
-    processStart: procStat("self")?.start,
-    token: randomToken(),
-    ...(label === undefined ? {} : { label }),
-    ...(staleAfterMs === undefined ? {} : { staleAfterMs }),
-    acquiredAt: Date.now(),
-  };
-}
-
-/** What identifies this process's view of pids: boot, PID namespace, and whether /proc matches it. */
-interface ProcessView {
-  bootId: string | undefined;
-  pidNamespace: string | undefined;
-  /** True when /proc/<pid> shows this namespace's pids (its /proc/self is our pid). */
-  procMatches: boolean;
-}
-
-let view: ProcessView | undefined;
-
-function thisProcess(): ProcessView {
-  if (view) return view;
-  let bootId: string | undefined;
-  let pidNamespace: string | undefined;
-  let procMatches = false;
-  try {
-    bootId = readFileSync("/proc/sys/kernel/random/boot_id", "utf8").trim() || undefined;
-  } catch {
-    // Not Linux: no boot id, so no pid can be judged across processes (see isStale).
-  }
-  try {
-    pidNamespace = readlinkSync("/proc/self/ns/pid");
-  } catch {
-    // Not Linux, or /proc is not mounted.
-  }
-  try {
-    procMatches = Number(readFileSync("/proc/self/stat", "utf8").split(" ")[0]) === process.pid;
-  } catch {
-    // No /proc.
-  }
-  view = { bootId, pidNamespace, procMatches };
-  return view;
-}
-
-/** What a lock file created by this process holds, to tell it apart from any later one. */
-interface Created {
-  text: string;
-  dev: number;
-  ino: number;
-  /** performance.now() read before the file's mtime was set: the start of its first "heartbeat". */
-  since: number;
 }
 
 type Attempt = { acquired: true; created: Created } | Extract<LockFileAttempt, { acquired: false }>;
@@ -441,199 +293,12 @@ function removeStale(path: string, token: string, claimToken: string): number | 
   }
 }
 
-/** Sets the file's mtime to now; returns the performance.now() read before. */
-function touch(path: string): number {
-  const since = performance.now();
-  const now = new Date();
-  utimesSync(path, now, now);
-  return since;
-}
-
-function holdLock(
-  path: string,
-  owner: LockFileOwner,
-  created: Created,
-  foreignStaleAfterMs: number | undefined,
-  options: LockFileOptions,
-): HeldLockFile {
-  const controller = new AbortController();
-  let timer: NodeJS.Timeout | undefined;
-  const isMine = () => {
-    try {
-      const stat = statSync(path);
-      return (
-        stat.ino === created.ino &&
-        stat.dev === created.dev &&
-        readFileSync(path, "utf8") === created.text
-      );
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
-      return false;
-    }
-  };
-  const owns = () => {
-    const mine = isMine();
-    if (!mine && !controller.signal.aborted) {
-      clearInterval(timer);
-      controller.abort(lostError(path, options));
-    }
-    return mine;
-  };
-  let lastBeat = created.since;
-  if (foreignStaleAfterMs !== undefined) {
-    // Keeps the lock fresh for processes that judge it by its age alone, and moves fenceAt on.
-    timer = setInterval(
-      () => {
-        try {
-          if (!owns()) return;
-          const since = touch(path);
-          // Touched a file that was taken over right before the touch: not a heartbeat of ours.
-          if (owns()) lastBeat = since;
-        } catch {
-          // The folder went away or became read-only: fenceAt is not moved, so the holder stops.
-        }
-      },
-      Math.max(1, Math.floor(foreignStaleAfterMs / 4)),
-    );
-    timer.unref();
-  }
-  let released = false;
-  return {
-    path,
-    owner,
-    owns,
-    get fenceAt() {
-      return foreignStaleAfterMs === undefined ? undefined : lastBeat + foreignStaleAfterMs / 2;
-    },
-    lost: controller.signal,
-    release() {
-      if (released) return;
-      released = true;
-      clearInterval(timer);
-      try {
-        // By inode and content, not token alone: a copy of it put in its place is not removed.
-        if (isMine()) unlinkQuietly(path);
-      } finally {
-        held.delete(owner.token);
-      }
-    },
-  };
-}
-
-function lostError(path: string, options: LockFileOptions): LeafError {
-  const resource = options.resource ?? `lock file ${path}`;
-  return new LeafError({
-    component: options.component ?? "core",
-    code: options.code ?? ErrorCodes.LOCKED,
-    message:
-      `${resource} is no longer held by this process: lock file ${path} was removed, replaced or ` +
-      "taken over by another process (after going untouched, e.g. while this process was paused); " +
-      "stop using it",
-    details: { ...options.details, path },
-  });
-}
-
 /** Removes the lock file at `path` if it still names `token`, and forgets the token. */
 function release(path: string, token: string): void {
   try {
     if (readOwnerToken(path) === token) unlinkQuietly(path);
   } finally {
     held.delete(token);
-  }
-}
-
-function randomToken(): string {
-  return randomBytes(12).toString("hex");
-}
-
-function readOwnerToken(path: string): string | undefined {
-  const owner = readLockFile(path);
-  return typeof owner === "object" ? owner.token : undefined;
-}
-
-/** Whether the owner of a lock may be replaced: provably gone, or unjudgeable and untouched long. */
-function isStale(
-  path: string,
-  owner: LockFileOwner,
-  foreignStaleAfterMs: number | undefined,
-): boolean {
-  const verdict = judgeOwner(owner);
-  if (verdict === "dead") return true;
-  if (verdict === "alive") return false;
-  const staleAfter = staleAfterFor(owner, foreignStaleAfterMs);
-  return staleAfter !== undefined && ageMs(path) >= staleAfter;
-}
-
-/**
- * How long a lock of `owner` that cannot be judged by pid must go untouched before it is taken over:
- * the longer of the taker's and the holder's setting; undefined (never) when either has none, since
- * a holder that does not record one does not heartbeat and fence as this needs.
- */
-function staleAfterFor(
-  owner: LockFileOwner,
-  foreignStaleAfterMs: number | undefined,
-): number | undefined {
-  const recorded = owner.staleAfterMs;
-  if (foreignStaleAfterMs === undefined) return undefined;
-  if (typeof recorded !== "number" || !Number.isFinite(recorded) || recorded <= 0) return undefined;
-  return Math.max(foreignStaleAfterMs, recorded);
-}
-
-/**
- * Whether the owner of a lock is provably gone ("dead"), surely or possibly running ("alive"), or
- * cannot be judged by its pid at all (a string saying why: another host, boot or PID namespace).
- */
-function judgeOwner(owner: LockFileOwner): "dead" | "alive" | string {
-  if (owner.host !== hostname()) return `it was written on another host (${owner.host})`;
-  const here = thisProcess();
-  if (owner.bootId === undefined || here.bootId === undefined) {
-    return "it records no boot id (written by an older version, or not on Linux)";
-  }
-  if (owner.bootId !== here.bootId) {
-    return `it was written in another boot (boot id ${owner.bootId}, here ${here.bootId}): by this machine before a reboot, or by another machine of the same name`;
-  }
-  if (owner.pidNamespace === undefined || owner.pidNamespace !== here.pidNamespace) {
-    return `it was written in another PID namespace (${owner.pidNamespace ?? "not recorded"}, here ${here.pidNamespace ?? "unknown"}), such as another container, where its pid ${owner.pid} means another process`;
-  }
-  if (owner.pid === process.pid) return held.has(owner.token) ? "alive" : "dead";
-  if (!processAlive(owner.pid)) return "dead";
-  // /proc of another namespace (unshare --pid without its own /proc) shows other processes.
-  if (!here.procMatches) return "alive";
-  const stat = procStat(String(owner.pid));
-  if (!stat) return "alive";
-  // A zombie has exited (its parent has not reaped it yet); another start time is a reused pid.
-  if (stat.state === "Z") return "dead";
-  return owner.processStart !== undefined && stat.start !== owner.processStart ? "dead" : "alive";
-}
-
-function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    // EPERM: the process exists but belongs to another user.
-    return (error as NodeJS.ErrnoException).code === "EPERM";
-  }
-}
-
-/** State and start time (clock ticks since boot) from /proc/PID/stat; undefined off Linux. */
-function procStat(pid: string): { state: string; start: string | undefined } | undefined {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    // The command name (field 2) may hold spaces and parentheses: count from the last ")".
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    return { state: fields[0] ?? "", start: fields[19] };
-  } catch {
-    return undefined;
-  }
-}
-
-/** ms since the file was last modified (0 when it is gone). */
-function ageMs(path: string): number {
-  try {
-    return Date.now() - statSync(path).mtimeMs;
-  } catch {
-    return 0;
   }
 }
 
@@ -692,14 +357,6 @@ function sweepTempFiles(path: string): void {
     } catch {
       // Gone already.
     }
-  }
-}
-
-function unlinkQuietly(path: string): void {
-  try {
-    unlinkSync(path);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
   }
 }
 

@@ -1,0 +1,145 @@
+// A lock file this process holds: the record of the file it created (to tell it from any later
+// one), the heartbeat that keeps it fresh and moves its fence deadline on, and its release.
+import { readFileSync, statSync, unlinkSync, utimesSync } from "node:fs";
+import { ErrorCodes, LeafError } from "./errors";
+import type { LockFileOptions } from "./lock-file";
+import { held, type LockFileOwner } from "./lock-file-owner";
+
+/** A lock file this process holds. */
+export interface HeldLockFile {
+  /** The lock file. */
+  readonly path: string;
+  /** The owner record written into it. */
+  readonly owner: LockFileOwner;
+  /**
+   * True while the lock file at `path` is still the one this holder created (same inode, same
+   * content): false once it was removed, replaced or taken over. Reads the file each time.
+   */
+  owns(): boolean;
+  /**
+   * With `foreignStaleAfterMs`: the `performance.now()` instant (ms) after which this holder must not
+   * act under the lock unless a later heartbeat moves it: the start of the last heartbeat that found
+   * the file its own, touched it and found it its own again, plus half of `foreignStaleAfterMs`.
+   * Another process takes the lock over only once it went untouched for all of
+   * `foreignStaleAfterMs`, so a holder that stops at `fenceAt` has stopped before then, even when it
+   * was paused. Undefined without `foreignStaleAfterMs` (the lock is then never taken over from a
+   * live or unjudgeable holder).
+   */
+  readonly fenceAt: number | undefined;
+  /**
+   * Aborted once this holder finds the file is no longer its own (a heartbeat or `owns()` saw it
+   * removed, replaced or taken over); the reason is a LeafError (LOCKED, or `options.code`).
+   */
+  readonly lost: AbortSignal;
+  /** Stops touching the lock and removes it if it is still the one this holder created. Idempotent. */
+  release(): void;
+}
+
+/** What a lock file created by this process holds, to tell it apart from any later one. */
+export interface Created {
+  text: string;
+  dev: number;
+  ino: number;
+  /** performance.now() read before the file's mtime was set: the start of its first "heartbeat". */
+  since: number;
+}
+
+/** Sets the file's mtime to now; returns the performance.now() read before. */
+export function touch(path: string): number {
+  const since = performance.now();
+  const now = new Date();
+  utimesSync(path, now, now);
+  return since;
+}
+
+export function holdLock(
+  path: string,
+  owner: LockFileOwner,
+  created: Created,
+  foreignStaleAfterMs: number | undefined,
+  options: LockFileOptions,
+): HeldLockFile {
+  const controller = new AbortController();
+  let timer: NodeJS.Timeout | undefined;
+  const isMine = () => {
+    try {
+      const stat = statSync(path);
+      return (
+        stat.ino === created.ino &&
+        stat.dev === created.dev &&
+        readFileSync(path, "utf8") === created.text
+      );
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
+      return false;
+    }
+  };
+  const owns = () => {
+    const mine = isMine();
+    if (!mine && !controller.signal.aborted) {
+      clearInterval(timer);
+      controller.abort(lostError(path, options));
+    }
+    return mine;
+  };
+  let lastBeat = created.since;
+  if (foreignStaleAfterMs !== undefined) {
+    // Keeps the lock fresh for processes that judge it by its age alone, and moves fenceAt on.
+    timer = setInterval(
+      () => {
+        try {
+          if (!owns()) return;
+          const since = touch(path);
+          // Touched a file that was taken over right before the touch: not a heartbeat of ours.
+          if (owns()) lastBeat = since;
+        } catch {
+          // The folder went away or became read-only: fenceAt is not moved, so the holder stops.
+        }
+      },
+      Math.max(1, Math.floor(foreignStaleAfterMs / 4)),
+    );
+    timer.unref();
+  }
+  let released = false;
+  return {
+    path,
+    owner,
+    owns,
+    get fenceAt() {
+      return foreignStaleAfterMs === undefined ? undefined : lastBeat + foreignStaleAfterMs / 2;
+    },
+    lost: controller.signal,
+    release() {
+      if (released) return;
+      released = true;
+      clearInterval(timer);
+      try {
+        // By inode and content, not token alone: a copy of it put in its place is not removed.
+        if (isMine()) unlinkQuietly(path);
+      } finally {
+        held.delete(owner.token);
+      }
+    },
+  };
+}
+
+function lostError(path: string, options: LockFileOptions): LeafError {
+  const resource = options.resource ?? `lock file ${path}`;
+  return new LeafError({
+    component: options.component ?? "core",
+    code: options.code ?? ErrorCodes.LOCKED,
+    message:
+      `${resource} is no longer held by this process: lock file ${path} was removed, replaced or ` +
+      "taken over by another process (after going untouched, e.g. while this process was paused); " +
+      "stop using it",
+    details: { ...options.details, path },
+  });
+}
+
+export function unlinkQuietly(path: string): void {
+  try {
+    unlinkSync(path);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
+  }
+}

@@ -113,14 +113,28 @@ function pickFreePort(host: string): Promise<number> {
 }
 
 /**
- * Fails fast, before the modes take a worker id or load ranges, when the port is already taken or
- * the host is not an address of this machine.
+ * Fails fast, before the modes take a worker id or load ranges, when something already listens on
+ * the port. It connects rather than binds: binding to test would open the port for a moment, and a
+ * load balancer's probe landing then would be reset. (A port taken in another way is still caught
+ * by listen() itself, after which the modes are closed again.)
  */
 function assertPortFree(host: string, port: number): Promise<void> {
+  const target = host === "0.0.0.0" || host === "::" ? "127.0.0.1" : host;
   return new Promise((resolve, reject) => {
-    const probe = net.createServer();
-    probe.once("error", (error) => reject(portError(error, host, port)));
-    probe.listen({ host, port, exclusive: true }, () => probe.close(() => resolve()));
+    const socket = net.connect({ host: target, port });
+    socket.setTimeout(1000);
+    const done = (inUse: boolean) => {
+      socket.destroy();
+      if (inUse) {
+        const error = Object.assign(new Error(`${target}:${port} accepts connections`), {
+          code: "EADDRINUSE",
+        });
+        reject(portError(error, host, port));
+      } else resolve();
+    };
+    socket.once("connect", () => done(true));
+    socket.once("timeout", () => done(false));
+    socket.once("error", () => done(false));
   });
 }
 

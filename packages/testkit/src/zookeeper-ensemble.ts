@@ -16,11 +16,11 @@ import { findProgram } from "./binaries";
 import { TestkitError } from "./errors";
 import { LocalServer, makeInstanceDir } from "./handle";
 import { freePort, LOOPBACK } from "./ports";
-import { exchange, zookeeperConf } from "./probes";
-import { ServerProcess } from "./server-process";
+import { exchange } from "./probes";
+import type { ServerProcess } from "./server-process";
 import { TcpProxy } from "./tcp-proxy";
 import type { ZookeeperHandle, ZookeeperOptions } from "./types";
-import { debianClasspath, zookeeperCommand } from "./zookeeper";
+import { debianClasspath, zookeeperCommand, zookeeperServerProcess } from "./zookeeper";
 
 /** Options of {@link startZookeeperEnsemble}. */
 export interface ZookeeperEnsembleOptions
@@ -262,35 +262,20 @@ export async function startZookeeperEnsemble(
         const link = links.find((l) => l.from === i && l.to === j)!;
         return `server.${j + 1}=${LOOPBACK}:${link.peer.port}:${link.election.port}`;
       });
-      const server = new ServerProcess({
-        kind: "zookeeper",
+      const server = zookeeperServerProcess({
         dir,
+        dataDir,
+        config,
         logFile,
-        prepare: (port) =>
-          writeFile(
-            config,
-            [
-              `tickTime=${tickTime}`,
-              `initLimit=${options.initLimit ?? 10}`,
-              `syncLimit=${options.syncLimit ?? 5}`,
-              `minSessionTimeout=${minSessionTimeout}`,
-              `maxSessionTimeout=${maxSessionTimeout}`,
-              `dataDir=${dataDir}`,
-              `clientPort=${port}`,
-              `clientPortAddress=${LOOPBACK}`,
-              "admin.enableServer=false",
-              "4lw.commands.whitelist=*",
-              "forceSync=no",
-              "maxClientCnxns=0",
-              ...servers,
-              "",
-            ].join("\n"),
-          ),
+        settings: [
+          `tickTime=${tickTime}`,
+          `initLimit=${options.initLimit ?? 10}`,
+          `syncLimit=${options.syncLimit ?? 5}`,
+          `minSessionTimeout=${minSessionTimeout}`,
+          `maxSessionTimeout=${maxSessionTimeout}`,
+          ...servers,
+        ],
         command: () => zookeeperCommand(java, classpath, heapMb, dir, config, options.args),
-        probe: async (port) => {
-          const conf = await zookeeperConf(LOOPBACK, port);
-          return conf?.includes(`dataDir=${dataDir}`) ?? false;
-        },
         readyTimeoutMs: options.readyTimeoutMs ?? 60_000,
         stopTimeoutMs: options.stopTimeoutMs ?? 10_000,
       });

@@ -115,6 +115,55 @@ export function zookeeperCommand(
  * defaults to 500 ms, so sessions may be as short as 1 s (minSessionTimeout) and as long as 10 s
  * (maxSessionTimeout); both can be set.
  */
+/** What {@link zookeeperServerProcess} needs: the files, the settings of this kind of server. */
+export interface ZookeeperProcessSpec {
+  dir: string;
+  dataDir: string;
+  config: string;
+  logFile: string;
+  /** zoo.cfg lines that differ between a single server and an ensemble member (ticks, quorum). */
+  settings: string[];
+  command: (port: number) => { file: string; args: string[] };
+  readyTimeoutMs: number;
+  stopTimeoutMs: number;
+}
+
+/**
+ * One ZooKeeper server process on a loopback port chosen at start: zoo.cfg is written with the
+ * given settings and the settings every test server shares, and it is ready once the server
+ * answers `conf` with its own data folder.
+ */
+export function zookeeperServerProcess(spec: ZookeeperProcessSpec): ServerProcess {
+  return new ServerProcess({
+    kind: "zookeeper",
+    dir: spec.dir,
+    logFile: spec.logFile,
+    prepare: (port) =>
+      writeFile(
+        spec.config,
+        [
+          ...spec.settings,
+          `dataDir=${spec.dataDir}`,
+          `clientPort=${port}`,
+          `clientPortAddress=${LOOPBACK}`,
+          "admin.enableServer=false",
+          "4lw.commands.whitelist=*",
+          "forceSync=no",
+          // The default of 60 connections per address is easy to reach from one test process.
+          "maxClientCnxns=0",
+          "",
+        ].join("\n"),
+      ),
+    command: spec.command,
+    probe: async (port) => {
+      const conf = await zookeeperConf(LOOPBACK, port);
+      return conf?.includes(`dataDir=${spec.dataDir}`) ?? false;
+    },
+    readyTimeoutMs: spec.readyTimeoutMs,
+    stopTimeoutMs: spec.stopTimeoutMs,
+  });
+}
+
 export async function startZookeeper(options: ZookeeperOptions = {}): Promise<ZookeeperHandle> {
   const setting = options.useEnv === false ? undefined : externalSetting("zookeeper");
   if (setting !== undefined) return useExternalZookeeper(setting);
@@ -131,33 +180,17 @@ export async function startZookeeper(options: ZookeeperOptions = {}): Promise<Zo
   const logFile = join(dir, "zookeeper.log");
   await mkdir(dataDir);
 
-  const server = new ServerProcess({
-    kind: "zookeeper",
+  const server = zookeeperServerProcess({
     dir,
+    dataDir,
+    config,
     logFile,
-    prepare: (port) =>
-      writeFile(
-        config,
-        [
-          `tickTime=${tickTime}`,
-          `minSessionTimeout=${minSessionTimeout}`,
-          `maxSessionTimeout=${maxSessionTimeout}`,
-          `dataDir=${dataDir}`,
-          `clientPort=${port}`,
-          `clientPortAddress=${LOOPBACK}`,
-          "admin.enableServer=false",
-          "4lw.commands.whitelist=*",
-          "forceSync=no",
-          // The default of 60 connections per address is easy to reach from one test process.
-          "maxClientCnxns=0",
-          "",
-        ].join("\n"),
-      ),
+    settings: [
+      `tickTime=${tickTime}`,
+      `minSessionTimeout=${minSessionTimeout}`,
+      `maxSessionTimeout=${maxSessionTimeout}`,
+    ],
     command: () => zookeeperCommand(java, classpath, heapMb, dir, config, options.args),
-    probe: async (port) => {
-      const conf = await zookeeperConf(LOOPBACK, port);
-      return conf?.includes(`dataDir=${dataDir}`) ?? false;
-    },
     readyTimeoutMs: options.readyTimeoutMs ?? 30_000,
     stopTimeoutMs: options.stopTimeoutMs ?? 10_000,
   });

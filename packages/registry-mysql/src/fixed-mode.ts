@@ -65,6 +65,7 @@ export async function acquireFixed(
     if (isUnreachable(error)) return fallback(settings, request, error as LeafError);
     throw error;
   }
+  let lockedName: string | undefined;
   try {
     const timeout = settings.db.timeoutMs;
     const row = await findOrCreateRow(connection, settings.table, request, timeout);
@@ -83,6 +84,7 @@ export async function acquireFixed(
     }
     const lockName = fixedLockName(row.database, settings.table, workerId);
     await takeLock(connection, lockName, workerId, request.key, timeout);
+    lockedName = lockName;
     // Ids issued while MySQL was down last time are only in the cache file: count them too.
     const stored = Math.max(row.maxTimestamp, cachedTimestamp(settings, request, workerId));
     checkClockNotBehind({
@@ -101,6 +103,18 @@ export async function acquireFixed(
     lease.attached(connection);
     return lease;
   } catch (error) {
+    // A refused start frees its lock before it returns, so an immediate retry (after the operator
+    // fixed the clock) is not refused as "held by another live process": the server drops the
+    // lock of a destroyed connection only when it notices the disconnect, a moment later.
+    if (lockedName !== undefined) {
+      await runOn(
+        connection,
+        "SELECT RELEASE_LOCK(?)",
+        [lockedName],
+        settings.db.timeoutMs,
+        "releasing the lock of a refused start",
+      ).catch(() => undefined);
+    }
     // Named locks die with the session: never hand a connection that may hold one back to a pool.
     connection.destroy();
     if (isUnreachable(error)) return fallback(settings, request, error as LeafError);

@@ -18,6 +18,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   createSchema,
   type FixedLease,
+  fixedLockName,
   MysqlRegistry,
   type MysqlRegistryOptions,
   schemaSql,
@@ -111,7 +112,15 @@ describe("fixed mode", () => {
     );
     const clock = new ManualClock(Date.now());
     const r = registry({ clock });
+    // Opened first, so the check below runs the moment the refusal returns.
+    const watcher = await createConnection(mysql.connectionOptions(db));
     const error = await rejection(r.acquire({ node: node(), maxWorkerId: 1023 }));
+    const [[lock]] = await watcher.query<RowDataPacket[]>("SELECT IS_USED_LOCK(?) AS holder", [
+      fixedLockName(db, "leaf_workerid_alloc", 1),
+    ]);
+    await watcher.end();
+    // Freed before the refusal returned, not whenever the server notices the closed connection.
+    expect(lock!.holder).toBeNull();
     expect(error.code).toBe(ErrorCodes.CLOCK_BEHIND_LEASE);
     expect(error.message).toContain(new Date(ahead).toISOString());
     expect(error.message).toContain(new Date(clock.now()).toISOString());

@@ -2,7 +2,7 @@
 // Redis, in a tight loop, beside the layout's limit of 2^19 = 524,288 ids per second per shard.
 // Each row runs over whole seconds (a second's sequence space is the cap, so a partial second
 // would flatter the rate); clientIdsPerSecond is the rate while not waiting for the next second.
-import { createRedisSequence, type RedisSequence } from "@leaf/redis-sequence";
+import { RedisSequence } from "@leaf/redis-sequence";
 import { startRedis } from "@leaf/testkit";
 import { type BenchRow, report } from "./_report";
 
@@ -56,14 +56,15 @@ const redis = await startRedis();
 const rows: BenchRow[] = [];
 try {
   for (const [index, c] of cases.entries()) {
-    const seq = await createRedisSequence({
-      redis: redis.url,
+    const seq = new RedisSequence({
+      url: redis.url,
       namespace: `bench-${process.pid}-${index}`,
       batchSize: c.batchSize,
       minBatchSize: c.batchSize,
       timeSource: c.timeSource ?? "application",
       onWarning: (w) => console.warn(w.message),
     });
+    await seq.start();
     try {
       await seq.nextId(SHARD); // waits out the new namespace's fence
       // Start on a second boundary and stop on one.

@@ -285,7 +285,7 @@ async function createRegistry(config: ServerConfig): Promise<WorkerIdRegistry> {
     case "zk": {
       const { ZookeeperRegistry } = await import("@leaf/registry-zk");
       return new ZookeeperRegistry({
-        connectionString: settings.address,
+        url: settings.address,
         mode: settings.mode,
         sessionTimeoutMs: settings.sessionTimeoutMs,
         stopWithoutSession: settings.stopWithoutSession,
@@ -297,7 +297,7 @@ async function createRegistry(config: ServerConfig): Promise<WorkerIdRegistry> {
       const registry = new MysqlRegistry({
         mode: settings.mode,
         ...(settings.leaseMs !== undefined ? { leaseMs: settings.leaseMs } : {}),
-        connection: settings.url,
+        url: settings.url,
         user: settings.user,
         password: settings.password,
         toleranceMs: config.snowflake!.toleranceMs,
@@ -321,11 +321,11 @@ async function startRedis(
   closers: Array<() => Promise<void>>,
 ): Promise<RedisSequenceMode> {
   const settings = config.redisSequence!;
-  const { createRedisSequence } = await import("@leaf/redis-sequence");
-  let sequence: RedisSequence;
+  const { RedisSequence } = await import("@leaf/redis-sequence");
+  let sequence: RedisSequence | undefined;
   try {
-    sequence = await createRedisSequence({
-      redis: settings.url,
+    sequence = new RedisSequence({
+      url: settings.url,
       namespace: settings.namespace,
       prefix: settings.prefix,
       timeZone: settings.timeZone,
@@ -337,10 +337,13 @@ async function startRedis(
         logger.warn({ type: warning.type, details: warning.details }, warning.message);
       },
     });
+    await sequence.start();
   } catch (error) {
+    await sequence?.close();
     throw startFailure("the redis sequence", error);
   }
-  closers.push(() => sequence.close());
+  const ready = sequence;
+  closers.push(() => ready.close());
   logger.info({ namespace: settings.namespace }, "redis sequence ready");
   return { sequence, prefix: settings.prefix };
 }

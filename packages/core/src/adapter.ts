@@ -7,6 +7,7 @@ export {
   checkReport,
   checkReportedTimestamp,
 } from "./acquire-request";
+export { type Backend, type BackendRules, checkBackend } from "./backend-option";
 export {
   type CachedLease,
   type ClockCheck,

@@ -2,9 +2,10 @@
 // the caller passed (borrowed), script calls by SHA with a reload after a restart, a time limit on
 // every round trip, and the eviction-policy check.
 import { configError, ErrorCodes, LeafError } from "@leaf/core";
+import { checkBackend } from "@leaf/core/adapter";
 import { Cluster, type ClusterOptions, Redis, type RedisOptions } from "ioredis";
 import type { LuaScript } from "./lua-scripts";
-import type { RedisConnection } from "./options";
+import type { RedisClient, RedisUrl } from "./options";
 
 const COMPONENT = "redis-sequence";
 
@@ -28,12 +29,27 @@ export class RedisLink {
   lastClientError: string | undefined;
 
   constructor(
-    connection: RedisConnection,
+    options: { url?: unknown; client?: unknown },
     redisOptions: RedisOptions | undefined,
     clusterOptions: ClusterOptions | undefined,
   ) {
-    if (typeof connection === "string") {
-      const url = parseUrl(connection, "redis");
+    const backend = checkBackend<RedisClient, RedisUrl>(options, {
+      component: COMPONENT,
+      url: "a redis:// URL, or an array of Redis Cluster node URLs",
+      isUrl: (value): value is RedisUrl =>
+        (typeof value === "string" && value.length > 0) ||
+        (Array.isArray(value) && value.every((v) => typeof v === "string")),
+      client: { what: "an ioredis Redis or Cluster client", is: isClient },
+      renamed: { redis: "url or client" },
+    });
+    const connection = backend.url;
+    if (connection === undefined) {
+      this.client = backend.client;
+      this.topology = (backend.client as { isCluster?: boolean }).isCluster ? "cluster" : "single";
+      this.description = `${this.topology === "cluster" ? "cluster" : "redis"} (client passed in)`;
+      this.owned = false;
+    } else if (typeof connection === "string") {
+      const url = parseUrl(connection, "url");
       this.client = new Redis(connection, {
         lazyConnect: true,
         maxRetriesPerRequest: 1,
@@ -43,11 +59,11 @@ export class RedisLink {
       this.topology = "single";
       this.description = describeUrl(url);
       this.owned = true;
-    } else if (Array.isArray(connection)) {
+    } else {
       if (connection.length === 0) {
-        throw configError(COMPONENT, "redis", connection, "at least one Redis Cluster node URL");
+        throw configError(COMPONENT, "url", connection, "at least one Redis Cluster node URL");
       }
-      const urls = connection.map((c, i) => parseUrl(c, `redis[${i}]`));
+      const urls = connection.map((c, i) => parseUrl(c, `url[${i}]`));
       const first = urls[0]!;
       this.client = new Cluster(
         urls.map((u) => ({
@@ -71,18 +87,6 @@ export class RedisLink {
       this.topology = "cluster";
       this.description = `cluster ${urls.map(describeUrl).join(",")}`;
       this.owned = true;
-    } else if (isClient(connection)) {
-      this.client = connection;
-      this.topology = (connection as { isCluster?: boolean }).isCluster ? "cluster" : "single";
-      this.description = `${this.topology === "cluster" ? "cluster" : "redis"} (client passed in)`;
-      this.owned = false;
-    } else {
-      throw configError(
-        COMPONENT,
-        "redis",
-        connection,
-        "a redis:// URL, an array of Redis Cluster node URLs, or an ioredis Redis or Cluster client",
-      );
     }
     if (this.owned) {
       // Without a listener ioredis prints every connection error; keep the last for the state.

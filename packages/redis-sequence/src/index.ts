@@ -9,9 +9,10 @@ export {
 export { type SequenceKeys, sequenceKeys } from "./keys";
 export { ALLOCATE_SCRIPT, PROBE_SCRIPT } from "./lua-scripts";
 export type {
-  RedisConnection,
+  RedisClient,
   RedisSequenceOptions,
   RedisSequenceWarning,
+  RedisUrl,
 } from "./options";
-export { createRedisSequence, RedisSequence } from "./redis-sequence";
+export { RedisSequence } from "./redis-sequence";
 export type { RedisSequenceState, SlotState } from "./state";

@@ -8,11 +8,13 @@ import { checkNamespace } from "./keys";
 const COMPONENT = "redis-sequence";
 
 /**
- * Where Redis is: a URL ("redis://[user:password@]host:port[/db]", "rediss://" for TLS), an array
- * of URLs of Redis Cluster nodes, or an ioredis `Redis` or `Cluster` you created (it stays yours:
- * close() does not quit it).
+ * Where Redis is, as a URL: "redis://[user:password@]host:port[/db]" ("rediss://" for TLS), or an
+ * array of URLs of Redis Cluster nodes.
  */
-export type RedisConnection = string | readonly string[] | Redis | Cluster;
+export type RedisUrl = string | readonly string[];
+
+/** An ioredis `Redis` or `Cluster` you created: it stays yours (close() does not quit it). */
+export type RedisClient = Redis | Cluster;
 
 /** A warning for the operator's log. */
 export interface RedisSequenceWarning {
@@ -30,8 +32,10 @@ export interface RedisSequenceWarning {
 
 /** Options of {@link RedisSequence}. */
 export interface RedisSequenceOptions {
-  /** Where Redis is (see {@link RedisConnection}). */
-  redis: RedisConnection;
+  /** Where Redis is (see {@link RedisUrl}); or give `client`. */
+  url?: RedisUrl;
+  /** An ioredis client you created and keep (see {@link RedisClient}); or give `url`. */
+  client?: RedisClient;
   /**
    * Ids are unique within a namespace (an order-id namespace, a user-id namespace, ...): 1 to 128
    * characters of letters, digits and `. _ : -`. It is the Redis Cluster hash tag of every key.

@@ -31,8 +31,9 @@ const MAX_BATCH_IDS = 1_000_000;
  * Ids of 1 + 32 bits of seconds + 12 bits of shard + 19 bits of sequence (by default), with the
  * sequences of each second allocated in ranges by a Lua script in Redis (seed 002).
  *
- * Create it with {@link createRedisSequence}, which also checks Redis; take ids with
- * `await nextId(shard)`, or `tryNextIdSync(shard)` when a cached range is enough.
+ * Create it with `new RedisSequence({ url | client, namespace })`; `await start()` connects and
+ * checks Redis (the first call does it for you); take ids with `await nextId(shard)`, or
+ * `tryNextIdSync(shard)` when a cached range is enough.
  */
 export class RedisSequence {
   /** The string form and parsing, usable without Redis. */
@@ -56,9 +57,9 @@ export class RedisSequence {
   private closed = false;
 
   /**
-   * Validates the options and prepares the client; nothing is sent to Redis yet. Prefer
-   * {@link createRedisSequence}, which also connects and checks Redis. A sequence made with `new`
-   * does that on its first call.
+   * Validates the options and prepares the client; nothing is sent to Redis yet. {@link start}
+   * connects and checks Redis; the first call runs it for you. Call it yourself to fail fast at
+   * boot.
    */
   constructor(options: RedisSequenceOptions) {
     const o = resolveOptions(options);
@@ -68,7 +69,7 @@ export class RedisSequence {
     this.layout = o.layout;
     this.clock = new SequenceClock(o.clock, o.timeSource === "redis");
     this.cache = new SlotCache(o.layout, o.sequenceScope, o.minBatchSize);
-    this.link = new RedisLink(options.redis, options.redisOptions, options.clusterOptions);
+    this.link = new RedisLink(options, options.redisOptions, options.clusterOptions);
     const settings = namespaceSettings(o);
     this.errors = new SequenceErrors(o, this.link.description, this.keys, settings);
     this.bits = new IdBits(o.layout, this.errors);
@@ -88,7 +89,7 @@ export class RedisSequence {
 
   /**
    * Connects (when made from a URL), reads Redis TIME and the namespace's fence, and checks the
-   * eviction policy. Called by createRedisSequence(); safe to call again.
+   * eviction policy. Idempotent; a failed start is tried again by the next call.
    * @throws LeafError UNAVAILABLE when Redis does not answer within connectTimeoutMs.
    */
   start(): Promise<void> {
@@ -311,20 +312,4 @@ export class RedisSequence {
     this.stats.waits++;
     await delay(Math.min(Math.ceil(waitMs), 1000));
   }
-}
-
-/**
- * Creates a sequence and checks Redis: connects (when given a URL), reads Redis TIME and the
- * namespace's fence, and warns about a risky eviction policy.
- * @throws LeafError INVALID_CONFIG for a bad option, UNAVAILABLE when Redis does not answer.
- */
-export async function createRedisSequence(options: RedisSequenceOptions): Promise<RedisSequence> {
-  const sequence = new RedisSequence(options);
-  try {
-    await sequence.start();
-  } catch (error) {
-    await sequence.close();
-    throw error;
-  }
-  return sequence;
 }

@@ -1,8 +1,9 @@
 // Allocation against a real Redis: ids parse back, ranges are cached and refilled one round trip
 // at a time, range sizes follow demand, and a used-up second locks and moves on as seed 002 says.
 import { defineLayout, ErrorCodes, ManualClock } from "@leaf/core";
+import { started } from "@leaf/testkit";
 import { describe, expect, it } from "vitest";
-import { createRedisSequence } from "../src/index";
+import { RedisSequence } from "../src/index";
 import { duplicates, passFenceManually, redisFixture, sleep } from "./helpers";
 
 const fx = redisFixture("alloc", { maxClockSkewMs: 500, fenceMarginMs: 0 });
@@ -58,15 +59,17 @@ describe("allocation", () => {
   it("shares one counter per second among all shards and lets it expire after 600 s", async () => {
     const seq = await sequence({ batchSize: 100, minBatchSize: 100 });
     const clock = new ManualClock(Date.now());
-    const frozen = await createRedisSequence({
-      redis: fx.redis.url,
-      namespace: seq.keys.namespace,
-      clock,
-      maxClockSkewMs: 3000,
-      fenceMarginMs: 0,
-      batchSize: 100,
-      minBatchSize: 100,
-    });
+    const frozen = await started(
+      new RedisSequence({
+        url: fx.redis.url,
+        namespace: seq.keys.namespace,
+        clock,
+        maxClockSkewMs: 3000,
+        fenceMarginMs: 0,
+        batchSize: 100,
+        minBatchSize: 100,
+      }),
+    );
     fx.open.push(frozen);
     const second = await passFenceManually(frozen, clock, 3000);
     const ids: bigint[] = [];
@@ -107,14 +110,16 @@ describe("allocation", () => {
   it("sends one round trip per counter however many callers wait at once", async () => {
     const first = await sequence({ batchSize: 1000, minBatchSize: 1000 });
     await first.nextId(0); // the namespace's fence has passed
-    const seq = await createRedisSequence({
-      redis: fx.redis.url,
-      namespace: first.keys.namespace,
-      batchSize: 1000,
-      minBatchSize: 1000,
-      maxClockSkewMs: 500,
-      fenceMarginMs: 0,
-    });
+    const seq = await started(
+      new RedisSequence({
+        url: fx.redis.url,
+        namespace: first.keys.namespace,
+        batchSize: 1000,
+        minBatchSize: 1000,
+        maxClockSkewMs: 500,
+        fenceMarginMs: 0,
+      }),
+    );
     fx.open.push(seq);
     const before = await scriptCalls();
     const ids = await Promise.all(Array.from({ length: 600 }, (_, i) => seq.nextId(i % 64)));
@@ -219,27 +224,31 @@ describe("allocation", () => {
     // The clock is stuck in the used-up second: waiting is longer than maxWaitMs, so it fails.
     await expect(seq.nextId(2)).rejects.toMatchObject({ code: ErrorCodes.SEQUENCE_EXHAUSTED });
     // Another client asking for that second gets the script's error while the lock lasts.
-    const other = await createRedisSequence({
-      redis: fx.redis.url,
-      namespace: seq.keys.namespace,
-      layout: tinyLayout,
-      clock,
-      maxWaitMs: 0,
-      maxClockSkewMs: 3000,
-    });
+    const other = await started(
+      new RedisSequence({
+        url: fx.redis.url,
+        namespace: seq.keys.namespace,
+        layout: tinyLayout,
+        clock,
+        maxWaitMs: 0,
+        maxClockSkewMs: 3000,
+      }),
+    );
     fx.open.push(other);
     await expect(other.nextId(2)).rejects.toMatchObject({ code: ErrorCodes.SEQUENCE_EXHAUSTED });
     expect(other.state().stats.refused.locked).toBe(1);
     // After the lock expired the counter itself still refuses the second (and locks it again).
     await sleep(lockTtl + 50);
-    const third = await createRedisSequence({
-      redis: fx.redis.url,
-      namespace: seq.keys.namespace,
-      layout: tinyLayout,
-      clock,
-      maxWaitMs: 0,
-      maxClockSkewMs: 3000,
-    });
+    const third = await started(
+      new RedisSequence({
+        url: fx.redis.url,
+        namespace: seq.keys.namespace,
+        layout: tinyLayout,
+        clock,
+        maxWaitMs: 0,
+        maxClockSkewMs: 3000,
+      }),
+    );
     fx.open.push(third);
     await expect(third.nextId(2)).rejects.toMatchObject({ code: ErrorCodes.SEQUENCE_EXHAUSTED });
     expect(third.state().stats.refused.exhausted).toBe(1);

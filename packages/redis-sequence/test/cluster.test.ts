@@ -1,10 +1,10 @@
 // Redis Cluster: three masters started through the test kit with --cluster-enabled. All keys of an
 // allocation carry the hash tag {namespace}, so they live in one slot on one master.
 import { spawnSync } from "node:child_process";
-import { freePort, type RedisHandle, startRedis } from "@leaf/testkit";
+import { freePort, type RedisHandle, started, startRedis } from "@leaf/testkit";
 import { Cluster, Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createRedisSequence, type RedisSequence } from "../src/index";
+import { RedisSequence } from "../src/index";
 import { duplicates, freshNamespace, sleep } from "./helpers";
 
 const nodes: RedisHandle[] = [];
@@ -67,14 +67,16 @@ afterAll(async () => {
 describe("Redis Cluster", () => {
   it("hands out unique ids from node URLs, every key of the namespace in one slot", async () => {
     const namespace = freshNamespace("cluster");
-    const seq = await createRedisSequence({
-      redis: nodes.map((n) => n.url),
-      namespace,
-      maxClockSkewMs: 500,
-      fenceMarginMs: 0,
-      batchSize: 100,
-      onWarning: () => {},
-    });
+    const seq = await started(
+      new RedisSequence({
+        url: nodes.map((n) => n.url),
+        namespace,
+        maxClockSkewMs: 500,
+        fenceMarginMs: 0,
+        batchSize: 100,
+        onWarning: () => {},
+      }),
+    );
     open.push(seq);
     const ids: bigint[] = [];
     for (let i = 0; i < 3000; i++) ids.push(await seq.nextId(i % 4096));
@@ -100,14 +102,16 @@ describe("Redis Cluster", () => {
   it("works with an ioredis Cluster passed in, keeping per-shard counters in the same slot", async () => {
     cluster = new Cluster(nodes.map((n) => ({ host: n.host, port: n.port })));
     const namespace = freshNamespace("cluster-client");
-    const seq = await createRedisSequence({
-      redis: cluster,
-      namespace,
-      sequenceScope: "shard",
-      maxClockSkewMs: 500,
-      fenceMarginMs: 0,
-      onWarning: () => {},
-    });
+    const seq = await started(
+      new RedisSequence({
+        client: cluster,
+        namespace,
+        sequenceScope: "shard",
+        maxClockSkewMs: 500,
+        fenceMarginMs: 0,
+        onWarning: () => {},
+      }),
+    );
     open.push(seq);
     const ids = [...(await seq.nextIds(5, 500)), ...(await seq.nextIds(6, 500))];
     expect(duplicates(ids)).toEqual([]);

@@ -2,9 +2,9 @@
 // sequences, a paused Redis leaves the cache serving and then the configured behaviour, clocks too
 // far from Redis TIME are refused, and timeSource "redis" makes skewed machines agree.
 import { ErrorCodes, isLeafError, ManualClock } from "@leaf/core";
-import { freePort } from "@leaf/testkit";
+import { freePort, started } from "@leaf/testkit";
 import { describe, expect, it } from "vitest";
-import { createRedisSequence } from "../src/index";
+import { RedisSequence } from "../src/index";
 import {
   duplicates,
   freshNamespace,
@@ -49,14 +49,16 @@ describe("Redis restarted without persistence", () => {
     await fx.redis.start();
     expect(await fx.raw.exists(a.keys.marker())).toBe(0); // Redis came back empty
     // The seed's script would now hand sequences 0.. of `second` to the next client: a duplicate.
-    const b = await createRedisSequence({
-      redis: fx.redis.url,
-      namespace: a.keys.namespace,
-      clock,
-      maxClockSkewMs: 3000,
-      fenceMarginMs: 0,
-      maxWaitMs: 200,
-    });
+    const b = await started(
+      new RedisSequence({
+        url: fx.redis.url,
+        namespace: a.keys.namespace,
+        clock,
+        maxClockSkewMs: 3000,
+        fenceMarginMs: 0,
+        maxWaitMs: 200,
+      }),
+    );
     fx.open.push(b);
     const refused = await failure(b.nextId(0));
     expect(isLeafError(refused, ErrorCodes.UNAVAILABLE)).toBe(true);
@@ -83,14 +85,16 @@ describe("Redis restarted without persistence", () => {
     await seq.nextId(1);
     // What an RDB restore or a promoted replica looks like: the data is there, the process is new.
     await fx.raw.hset(seq.keys.marker(), "run_id", "0000000000000000000000000000000000000000");
-    const other = await createRedisSequence({
-      redis: fx.redis.url,
-      namespace: seq.keys.namespace,
-      clock,
-      maxClockSkewMs: 3000,
-      fenceMarginMs: 0,
-      maxWaitMs: 100,
-    });
+    const other = await started(
+      new RedisSequence({
+        url: fx.redis.url,
+        namespace: seq.keys.namespace,
+        clock,
+        maxClockSkewMs: 3000,
+        fenceMarginMs: 0,
+        maxWaitMs: 100,
+      }),
+    );
     fx.open.push(other);
     await expect(other.nextId(1)).rejects.toMatchObject({ code: ErrorCodes.UNAVAILABLE });
     expect(other.state().fence?.untilSecond).toBeGreaterThanOrEqual(second);
@@ -100,15 +104,17 @@ describe("Redis restarted without persistence", () => {
   it("keeps every id unique when Redis is killed and restarted while ids flow", async () => {
     const namespace = freshNamespace("flow");
     const make = async () => {
-      const created = await createRedisSequence({
-        redis: fx.redis.url,
-        namespace,
-        maxClockSkewMs: 500,
-        fenceMarginMs: 0,
-        refillTimeoutMs: 300,
-        batchSize: 200,
-        onWarning: () => {},
-      });
+      const created = await started(
+        new RedisSequence({
+          url: fx.redis.url,
+          namespace,
+          maxClockSkewMs: 500,
+          fenceMarginMs: 0,
+          refillTimeoutMs: 300,
+          batchSize: 200,
+          onWarning: () => {},
+        }),
+      );
       fx.open.push(created);
       return created;
     };
@@ -248,19 +254,21 @@ describe("lifecycle", () => {
   it("fails to start with UNAVAILABLE naming where Redis was expected", async () => {
     const port = await freePort();
     const error = await failure(
-      createRedisSequence({
-        redis: `redis://127.0.0.1:${port}`,
-        namespace: "nowhere",
-        connectTimeoutMs: 500,
-        onWarning: () => {},
-      }),
+      started(
+        new RedisSequence({
+          url: `redis://127.0.0.1:${port}`,
+          namespace: "nowhere",
+          connectTimeoutMs: 500,
+          onWarning: () => {},
+        }),
+      ),
     );
     expect(isLeafError(error, ErrorCodes.UNAVAILABLE)).toBe(true);
     expect(error.message).toContain(`127.0.0.1:${port}`);
   });
 
   it("refuses calls after close and leaves a client passed in open", async () => {
-    const seq = await sequence({ redis: fx.raw, maxClockSkewMs: 500 });
+    const seq = await sequence({ client: fx.raw, maxClockSkewMs: 500 });
     await seq.nextId(0);
     await seq.close();
     expect(() => seq.tryNextIdSync(0)).toThrow(/closed/);
@@ -271,7 +279,7 @@ describe("lifecycle", () => {
 
   it("loads its script again after Redis forgot it", async () => {
     const seq = await sequence({
-      redis: fx.raw,
+      client: fx.raw,
       batchSize: 10,
       minBatchSize: 10,
       maxClockSkewMs: 500,

@@ -2,15 +2,10 @@
 // for looking at the keys, warnings collected per sequence, and waiting out a new namespace's fence.
 import { randomBytes } from "node:crypto";
 import { type Clock, ManualClock } from "@leaf/core";
-import { type RedisHandle, type RedisOptions, startRedis } from "@leaf/testkit";
+import { type RedisHandle, type RedisOptions, started, startRedis } from "@leaf/testkit";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll } from "vitest";
-import {
-  createRedisSequence,
-  type RedisSequence,
-  type RedisSequenceOptions,
-  type RedisSequenceWarning,
-} from "../src/index";
+import { RedisSequence, type RedisSequenceOptions, type RedisSequenceWarning } from "../src/index";
 
 /** A namespace no other test uses. */
 export function freshNamespace(label: string): string {
@@ -91,13 +86,16 @@ export function redisFixture(
   const fx = {
     open: [] as RedisSequence[],
     async sequence(options: Partial<RedisSequenceOptions> = {}) {
-      const created = await createRedisSequence({
-        redis: fx.redis.url,
-        namespace: freshNamespace(label),
-        onWarning: warningSink().onWarning,
-        ...defaults,
-        ...options,
-      });
+      const created = await started(
+        new RedisSequence({
+          // A test that passes its own client connects through it instead.
+          ...((options.client ?? defaults.client) ? {} : { url: fx.redis.url }),
+          namespace: freshNamespace(label),
+          onWarning: warningSink().onWarning,
+          ...defaults,
+          ...options,
+        }),
+      );
       fx.open.push(created);
       return created;
     },

@@ -7,7 +7,7 @@ const URL = "redis://127.0.0.1:1";
 
 function refusal(options: Partial<RedisSequenceOptions>): LeafError {
   try {
-    new RedisSequence({ redis: URL, namespace: "orders", ...options } as RedisSequenceOptions);
+    new RedisSequence({ url: URL, namespace: "orders", ...options } as RedisSequenceOptions);
   } catch (error) {
     if (isLeafError(error)) return error;
     throw error;
@@ -60,21 +60,33 @@ describe("options", () => {
     expect(refusal({ batchSize: 0 }).message).toContain("from 1 to 524,288");
   });
 
-  it("refuses a redis option that is neither a URL nor a client", () => {
-    for (const redis of ["localhost:6379", "http://127.0.0.1:6379", 6379, [], [URL, "nope"], {}]) {
-      const error = refusal({ redis: redis as never });
+  it("refuses a url that is not a Redis URL, and a client that is not an ioredis client", () => {
+    for (const url of ["localhost:6379", "http://127.0.0.1:6379", 6379, [], [URL, "nope"], {}]) {
+      const error = refusal({ url: url as never });
       expect(error.code).toBe(ErrorCodes.INVALID_CONFIG);
-      expect(String(error.details.key)).toMatch(/^redis/);
+      expect(String(error.details.key)).toMatch(/^url/);
     }
+    for (const client of [{}, "redis://127.0.0.1:6379", { get() {} }]) {
+      const error = refusal({ url: undefined, client: client as never });
+      expect(error.details).toMatchObject({ key: "client" });
+    }
+    expect(refusal({ url: undefined }).details).toMatchObject({ key: "url" });
+  });
+
+  it("tells a caller of the old redis option to give url or client", () => {
+    const error = refusal({ url: undefined, redis: URL } as never);
+    expect(error.code).toBe(ErrorCodes.INVALID_CONFIG);
+    expect(error.message).toContain("the option redis was renamed: give url");
+    expect(error.details).toMatchObject({ key: "redis", renamedTo: "url or client" });
   });
 
   it("hides the password of a bad URL in the error", () => {
-    const error = refusal({ redis: "redis://user:secret@" });
+    const error = refusal({ url: "redis://user:secret@" });
     expect(error.message).not.toContain("secret");
   });
 
   it("refuses a shard outside the layout before touching Redis", async () => {
-    const sequence = new RedisSequence({ redis: URL, namespace: "orders" });
+    const sequence = new RedisSequence({ url: URL, namespace: "orders" });
     try {
       for (const shard of [-1, 4096, 1.5, Number.NaN, "3", undefined]) {
         let error: unknown;

@@ -10,10 +10,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { ErrorCodes, isLeafError } from "@leaf/core";
-import { type RedisHandle, startRedis } from "@leaf/testkit";
+import { type RedisHandle, started, startRedis } from "@leaf/testkit";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createRedisSequence, type RedisSequence } from "../src/index";
+import { RedisSequence } from "../src/index";
 import { duplicates, freshNamespace, rawClient, sleep, warningSink } from "./helpers";
 
 const SHIM_SOURCE = fileURLToPath(new URL("./fixtures/wall-clock-offset.c", import.meta.url));
@@ -94,19 +94,21 @@ afterAll(async () => {
 });
 
 async function sequence(namespace: string, maxWaitMs: number, onWarning = warningSink().onWarning) {
-  const created = await createRedisSequence({
-    redis: redis.url,
-    namespace,
-    timeSource: "redis",
-    maxClockSkewMs: 1000,
-    fenceMarginMs: 0,
-    keyTtlSeconds: TTL_SECONDS,
-    batchSize: 40,
-    minBatchSize: 40,
-    refillTimeoutMs: 2000,
-    maxWaitMs,
-    onWarning,
-  });
+  const created = await started(
+    new RedisSequence({
+      url: redis.url,
+      namespace,
+      timeSource: "redis",
+      maxClockSkewMs: 1000,
+      fenceMarginMs: 0,
+      keyTtlSeconds: TTL_SECONDS,
+      batchSize: 40,
+      minBatchSize: 40,
+      refillTimeoutMs: 2000,
+      maxWaitMs,
+      onWarning,
+    }),
+  );
   open.push(created);
   return created;
 }

@@ -11,8 +11,9 @@ import {
   layouts,
   ManualClock,
 } from "@leaf/core";
+import { started } from "@leaf/testkit";
 import { describe, expect, it } from "vitest";
-import { createRedisSequence, type RedisSequence, type RedisSequenceOptions } from "../src/index";
+import { RedisSequence, type RedisSequenceOptions } from "../src/index";
 import { freshNamespace, passFenceManually, redisFixture, warningSink } from "./helpers";
 
 const SKEW_MS = 3000;
@@ -26,7 +27,7 @@ function options(
   own: Partial<RedisSequenceOptions>,
 ): RedisSequenceOptions {
   return {
-    redis: fx.redis.url,
+    url: fx.redis.url,
     namespace,
     clock,
     maxClockSkewMs: SKEW_MS,
@@ -38,8 +39,8 @@ function options(
   };
 }
 
-async function started(opts: RedisSequenceOptions): Promise<RedisSequence> {
-  const created = await createRedisSequence(opts);
+async function startedSequence(opts: RedisSequenceOptions): Promise<RedisSequence> {
+  const created = await started(new RedisSequence(opts));
   fx.open.push(created);
   return created;
 }
@@ -55,7 +56,7 @@ async function refusalOfSecond(
 ): Promise<LeafError> {
   let second: RedisSequence;
   try {
-    second = await started(opts);
+    second = await startedSequence(opts);
   } catch (error) {
     if (isLeafError(error)) return error;
     throw error;
@@ -82,8 +83,8 @@ describe("the settings marker", () => {
     // Its name does not carry the key prefix: clients with another prefix find it.
     expect(seq.keys.settings()).toBe(`leaf-sequence:{${seq.keys.namespace}}:settings`);
     // A client with the same settings shares the namespace.
-    const same = await started({
-      redis: fx.redis.url,
+    const same = await startedSequence({
+      url: fx.redis.url,
       namespace: seq.keys.namespace,
       sequenceScope: "shard",
       maxClockSkewMs: SKEW_MS,
@@ -96,7 +97,7 @@ describe("the settings marker", () => {
   it("refuses a client with another sequenceScope, naming both settings", async () => {
     const namespace = freshNamespace("scope");
     const clock = new ManualClock(Date.now());
-    const first = await started(options(namespace, clock, { sequenceScope: "namespace" }));
+    const first = await startedSequence(options(namespace, clock, { sequenceScope: "namespace" }));
     const error = await refusalOfSecond(
       first,
       clock,
@@ -115,7 +116,7 @@ describe("the settings marker", () => {
   it("refuses a rolling change of keyPrefix that would hand out the same ids", async () => {
     const namespace = freshNamespace("prefix");
     const clock = new ManualClock(Date.now());
-    const first = await started(options(namespace, clock, {}));
+    const first = await startedSequence(options(namespace, clock, {}));
     const error = await refusalOfSecond(
       first,
       clock,
@@ -132,7 +133,9 @@ describe("the settings marker", () => {
   it("refuses a client with another layout, naming both layouts", async () => {
     const namespace = freshNamespace("layout");
     const clock = new ManualClock(Date.now());
-    const first = await started(options(namespace, clock, { layout: layouts.redisSequence }));
+    const first = await startedSequence(
+      options(namespace, clock, { layout: layouts.redisSequence }),
+    );
     const other = defineLayout({
       name: "redis-sequence",
       timestampBits: 32,
@@ -151,14 +154,14 @@ describe("the settings marker", () => {
   it("stops a running client whose settings no longer match the marker", async () => {
     const namespace = freshNamespace("running");
     const clock = new ManualClock(Date.now());
-    const old = await started(
+    const old = await startedSequence(
       options(namespace, clock, { sequenceScope: "namespace", batchSize: 10, minBatchSize: 10 }),
     );
     await passFenceManually(old, clock, SKEW_MS);
     const before = await old.nextIds(0, 10);
     // An operator resets the marker while `old` still runs, and a client with a new scope claims it.
     await fx.raw.del(old.keys.settings());
-    const next = await started(options(namespace, clock, { sequenceScope: "shard" }));
+    const next = await startedSequence(options(namespace, clock, { sequenceScope: "shard" }));
     expect(await fx.raw.hget(next.keys.settings(), "sequence_scope")).toBe("shard");
     // What it holds was granted before the change and may be served; no new range is granted.
     const served: bigint[] = [];

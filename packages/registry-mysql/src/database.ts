@@ -26,10 +26,10 @@ export type MysqlConnection = string | PoolOptions | Pool;
 
 /** How an operator fixes the registry's configuration, in its option names. */
 const FIXES = {
-  credentials: "the user and password (the connection URL, or the user / password options)",
-  database: "the database in the connection URL",
+  credentials: "the user and password (the url, or the user / password options)",
+  database: "the database in the url",
   createTable: "createSchema() (or the package's sql/ file) first",
-  server: "the connection option",
+  server: "the url option",
 };
 
 /** True when `error` says the server could not be reached or did not answer in time. */
@@ -51,12 +51,12 @@ export function poolOptions(
 ): PoolOptions {
   let options: PoolOptions;
   if (typeof connection === "string") {
-    const parsed = parseMysqlUrl(connection, { component: COMPONENT, key: "connection" });
+    const parsed = parseMysqlUrl(connection, { component: COMPONENT, key: "url" });
     const [first, ...others] = parsed.hosts;
     if (others.length > 0) {
       throw configError(
         COMPONENT,
-        "connection",
+        "url",
         redactMysqlUrl(connection),
         "a URL with one host: the registry talks to one MySQL server (put a proxy or a virtual IP in front of a failover pair)",
       );
@@ -71,16 +71,19 @@ export function poolOptions(
   } else if (typeof connection === "object" && connection !== null) {
     options = { ...connection };
   } else {
-    throw configError(COMPONENT, "connection", connection, "a URL, mysql2 options or a pool");
+    throw configError(COMPONENT, "url", connection, "a URL, mysql2 options or a pool");
   }
   if (user !== undefined) options.user = user;
   if (password !== undefined) options.password = password;
   return options;
 }
 
-/** Settings of {@link Database}. */
+/** Settings of {@link Database}: a URL or mysql2 options it makes a pool from, or a pool. */
 export interface DatabaseSettings {
-  connection: MysqlConnection;
+  url?: string | PoolOptions;
+  client?: Pool;
+  /** mysql2 pool options laid over those of the URL. */
+  poolOptions?: PoolOptions;
   user?: string;
   password?: string;
   /** Time limit of every statement and connection attempt, ms. */
@@ -96,15 +99,16 @@ export class Database {
 
   constructor(settings: DatabaseSettings) {
     this.timeoutMs = settings.timeoutMs;
-    if (isPool(settings.connection)) {
-      this.pool = settings.connection;
+    if (settings.client) {
+      this.pool = settings.client;
       this.options = undefined;
     } else {
       this.options = {
         connectTimeout: settings.timeoutMs,
         enableKeepAlive: true,
         supportBigNumbers: true,
-        ...poolOptions(settings.connection, settings.user, settings.password),
+        ...poolOptions(settings.url!, settings.user, settings.password),
+        ...settings.poolOptions,
       };
       this.pool = createPool({ connectionLimit: 4, ...this.options });
     }
@@ -220,7 +224,7 @@ function timeoutError(ms: number, doing: string): LeafError {
   });
 }
 
-function isPool(value: unknown): value is Pool {
+export function isPool(value: unknown): value is Pool {
   return (
     typeof value === "object" &&
     value !== null &&

@@ -11,8 +11,9 @@ import {
   systemClock,
   type WorkerIdRegistry,
 } from "@leaf/core";
-import { checkAcquireRequest } from "@leaf/core/adapter";
-import { COMPONENT, Database, type MysqlConnection } from "./database";
+import { checkAcquireRequest, checkBackend } from "@leaf/core/adapter";
+import type { Pool, PoolOptions } from "mysql2/promise";
+import { COMPONENT, Database, isPool } from "./database";
 import { acquireFixed, type FixedLease } from "./fixed-mode";
 import { acquireLeased, type LeasedLease } from "./lease-mode";
 import { checkTableName, DEFAULT_TABLES, type RegistryMode, schemaSql } from "./schema";
@@ -41,11 +42,15 @@ export interface MysqlRegistryOptions<M extends RegistryMode = RegistryMode> {
    */
   mode: M;
   /**
-   * Where the database is: `mysql://user:password@host:3306/leaf`, Leaf's
-   * `jdbc:mysql://host:3306/leaf?...` (with `user`/`password`), mysql2 pool options, or a mysql2
-   * promise pool (which `close()` leaves open).
+   * Where the database is: `mysql://user:password@host:3306/leaf`, or Leaf's
+   * `jdbc:mysql://host:3306/leaf?...` (with `user`/`password`; its query parameters are JDBC driver
+   * settings and are ignored). Or give `client`.
    */
-  connection: MysqlConnection;
+  url?: string;
+  /** A mysql2 promise pool you made and keep (`close()` leaves it open). Or give `url`. */
+  client?: Pool;
+  /** mysql2 pool options laid over those of `url` (TLS, charset, ...). */
+  poolOptions?: PoolOptions;
   /** User name (Leaf's leaf.jdbc.username); overrides the one in the URL. */
   user?: string;
   /** Password (Leaf's leaf.jdbc.password); overrides the one in the URL. */
@@ -159,8 +164,21 @@ export class MysqlRegistry<M extends RegistryMode = RegistryMode> implements Wor
     } else {
       throw configError(COMPONENT, "cacheDir", options.cacheDir, "a folder path, or false");
     }
+    const backend = checkBackend<Pool>(options, {
+      component: COMPONENT,
+      url: "mysql://user:password@host:3306/leaf, or Leaf's jdbc:mysql://host:3306/leaf",
+      client: { what: "a mysql2 promise Pool", is: isPool },
+      renamed: { connection: "url or client" },
+    });
+    if (
+      options.poolOptions !== undefined &&
+      (typeof options.poolOptions !== "object" || options.poolOptions === null)
+    ) {
+      throw configError(COMPONENT, "poolOptions", options.poolOptions, "mysql2 pool options");
+    }
     this.db = new Database({
-      connection: options.connection,
+      ...backend,
+      poolOptions: options.poolOptions,
       user: options.user,
       password: options.password,
       timeoutMs: queryTimeoutMs,

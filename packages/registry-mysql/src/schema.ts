@@ -2,7 +2,7 @@
 // Java fork keeps its worker ids) and leaf_worker_lease (lease mode, ids recycled by the database's
 // clock). The package's sql/ files hold the same statements for the default table names.
 import { configError } from "@leaf/core";
-import { COMPONENT, Database, type MysqlConnection } from "./database";
+import { COMPONENT, Database, isPool, type MysqlConnection } from "./database";
 
 /** Which table layout: "fixed" (leaf_workerid_alloc) or "lease" (leaf_worker_lease). */
 export type RegistryMode = "fixed" | "lease";
@@ -81,7 +81,10 @@ export async function createSchema(
   options: CreateSchemaOptions,
 ): Promise<void> {
   const sql = schemaSql(options.mode, options.table);
-  const database = new Database({ connection, timeoutMs: options.timeoutMs ?? 10_000 });
+  const database = new Database({
+    ...(isPool(connection) ? { client: connection } : { url: connection }),
+    timeoutMs: options.timeoutMs ?? 10_000,
+  });
   try {
     await database.query(sql, [], `creating the ${options.mode}-mode table`);
   } finally {

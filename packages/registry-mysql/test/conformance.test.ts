@@ -45,7 +45,7 @@ registryConformance(test, {
   create: async ({ namespace }) =>
     new MysqlRegistry({
       mode: "fixed",
-      connection: mysql.urlFor(await fixedDb(namespace)),
+      url: mysql.urlFor(await fixedDb(namespace)),
       cacheDir,
     }),
   // Worker id = AUTO_INCREMENT row id, which starts at 1: ids 1..max fit, so max nodes, not max+1.
@@ -69,7 +69,7 @@ registryConformance(test, {
 registryConformance(test, {
   name: "registry-mysql (lease mode)",
   create: async () =>
-    new MysqlRegistry({ mode: "lease", connection: mysql.urlFor(leaseDb), leaseMs: 10_000 }),
+    new MysqlRegistry({ mode: "lease", url: mysql.urlFor(leaseDb), leaseMs: 10_000 }),
   backups: true,
   leaseLoss: {
     // The row is handed to someone else behind the holder's back: its next renewal finds out.

@@ -43,7 +43,7 @@ async function setup() {
   await createSchema(mysql.urlFor(db), { mode: "fixed" });
   const cacheDir = join(cacheRoot, `c${counter++}`);
   const registry = (extra: Partial<MysqlRegistryOptions<"fixed">> = {}) =>
-    new MysqlRegistry({ mode: "fixed", connection: mysql.urlFor(db), cacheDir, ...extra });
+    new MysqlRegistry({ mode: "fixed", url: mysql.urlFor(db), cacheDir, ...extra });
   return { db, cacheDir, registry };
 }
 
@@ -151,7 +151,7 @@ describe("fixed mode", () => {
       spawnNode(holderScript, [], {
         env: {
           HOLDER: JSON.stringify({
-            registry: { mode: "fixed", connection: mysql.urlFor(db), cacheDir },
+            registry: { mode: "fixed", url: mysql.urlFor(db), cacheDir },
             ...node(),
           }),
         },
@@ -187,7 +187,7 @@ describe("fixed mode", () => {
           spawnNode(holderScript, [], {
             env: {
               HOLDER: JSON.stringify({
-                registry: { mode: "fixed", connection: mysql.urlFor(db), cacheDir },
+                registry: { mode: "fixed", url: mysql.urlFor(db), cacheDir },
                 ...node(`10.1.47.${i + 1}`),
               }),
             },
@@ -213,7 +213,7 @@ describe("fixed mode when MySQL cannot be reached at start", () => {
     await r.close();
     const deadPort = await freePort();
     const offline = (extra: Partial<MysqlRegistryOptions<"fixed">> = {}) =>
-      context.registry({ connection: `mysql://root@127.0.0.1:${deadPort}/x`, ...extra });
+      context.registry({ url: `mysql://root@127.0.0.1:${deadPort}/x`, ...extra });
     return { ...context, workerId: lease.workerId, cacheFile: lease.cacheFile!, offline };
   }
 
@@ -269,7 +269,7 @@ describe("fixed mode when MySQL cannot be reached at start", () => {
     const port = await freePort();
     const r = new MysqlRegistry({
       mode: "fixed",
-      connection: `mysql://root@127.0.0.1:${port}/x`,
+      url: `mysql://root@127.0.0.1:${port}/x`,
       cacheDir: join(cacheRoot, "empty"),
     });
     const error = await rejection(r.acquire({ node: node(), maxWorkerId: 1023 }));
@@ -282,7 +282,7 @@ describe("fixed mode when MySQL cannot be reached at start", () => {
     const { cacheDir, workerId } = await leaseThenRelease(Date.now() - 1000);
     expect(workerId).toBe(1);
     const empty = await mysql.createDatabase("leaf_fixed_empty");
-    const r = new MysqlRegistry({ mode: "fixed", connection: mysql.urlFor(empty), cacheDir });
+    const r = new MysqlRegistry({ mode: "fixed", url: mysql.urlFor(empty), cacheDir });
     const error = await rejection(r.acquire({ node: node(), maxWorkerId: 1023 }));
     expect(error.code).toBe(ErrorCodes.INVALID_CONFIG);
     expect(error.message).toContain("createSchema");
@@ -340,7 +340,7 @@ describe("schema and connection settings", () => {
     const { db, cacheDir } = await setup();
     const r = new MysqlRegistry({
       mode: "fixed",
-      connection: `jdbc:mysql://127.0.0.1:${mysql.port}/${db}?useUnicode=true&characterEncoding=utf8`,
+      url: `jdbc:mysql://127.0.0.1:${mysql.port}/${db}?useUnicode=true&characterEncoding=utf8`,
       user: "root",
       cacheDir,
     });
@@ -353,7 +353,7 @@ describe("schema and connection settings", () => {
   it("names the key and the value of a bad option", () => {
     const bad = (options: Partial<MysqlRegistryOptions>) => {
       try {
-        new MysqlRegistry({ mode: "lease", connection: "mysql://x@127.0.0.1/x", ...options });
+        new MysqlRegistry({ mode: "lease", url: "mysql://x@127.0.0.1/x", ...options });
       } catch (error) {
         return (error as Error).message;
       }
@@ -363,9 +363,15 @@ describe("schema and connection settings", () => {
     expect(bad({ leaseMs: 2000, safetyMarginMs: 2000 })).toContain("invalid safetyMarginMs: 2000");
     expect(bad({ leaseMs: 2000, renewIntervalMs: 1900 })).toContain("invalid renewIntervalMs");
     expect(bad({ table: "leaf; DROP" })).toContain("invalid table");
-    expect(bad({ connection: "postgres://x/y" })).toContain("invalid connection");
-    expect(bad({ connection: "mysql://u:s3cret@h1,h2/leaf" })).toContain("a URL with one host");
-    expect(bad({ connection: "mysql://u:s3cret@h:99999/leaf" })).toContain("mysql://u:***@h");
-    expect(bad({ connection: "mysql://u:s3cret@h:99999/leaf" })).not.toContain("s3cret");
+    expect(bad({ url: "postgres://x/y" })).toContain("invalid url");
+    expect(bad({ url: undefined })).toContain("invalid url: undefined");
+    expect(bad({ url: undefined, client: {} as never })).toContain("a mysql2 promise Pool");
+    expect(bad({ connection: "mysql://x@127.0.0.1/x" } as never)).toContain(
+      "the option connection was renamed: give url",
+    );
+    expect(bad({ poolOptions: "ssl" as never })).toContain("invalid poolOptions");
+    expect(bad({ url: "mysql://u:s3cret@h1,h2/leaf" })).toContain("a URL with one host");
+    expect(bad({ url: "mysql://u:s3cret@h:99999/leaf" })).toContain("mysql://u:***@h");
+    expect(bad({ url: "mysql://u:s3cret@h:99999/leaf" })).not.toContain("s3cret");
   });
 });

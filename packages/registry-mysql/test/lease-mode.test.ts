@@ -48,13 +48,13 @@ const service = () => `svc${services++}`;
 const node = (name: string, i = 1) => ({ name, ip: `10.3.0.${i}`, port: 8080 });
 
 function registry(extra: Partial<MysqlRegistryOptions> = {}, url = mysql.urlFor(db)) {
-  return new MysqlRegistry({ mode: "lease", connection: url, ...SHORT, ...extra });
+  return new MysqlRegistry({ mode: "lease", url: url, ...SHORT, ...extra });
 }
 
 function holder(settings: Record<string, unknown>): ChildLines {
   const env = {
     HOLDER: JSON.stringify({
-      registry: { mode: "lease", connection: mysql.urlFor(db), ...SHORT },
+      registry: { mode: "lease", url: mysql.urlFor(db), ...SHORT },
       ip: "10.3.9.1",
       port: 8080,
       ...settings,

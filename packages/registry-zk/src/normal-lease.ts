@@ -13,7 +13,8 @@ import { claimMarker, holderData, lowestFor } from "./normal-nodes";
 import { COMPONENT } from "./options";
 import { decodeEndpoint, encodeEndpoint, type LeafTree, nodeKey, parseForeverChild } from "./paths";
 import type { RegistryContext, TrackedLease } from "./registry-context";
-import { ZkCodes, type ZkSession, zkCode } from "./zk-session";
+import { ZkCodes, zkCode } from "./zk-client";
+import type { ZkSession } from "./zk-session";
 
 /** One worker id of a lease (the primary or a backup) and its `forever` node. */
 export interface Slot {

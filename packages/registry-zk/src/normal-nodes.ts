@@ -16,7 +16,8 @@ import {
   parseForeverChild,
 } from "./paths";
 import type { PeerReport } from "./peer-clock";
-import { ZkCodes, type ZkSession, zkCode } from "./zk-session";
+import { ZkCodes, zkCode } from "./zk-client";
+import type { ZkSession } from "./zk-session";
 
 /**
  * Creates the ephemeral marker `temporary/{ip}:{port}`. When another session holds it: a session of

@@ -3,6 +3,7 @@
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type Clock, configError, type NodeIdentity, systemClock } from "@leaf/core";
+import { checkBackend } from "@leaf/core/adapter";
 import { type AclSpec, type DigestAuth, resolveAcls, type ZkAcl } from "./acl";
 
 export type { DigestAuth } from "./acl";
@@ -27,9 +28,10 @@ export interface PeerClockCheckOptions {
 export interface ZookeeperRegistryOptions {
   /**
    * ZooKeeper servers, `host[:port][,host[:port]...][/chroot]` (port 2181 when absent). A chroot
-   * that does not exist yet is created.
+   * that does not exist yet is created. (No `client` option: the registry opens its own session,
+   * because it must see that session's loss to fence.)
    */
-  connectionString: string;
+  url: string;
   /**
    * "normal" (default): Java Leaf's fixed worker id per ip:port under `/snowflake/{name}/forever`.
    * "recycle": ids held by ephemeral leases and reused once their holder is gone.
@@ -97,7 +99,7 @@ export interface ZookeeperRegistryOptions {
 
 /** Options with defaults applied and checked. */
 export interface ResolvedOptions {
-  connectionString: string;
+  url: string;
   servers: string;
   chroot: string;
   mode: ZookeeperRegistryMode;
@@ -119,9 +121,16 @@ export interface ResolvedOptions {
 /** Validates `options` and applies the defaults. Throws INVALID_CONFIG naming the key. */
 export function resolveOptions(options: ZookeeperRegistryOptions): ResolvedOptions {
   if (!options || typeof options !== "object") {
-    throw configError(COMPONENT, "options", options, "an object with at least connectionString");
+    throw configError(COMPONENT, "options", options, "an object with at least url");
   }
-  const { servers, chroot } = parseConnectionString(options.connectionString);
+  checkBackend(options, {
+    component: COMPONENT,
+    url: CONNECTION_STRING,
+    isUrl: (value): value is string => typeof value === "string",
+    noClient: "the registry opens its own session, whose loss it must see to fence",
+    renamed: { connectionString: "url" },
+  });
+  const { servers, chroot } = parseConnectionString(options.url);
   const mode = options.mode ?? "normal";
   if (mode !== "normal" && mode !== "recycle") {
     throw configError(COMPONENT, "mode", mode, '"normal" or "recycle"');
@@ -181,7 +190,7 @@ export function resolveOptions(options: ZookeeperRegistryOptions): ResolvedOptio
       ? undefined
       : nonNegativeInt("inUseWaitMs", options.inUseWaitMs, 0);
   return {
-    connectionString: options.connectionString,
+    url: options.url,
     servers,
     chroot,
     mode,
@@ -219,11 +228,13 @@ function filePath(
   throw configError(COMPONENT, key, value, "a file path, a function of the node, or false");
 }
 
+const CONNECTION_STRING = '"host[:port][,host[:port]...][/chroot]", e.g. "127.0.0.1:2181/leaf"';
+
 /** Splits `host[:port][,host[:port]...][/chroot]`; throws INVALID_CONFIG on anything else. */
 export function parseConnectionString(value: unknown): { servers: string; chroot: string } {
-  const expected = '"host[:port][,host[:port]...][/chroot]", e.g. "127.0.0.1:2181/leaf"';
+  const expected = CONNECTION_STRING;
   if (typeof value !== "string" || value.trim() === "") {
-    throw configError(COMPONENT, "connectionString", value, expected);
+    throw configError(COMPONENT, "url", value, expected);
   }
   const slash = value.indexOf("/");
   const servers = slash < 0 ? value : value.slice(0, slash);
@@ -240,7 +251,7 @@ export function parseConnectionString(value: unknown): { servers: string; chroot
   if (!servers.split(",").every(serverOk)) {
     throw configError(
       COMPONENT,
-      "connectionString",
+      "url",
       value,
       `${expected} (host names or IPv4 addresses: the client library takes no IPv6 literals)`,
     );
@@ -248,7 +259,7 @@ export function parseConnectionString(value: unknown): { servers: string; chroot
   if (chroot !== "" && (chroot === "/" || !isValidPath(chroot))) {
     throw configError(
       COMPONENT,
-      "connectionString",
+      "url",
       value,
       `${expected}; the chroot must be an absolute path such as /leaf, without a trailing '/'`,
     );

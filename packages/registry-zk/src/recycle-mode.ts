@@ -25,7 +25,8 @@ import {
 } from "./paths";
 import { checkPeerClocks, type PeerReport } from "./peer-clock";
 import type { RegistryContext, TrackedLease } from "./registry-context";
-import { type MultiOp, type NodeStat, ZkCodes, type ZkSession, zkCode } from "./zk-session";
+import { type MultiOp, type NodeStat, ZkCodes, zkCode } from "./zk-client";
+import type { ZkSession } from "./zk-session";
 
 /** Rounds of list-and-take before giving up on a pool that keeps changing. */
 const ROUNDS = 5;

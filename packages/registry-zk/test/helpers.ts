@@ -115,7 +115,7 @@ export function testOptions(
 ): ZookeeperRegistryOptions {
   const dir = cacheDir();
   return {
-    connectionString: connectString,
+    url: connectString,
     sessionTimeoutMs: 3000,
     connectTimeoutMs: 5000,
     cacheFile: (node: NodeIdentity) => join(dir, node.name, `${node.ip}_${node.port}.json`),

@@ -170,7 +170,7 @@ describe("normal mode: start-up checks", () => {
     writeLeaseCache(cacheFile, { node, workerId: 7, timestamp: stored, registry: "zk" });
     const offline = (clock?: ManualClock) =>
       registry({
-        connectionString: unreachable,
+        url: unreachable,
         connectTimeoutMs: 300,
         cacheFile,
         ...(clock ? { clock } : {}),
@@ -196,7 +196,7 @@ describe("normal mode: start-up checks", () => {
     // No cache at all: UNAVAILABLE naming the missing file.
     const none = await rejection(
       registry({
-        connectionString: unreachable,
+        url: unreachable,
         connectTimeoutMs: 300,
         cacheFile: join(dir, "missing.json"),
       }).acquire({ node, maxWorkerId: 1023 }),
@@ -256,7 +256,7 @@ describe("normal mode: connection settings", () => {
   it("works under a chroot it creates", async () => {
     const chroot = `/${uniqueName("chroot")}/leaf`;
     const name = uniqueName("rooted");
-    const lease = await registry({ connectionString: `${fx.zk.connectString}${chroot}` }).acquire({
+    const lease = await registry({ url: `${fx.zk.connectString}${chroot}` }).acquire({
       node: nodeOf(name, 0),
       maxWorkerId: 1023,
     });

@@ -18,15 +18,15 @@ function configErrorOf(options: unknown): LeafError {
 }
 
 describe("options", () => {
-  const base = { connectionString: "127.0.0.1:2181" };
+  const base = { url: "127.0.0.1:2181" };
 
   it.each([
-    ["connectionString", { connectionString: "" }],
-    ["connectionString", { connectionString: "local host:2181" }],
-    ["connectionString", { connectionString: "[::1]:2181" }],
-    ["connectionString", { connectionString: "localhost:99999" }],
-    ["connectionString", { connectionString: "localhost:2181/" }],
-    ["connectionString", { connectionString: "localhost:2181/a//b" }],
+    ["url", { url: "" }],
+    ["url", { url: "local host:2181" }],
+    ["url", { url: "[::1]:2181" }],
+    ["url", { url: "localhost:99999" }],
+    ["url", { url: "localhost:2181/" }],
+    ["url", { url: "localhost:2181/a//b" }],
     ["mode", { ...base, mode: "fancy" }],
     ["sessionTimeoutMs", { ...base, sessionTimeoutMs: -1 }],
     ["connectTimeoutMs", { ...base, connectTimeoutMs: 1.5 }],
@@ -45,9 +45,17 @@ describe("options", () => {
     expect(error.message).toContain(`invalid ${key}`);
   });
 
+  it("tells a caller of the old connectionString option to give url, and takes no client", () => {
+    const renamed = configErrorOf({ connectionString: "127.0.0.1:2181" } as never);
+    expect(renamed.message).toContain("the option connectionString was renamed: give url");
+    const client = configErrorOf({ ...base, url: undefined, client: {} } as never);
+    expect(client.details.key).toBe("client");
+    expect(client.message).toContain("whose loss it must see to fence");
+  });
+
   it("accepts several servers and a chroot", () => {
     const registry = new ZookeeperRegistry({
-      connectionString: "a:2181,b:2182,c/leaf/prod",
+      url: "a:2181,b:2182,c/leaf/prod",
     });
     expect(registry.kind).toBe("zk");
     expect(registry.mode).toBe("normal");

@@ -128,11 +128,11 @@ async function runTrial(trial: number): Promise<TrialResult> {
   };
   const registryA = new ZookeeperRegistry({
     ...options,
-    connectionString: ensemble.connectStringOf([s1]),
+    url: ensemble.connectStringOf([s1]),
   });
   const registryB = new ZookeeperRegistry({
     ...options,
-    connectionString: ensemble.connectStringOf(healthy),
+    url: ensemble.connectStringOf(healthy),
   });
   let grantedB = Number.NaN;
   const timedB: WorkerIdRegistry = {

@@ -26,6 +26,7 @@ import {
   readLeaseCache,
   writeLeaseCache,
 } from "@leaf/core/adapter";
+import { type StatefulSetId, type StatefulSetOptions, statefulSetWorkerId } from "./stateful-set";
 import {
   COMPONENT,
   parseWorkIdMap,
@@ -34,7 +35,7 @@ import {
   type WorkIdMapValue,
 } from "./work-id-map";
 
-/** Options of {@link LocalRegistry}. Give exactly one of `workerId` and `workIdMap`. */
+/** Options of {@link LocalRegistry}. Give exactly one of `workerId`, `workIdMap` and `statefulSet`. */
 export interface LocalRegistryOptions {
   /**
    * The worker id of every node this registry serves (one process, one node), or a list: the
@@ -46,6 +47,12 @@ export interface LocalRegistryOptions {
    * A node missing from it is refused with INVALID_CONFIG.
    */
   workIdMap?: WorkIdMap;
+  /**
+   * Kubernetes: the worker id is the pod's StatefulSet ordinal (from its name, `leaf-3` -> 3) plus
+   * `offset`. `true` reads the name from HOSTNAME. Put `dir` on the pod's own volume (a
+   * volumeClaimTemplate), so the last timestamp moves with the pod.
+   */
+  statefulSet?: StatefulSetOptions | true;
   /**
    * Folder of the lock and cache files; processes share a worker id space through it. Default
    * `~/.leaf/registry-local`. Put it on persistent local storage: the cache is what refuses a start
@@ -82,21 +89,34 @@ export class LocalRegistry implements WorkerIdRegistry {
   readonly dir: string;
   private readonly fixedIds: number[] | undefined;
   private readonly map: Map<string, number[]> | undefined;
+  /** The pod's name and ordinal when the id comes from a StatefulSet. */
+  readonly pod: StatefulSetId | undefined;
   private readonly toleranceMs: number;
   private readonly staleAfterMs: number;
   private readonly clock: Clock;
   private closed = false;
 
   constructor(options: LocalRegistryOptions) {
-    if ((options.workerId === undefined) === (options.workIdMap === undefined)) {
+    const sources = (["workerId", "workIdMap", "statefulSet"] as const).filter(
+      (key) => options[key] !== undefined,
+    );
+    if (sources.length !== 1) {
       throw configError(
         COMPONENT,
-        "workerId / workIdMap",
-        { workerId: options.workerId, workIdMap: options.workIdMap },
-        "exactly one of them: workerId for a single node, workIdMap for several",
+        "workerId / workIdMap / statefulSet",
+        {
+          workerId: options.workerId,
+          workIdMap: options.workIdMap,
+          statefulSet: options.statefulSet,
+        },
+        "exactly one of them: workerId for a single node, workIdMap for several, statefulSet for a " +
+          "Kubernetes StatefulSet's pods",
       );
     }
-    if (options.workerId !== undefined) {
+    if (options.statefulSet !== undefined) {
+      this.pod = statefulSetWorkerId(options.statefulSet);
+      this.fixedIds = [this.pod.workerId];
+    } else if (options.workerId !== undefined) {
       const list: readonly unknown[] = Array.isArray(options.workerId)
         ? options.workerId
         : [options.workerId];
@@ -154,13 +174,18 @@ export class LocalRegistry implements WorkerIdRegistry {
     const ids = this.idsFor(node, backups);
     for (const id of ids) {
       if (id > maxWorkerId) {
+        const pod = this.pod;
         throw new LeafError({
           component: COMPONENT,
           code: ErrorCodes.WORKER_IDS_EXHAUSTED,
-          message:
-            `worker id ${id} configured for ${key} is outside the layout's range 0..${maxWorkerId}; ` +
-            "configure an id inside the range (or a layout with more worker bits)",
-          details: { workerId: id, maxWorkerId, node: key },
+          message: pod
+            ? `worker id ${id} of pod ${pod.hostname} (ordinal ${pod.ordinal} + offset ${pod.offset}) ` +
+              `is outside the layout's range 0..${maxWorkerId}; the StatefulSet has more replicas ` +
+              "than the layout has worker ids past its offset: lower the offset or the replicas, " +
+              "or use a layout with more worker bits"
+            : `worker id ${id} configured for ${key} is outside the layout's range 0..${maxWorkerId}; ` +
+              "configure an id inside the range (or a layout with more worker bits)",
+          details: { workerId: id, maxWorkerId, node: key, ...(pod ? { pod: pod.hostname } : {}) },
         });
       }
     }
@@ -208,6 +233,16 @@ export class LocalRegistry implements WorkerIdRegistry {
           details: { key: "workIdMap", node: key },
         });
       }
+    }
+    if (ids.length < backups + 1 && this.pod) {
+      throw new LeafError({
+        component: COMPONENT,
+        code: ErrorCodes.WORKER_IDS_EXHAUSTED,
+        message:
+          `${backups} backup worker id(s) requested for pod ${this.pod.hostname}, but a StatefulSet ` +
+          "pod has exactly one worker id (its ordinal): run without backup ids",
+        details: { node: key, pod: this.pod.hostname, backups },
+      });
     }
     if (ids.length < backups + 1) {
       throw new LeafError({

@@ -50,3 +50,17 @@ export {
   parseMysqlUrl,
   redactMysqlUrl,
 } from "./mysql-url";
+export {
+  describeRedisUrl,
+  isRedisScriptClient,
+  type LuaScript,
+  luaScript,
+  parseRedisUrl,
+  planRedis,
+  REDIS_URL_EXPECTED,
+  type RedisPlan,
+  type RedisScriptClient,
+  runRedisScript,
+  TimeLimitError,
+  withTimeLimit,
+} from "./redis-link";

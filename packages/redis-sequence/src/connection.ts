@@ -1,19 +1,21 @@
 // The Redis side of a sequence: a client made from a URL (owned, closed with the sequence) or one
 // the caller passed (borrowed), script calls by SHA with a reload after a restart, a time limit on
 // every round trip, and the eviction-policy check.
-import { configError, ErrorCodes, LeafError } from "@leaf/core";
-import { checkBackend } from "@leaf/core/adapter";
+import { ErrorCodes, LeafError } from "@leaf/core";
+import {
+  checkBackend,
+  isRedisScriptClient,
+  type LuaScript,
+  planRedis,
+  runRedisScript,
+  withTimeLimit,
+} from "@leaf/core/adapter";
 import { Cluster, type ClusterOptions, Redis, type RedisOptions } from "ioredis";
-import type { LuaScript } from "./lua-scripts";
 import type { RedisClient, RedisUrl } from "./options";
 
-const COMPONENT = "redis-sequence";
+export { TimeLimitError as RedisTimeoutError } from "@leaf/core/adapter";
 
-/** The few commands a sequence sends; both ioredis `Redis` and `Cluster` have them. */
-interface ScriptClient {
-  evalsha(sha: string, numKeys: number, ...args: (string | number)[]): Promise<unknown>;
-  eval(source: string, numKeys: number, ...args: (string | number)[]): Promise<unknown>;
-}
+const COMPONENT = "redis-sequence";
 
 /** A connection to Redis or Redis Cluster. */
 export class RedisLink {
@@ -39,54 +41,41 @@ export class RedisLink {
       isUrl: (value): value is RedisUrl =>
         (typeof value === "string" && value.length > 0) ||
         (Array.isArray(value) && value.every((v) => typeof v === "string")),
-      client: { what: "an ioredis Redis or Cluster client", is: isClient },
+      client: {
+        what: "an ioredis Redis or Cluster client",
+        is: (value): value is RedisClient => isRedisScriptClient(value),
+      },
       renamed: { redis: "url or client" },
     });
-    const connection = backend.url;
-    if (connection === undefined) {
+    if (backend.url === undefined) {
       this.client = backend.client;
       this.topology = (backend.client as { isCluster?: boolean }).isCluster ? "cluster" : "single";
       this.description = `${this.topology === "cluster" ? "cluster" : "redis"} (client passed in)`;
       this.owned = false;
-    } else if (typeof connection === "string") {
-      const url = parseUrl(connection, "url");
-      this.client = new Redis(connection, {
-        lazyConnect: true,
-        maxRetriesPerRequest: 1,
-        retryStrategy: (times) => Math.min(50 * 2 ** Math.min(times, 6), 2000),
-        ...redisOptions,
-      });
-      this.topology = "single";
-      this.description = describeUrl(url);
-      this.owned = true;
     } else {
-      if (connection.length === 0) {
-        throw configError(COMPONENT, "url", connection, "at least one Redis Cluster node URL");
-      }
-      const urls = connection.map((c, i) => parseUrl(c, `url[${i}]`));
-      const first = urls[0]!;
-      this.client = new Cluster(
-        urls.map((u) => ({
-          host: u.hostname.replace(/^\[|\]$/g, ""),
-          port: Number(u.port || 6379),
-        })),
-        {
-          lazyConnect: true,
-          maxRedirections: 16,
-          ...clusterOptions,
-          redisOptions: {
-            username: first.username ? decodeURIComponent(first.username) : undefined,
-            password: first.password ? decodeURIComponent(first.password) : undefined,
-            tls: first.protocol === "rediss:" ? {} : undefined,
-            maxRetriesPerRequest: 1,
-            ...clusterOptions?.redisOptions,
-            ...redisOptions,
-          },
-        },
-      );
-      this.topology = "cluster";
-      this.description = `cluster ${urls.map(describeUrl).join(",")}`;
+      const plan = planRedis(backend.url, COMPONENT);
+      this.description = plan.description;
+      this.topology = plan.kind;
       this.owned = true;
+      this.client =
+        plan.kind === "single"
+          ? new Redis(plan.url, {
+              lazyConnect: true,
+              maxRetriesPerRequest: 1,
+              retryStrategy: (times) => Math.min(50 * 2 ** Math.min(times, 6), 2000),
+              ...redisOptions,
+            })
+          : new Cluster(plan.nodes, {
+              lazyConnect: true,
+              maxRedirections: 16,
+              ...clusterOptions,
+              redisOptions: {
+                ...plan.auth,
+                maxRetriesPerRequest: 1,
+                ...clusterOptions?.redisOptions,
+                ...redisOptions,
+              },
+            });
     }
     if (this.owned) {
       // Without a listener ioredis prints every connection error; keep the last for the state.
@@ -101,7 +90,7 @@ export class RedisLink {
     if (!this.owned) return;
     const status = (this.client as { status?: string }).status;
     if (status !== "wait") return;
-    await withTimeout(this.client.connect(), timeoutMs, "connecting");
+    await withTimeLimit(this.client.connect(), timeoutMs, "connecting");
   }
 
   /** Runs `script` by SHA, sending its source once when Redis does not know it (after a restart). */
@@ -111,18 +100,11 @@ export class RedisLink {
     args: (string | number)[],
     timeoutMs: number,
   ): Promise<unknown> {
-    const client = this.client as unknown as ScriptClient;
-    const call = async () => {
-      try {
-        return await client.evalsha(script.sha, keys.length, ...keys, ...args);
-      } catch (error) {
-        if (error instanceof Error && error.message.startsWith("NOSCRIPT")) {
-          return await client.eval(script.source, keys.length, ...keys, ...args);
-        }
-        throw error;
-      }
-    };
-    return withTimeout(call(), timeoutMs, "waiting for Redis to answer");
+    return withTimeLimit(
+      runRedisScript(this.client, script, keys, args),
+      timeoutMs,
+      "waiting for Redis to answer",
+    );
   }
 
   /**
@@ -133,7 +115,7 @@ export class RedisLink {
     const nodes: Redis[] =
       this.client instanceof Cluster ? this.client.nodes("master") : [this.client as Redis];
     try {
-      const answers = await withTimeout(
+      const answers = await withTimeLimit(
         Promise.all(nodes.map((n) => n.config("GET", "maxmemory-policy") as Promise<unknown>)),
         timeoutMs,
         "reading maxmemory-policy",
@@ -148,72 +130,11 @@ export class RedisLink {
   async close(): Promise<void> {
     if (!this.owned) return;
     try {
-      await withTimeout(this.client.quit(), 1000, "closing");
+      await withTimeLimit(this.client.quit(), 1000, "closing");
     } catch {
       this.client.disconnect();
     }
   }
-}
-
-function isClient(value: unknown): value is Redis | Cluster {
-  const candidate = value as Partial<ScriptClient> | null;
-  return (
-    typeof candidate === "object" &&
-    candidate !== null &&
-    typeof candidate.evalsha === "function" &&
-    typeof candidate.eval === "function"
-  );
-}
-
-function parseUrl(value: unknown, key: string): URL {
-  let url: URL | undefined;
-  if (typeof value === "string") {
-    try {
-      url = new URL(value);
-    } catch {
-      url = undefined;
-    }
-  }
-  if (!url || (url.protocol !== "redis:" && url.protocol !== "rediss:") || !url.hostname) {
-    const shown = typeof value === "string" ? value.replace(/\/\/[^@/]*@/, "//***@") : value;
-    throw configError(
-      COMPONENT,
-      key,
-      shown,
-      'a Redis URL such as "redis://127.0.0.1:6379" or "rediss://user:password@host:6380/0"',
-    );
-  }
-  return url;
-}
-
-function describeUrl(url: URL): string {
-  const auth = url.username || url.password ? "***@" : "";
-  return `${url.protocol}//${auth}${url.host}${url.pathname === "/" ? "" : url.pathname}`;
-}
-
-/** Marks a failure to reach Redis in time. */
-export class RedisTimeoutError extends Error {
-  constructor(what: string, ms: number) {
-    super(`no answer after ${ms} ms ${what}`);
-    this.name = "RedisTimeoutError";
-  }
-}
-
-/** Rejects with a RedisTimeoutError when `promise` takes longer than `ms`. */
-export function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new RedisTimeoutError(what, ms)), ms);
-    promise.then(
-      (value) => {
-        clearTimeout(timer);
-        resolve(value);
-      },
-      (error: unknown) => {
-        clearTimeout(timer);
-        reject(error);
-      },
-    );
-  });
 }
 
 /** An UNAVAILABLE error for a failed round trip, naming where Redis is and what happened. */

@@ -1,7 +1,7 @@
 // The Lua scripts run in Redis: the allocation of a sequence range in one second (seed 002), and a
 // probe. Both first check the namespace's marker, which is how a Redis that restarted, lost its
 // data or failed over is detected and fenced before it can hand out a sequence a second time.
-import { createHash } from "node:crypto";
+import { luaScript } from "@leaf/core/adapter";
 
 /**
  * Shared opening of both scripts.
@@ -127,15 +127,7 @@ export const PROBE_SCRIPT = `${MARKER_CHECK}
 return {now_ms, fence, run_id}
 `;
 
-/** A script and its SHA-1, for EVALSHA. */
-export interface LuaScript {
-  readonly source: string;
-  readonly sha: string;
-}
-
-function script(source: string): LuaScript {
-  return Object.freeze({ source, sha: createHash("sha1").update(source).digest("hex") });
-}
+const script = luaScript;
 
 /** The allocation script. */
 export const allocateScript = script(ALLOCATE_SCRIPT);

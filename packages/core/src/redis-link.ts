@@ -1,0 +1,147 @@
+// What every Redis adapter shares, without depending on a Redis client library: reading and
+// redacting redis:// URLs (one server, or the nodes of a Redis Cluster), running a Lua script by
+// its SHA with the source sent once when Redis does not know it (after a restart or a failover),
+// and a time limit on a round trip. The adapters (redis-sequence, registry-redis) build their
+// ioredis clients from the plan this returns.
+import { createHash } from "node:crypto";
+import { configError } from "./errors";
+
+/** A script and its SHA-1, run by EVALSHA with a fallback to EVAL. */
+export interface LuaScript {
+  readonly source: string;
+  readonly sha: string;
+}
+
+/** A Lua script with its SHA-1 computed once. */
+export function luaScript(source: string): LuaScript {
+  return Object.freeze({ source, sha: createHash("sha1").update(source).digest("hex") });
+}
+
+/** The two commands a script runner needs; ioredis `Redis` and `Cluster` both have them. */
+export interface RedisScriptClient {
+  evalsha(sha: string, numKeys: number, ...args: (string | number)[]): Promise<unknown>;
+  eval(source: string, numKeys: number, ...args: (string | number)[]): Promise<unknown>;
+}
+
+/** True for an object with `evalsha` and `eval` (an ioredis client, from any copy of the library). */
+export function isRedisScriptClient(value: unknown): value is RedisScriptClient {
+  const candidate = value as Partial<RedisScriptClient> | null;
+  return (
+    typeof candidate === "object" &&
+    candidate !== null &&
+    typeof candidate.evalsha === "function" &&
+    typeof candidate.eval === "function"
+  );
+}
+
+/** Runs `script` by SHA; when Redis answers NOSCRIPT (it restarted, or failed over), by source. */
+export async function runRedisScript(
+  client: RedisScriptClient,
+  script: LuaScript,
+  keys: readonly string[],
+  args: readonly (string | number)[],
+): Promise<unknown> {
+  try {
+    return await client.evalsha(script.sha, keys.length, ...keys, ...args);
+  } catch (error) {
+    if (error instanceof Error && error.message.startsWith("NOSCRIPT")) {
+      return await client.eval(script.source, keys.length, ...keys, ...args);
+    }
+    throw error;
+  }
+}
+
+/** What is expected of a Redis URL, for messages. */
+export const REDIS_URL_EXPECTED =
+  'a Redis URL such as "redis://127.0.0.1:6379" or "rediss://user:password@host:6380/0"';
+
+/** Parses a redis:// or rediss:// URL; throws INVALID_CONFIG naming `key`, with the password hidden. */
+export function parseRedisUrl(value: unknown, where: { component: string; key: string }): URL {
+  let url: URL | undefined;
+  if (typeof value === "string") {
+    try {
+      url = new URL(value);
+    } catch {
+      url = undefined;
+    }
+  }
+  if (!url || (url.protocol !== "redis:" && url.protocol !== "rediss:") || !url.hostname) {
+    const shown = typeof value === "string" ? value.replace(/\/\/[^@/]*@/, "//***@") : value;
+    throw configError(where.component, where.key, shown, REDIS_URL_EXPECTED);
+  }
+  return url;
+}
+
+/** The URL for logs and messages: user and password replaced by `***`. */
+export function describeRedisUrl(url: URL): string {
+  const auth = url.username || url.password ? "***@" : "";
+  return `${url.protocol}//${auth}${url.host}${url.pathname === "/" ? "" : url.pathname}`;
+}
+
+/** How to reach Redis, read from the `url` option: one server, or the nodes of a Redis Cluster. */
+export type RedisPlan =
+  | { kind: "single"; url: string; description: string }
+  | {
+      kind: "cluster";
+      nodes: { host: string; port: number }[];
+      /** Credentials and TLS of the first URL, for every node. */
+      auth: { username?: string; password?: string; tls?: Record<string, never> };
+      description: string;
+    };
+
+/**
+ * Reads a `url` option: a string is one server, an array the seed nodes of a Redis Cluster.
+ * Throws INVALID_CONFIG naming `url` (or `url[i]`) for anything else.
+ */
+export function planRedis(url: string | readonly string[], component: string): RedisPlan {
+  if (typeof url === "string") {
+    return {
+      kind: "single",
+      url,
+      description: describeRedisUrl(parseRedisUrl(url, { component, key: "url" })),
+    };
+  }
+  if (!Array.isArray(url) || url.length === 0) {
+    throw configError(component, "url", url, "at least one Redis Cluster node URL");
+  }
+  const urls = url.map((u, i) => parseRedisUrl(u, { component, key: `url[${i}]` }));
+  const first = urls[0]!;
+  return {
+    kind: "cluster",
+    nodes: urls.map((u) => ({
+      host: u.hostname.replace(/^\[|\]$/g, ""),
+      port: Number(u.port || 6379),
+    })),
+    auth: {
+      ...(first.username ? { username: decodeURIComponent(first.username) } : {}),
+      ...(first.password ? { password: decodeURIComponent(first.password) } : {}),
+      ...(first.protocol === "rediss:" ? { tls: {} } : {}),
+    },
+    description: `cluster ${urls.map(describeRedisUrl).join(",")}`,
+  };
+}
+
+/** A round trip that took longer than its limit. */
+export class TimeLimitError extends Error {
+  constructor(what: string, ms: number) {
+    super(`no answer after ${ms} ms ${what}`);
+    this.name = "TimeLimitError";
+  }
+}
+
+/** Rejects with a {@link TimeLimitError} naming `what` when `promise` takes longer than `ms`. */
+export function withTimeLimit<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new TimeLimitError(what, ms)), ms);
+    promise.then(
+      (value) => {
+        clearTimeout(timer);
+        resolve(value);
+      },
+      (error: unknown) => {
+        clearTimeout(timer);
+        reject(error);
+      },
+    );
+  });
+}

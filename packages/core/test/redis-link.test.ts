@@ -1,0 +1,82 @@
+// The Redis pieces every Redis adapter shares: URLs read and redacted, one server or the nodes of a
+// cluster, and the time limit. (Scripts by SHA with the NOSCRIPT fallback run against a real Redis in
+// the tests of @leaf/redis-sequence and @leaf/registry-redis.)
+import { describe, expect, it } from "vitest";
+import {
+  describeRedisUrl,
+  luaScript,
+  parseRedisUrl,
+  planRedis,
+  TimeLimitError,
+  withTimeLimit,
+} from "../src/adapter";
+import { ErrorCodes, LeafError } from "../src/index";
+
+const where = { component: "test", key: "url" };
+
+function refusal(fn: () => unknown): LeafError {
+  try {
+    fn();
+  } catch (error) {
+    if (error instanceof LeafError) return error;
+    throw error;
+  }
+  throw new Error("expected a LeafError");
+}
+
+describe("Redis URLs", () => {
+  it("reads redis:// and rediss:// URLs and hides credentials when describing them", () => {
+    const url = parseRedisUrl("rediss://app:s3cret@cache.internal:6380/2", where);
+    expect(describeRedisUrl(url)).toBe("rediss://***@cache.internal:6380/2");
+    expect(describeRedisUrl(parseRedisUrl("redis://127.0.0.1:6379", where))).toBe(
+      "redis://127.0.0.1:6379",
+    );
+  });
+
+  it("refuses anything else with INVALID_CONFIG naming the key, never showing a password", () => {
+    for (const value of ["localhost:6379", "http://h:1", "redis://", 6379, undefined]) {
+      const error = refusal(() => parseRedisUrl(value, where));
+      expect(error.code).toBe(ErrorCodes.INVALID_CONFIG);
+      expect(error.details).toMatchObject({ key: "url" });
+    }
+    const secret = refusal(() => parseRedisUrl("http://u:s3cret@h", where));
+    expect(secret.message).not.toContain("s3cret");
+  });
+
+  it("plans one server from a string and a cluster from a list, with the first URL's credentials", () => {
+    expect(planRedis("redis://127.0.0.1:7000", "test")).toEqual({
+      kind: "single",
+      url: "redis://127.0.0.1:7000",
+      description: "redis://127.0.0.1:7000",
+    });
+    const cluster = planRedis(["rediss://u:p%40ss@a:7001", "redis://[::1]:7002", "redis://c"], "t");
+    expect(cluster).toEqual({
+      kind: "cluster",
+      nodes: [
+        { host: "a", port: 7001 },
+        { host: "::1", port: 7002 },
+        { host: "c", port: 6379 },
+      ],
+      auth: { username: "u", password: "p@ss", tls: {} },
+      description: "cluster rediss://***@a:7001,redis://[::1]:7002,redis://c",
+    });
+    expect(refusal(() => planRedis([], "t")).details).toMatchObject({ key: "url" });
+    expect(refusal(() => planRedis(["redis://a", "nope"], "t")).details).toMatchObject({
+      key: "url[1]",
+    });
+  });
+
+  it("gives a script its SHA-1, as Redis computes it", () => {
+    // SHA-1 of "return 1", as SCRIPT LOAD answers it.
+    expect(luaScript("return 1").sha).toBe("e0e1f9fabfc9d4800c877a703b823ac0578ff8db");
+  });
+
+  it("rejects a round trip past its time limit with TimeLimitError naming what waited", async () => {
+    const never = new Promise<never>(() => {});
+    await expect(withTimeLimit(never, 20, "waiting for Redis")).rejects.toSatisfy(
+      (e: unknown) =>
+        e instanceof TimeLimitError && e.message === "no answer after 20 ms waiting for Redis",
+    );
+    await expect(withTimeLimit(Promise.resolve(7), 20, "x")).resolves.toBe(7);
+  });
+});

@@ -1,0 +1,296 @@
+// A worker id leased from Redis: taken by one script judged by Redis TIME, renewed only while its
+// fencing token is still there, fenced on the holder's own monotonic clock at lease - margin after
+// the send time of the last renewal Redis confirmed, which is before Redis lets anyone else take it.
+import { randomBytes } from "node:crypto";
+import { performance } from "node:perf_hooks";
+import {
+  type BackupWorker,
+  type Clock,
+  delay,
+  ErrorCodes,
+  LeafError,
+  type NodeIdentity,
+} from "@leaf/core";
+import { type CheckedAcquireRequest, checkClockNotBehind, LeaseCore } from "@leaf/core/adapter";
+import { COMPONENT, type RedisLink } from "./connection";
+import { ACQUIRE_SCRIPT, RELEASE_SCRIPT, RENEW_SCRIPT } from "./lua-scripts";
+
+/** The three keys of one service name; one hash tag, so one Cluster slot. */
+export interface RegistryKeys {
+  /** Hash: worker id -> the holder (token, lease end, horizon, ip, port) as JSON. */
+  readonly leases: string;
+  /** Hash: worker id -> highest timestamp (ms) reported or fenced; kept after release. */
+  readonly stamps: string;
+  /** Hash: run id of the Redis process, quarantine end and floor after a data loss. */
+  readonly marker: string;
+}
+
+/** The keys of service `name` under `keyPrefix`: `<prefix>{<name>}:leases|stamps|marker`. */
+export function registryKeys(keyPrefix: string, name: string): RegistryKeys {
+  const base = `${keyPrefix}{${name}}`;
+  return { leases: `${base}:leases`, stamps: `${base}:stamps`, marker: `${base}:marker` };
+}
+
+/** What a lease needs from its registry. */
+export interface LeaseSettings {
+  link: RedisLink;
+  keyPrefix: string;
+  clock: Clock;
+  toleranceMs: number;
+  leaseMs: number;
+  safetyMarginMs: number;
+  renewIntervalMs: number;
+  /** Called when a lease ends (released or lost), so the registry stops tracking it. */
+  forget(lease: RedisLease): void;
+}
+
+/** Takes 1 + backups worker ids for `request.node`, all or none; waits out a quarantine. */
+export async function acquireRedisLease(
+  settings: LeaseSettings,
+  request: CheckedAcquireRequest,
+): Promise<RedisLease> {
+  const keys = registryKeys(settings.keyPrefix, request.node.name);
+  const token = `${request.key}#${process.pid}#${randomBytes(8).toString("hex")}`;
+  const need = 1 + request.backups;
+  for (;;) {
+    request.signal?.throwIfAborted();
+    const sentAt = performance.now();
+    const reply = (await settings.link.run(
+      ACQUIRE_SCRIPT,
+      [keys.leases, keys.stamps, keys.marker],
+      [
+        settings.leaseMs,
+        token,
+        need,
+        request.maxWorkerId,
+        settings.clock.now() + settings.leaseMs,
+        request.node.ip,
+        request.node.port,
+      ],
+      `taking ${need === 1 ? "a worker id" : `${need} worker ids`} for ${request.key}`,
+    )) as string[];
+    if (reply[0] === "wait") {
+      // Redis lost or may have lost the leases: holders of the old data fence within one lease.
+      await delay(Number(reply[1]) + 1, request.signal);
+      continue;
+    }
+    if (reply[0] === "exhausted") throw exhausted(settings, request, need, reply);
+    const held: BackupWorker[] = [];
+    for (let i = 2; i < reply.length; i += 2) {
+      held.push({ workerId: Number(reply[i]), lastTimestamp: Number(reply[i + 1]) });
+    }
+    const lease = new RedisLease(
+      settings,
+      keys,
+      request.node,
+      token,
+      held,
+      sentAt,
+      Number(reply[1]),
+    );
+    // An id recycled from a holder whose clock ran a little ahead, or granted right after a
+    // quarantine, starts in this clock's future by up to the margin: wait it out, else refuse.
+    const primary = held[0]!;
+    try {
+      const wait = checkClockNotBehind({
+        component: COMPONENT,
+        lastTimestamp: primary.lastTimestamp,
+        now: settings.clock.now(),
+        toleranceMs: Math.max(settings.toleranceMs, settings.safetyMarginMs),
+        source: `${keys.stamps} (or the floor in ${keys.marker})`,
+        workerId: primary.workerId,
+      });
+      if (wait > 0) await delay(wait + 1, request.signal);
+    } catch (error) {
+      await lease.release().catch(() => {});
+      throw error;
+    }
+    if (lease.lost.aborted) throw lease.lost.reason;
+    return lease;
+  }
+}
+
+function exhausted(
+  settings: LeaseSettings,
+  request: CheckedAcquireRequest,
+  need: number,
+  reply: string[],
+): LeafError {
+  const next =
+    reply.length > 1
+      ? `; the soonest lease to end is worker id ${reply[1]} (${reply[3]}:${reply[4]}) in ${reply[2]} ms unless renewed`
+      : "";
+  return new LeafError({
+    component: COMPONENT,
+    code: ErrorCodes.WORKER_IDS_EXHAUSTED,
+    message:
+      `no ${need === 1 ? "free worker id" : `${need} free worker ids`} in 0..${request.maxWorkerId} ` +
+      `for ${request.key} (service ${request.node.name}): all are leased${next}. Ids come back ` +
+      `${settings.leaseMs} ms after their holder stops renewing; use a layout with more worker bits ` +
+      "if the fleet is larger than the range",
+    details: { maxWorkerId: request.maxWorkerId, node: request.key, backups: need - 1 },
+  });
+}
+
+/** Worker ids leased from Redis by {@link RedisRegistry}. */
+export class RedisLease extends LeaseCore {
+  /** This holder's fencing token, stored with each of its ids. */
+  readonly token: string;
+  /** The Redis keys of this lease's service name. */
+  readonly keys: RegistryKeys;
+  /**
+   * The floor (ms since the epoch, Redis TIME) this lease was granted under: above 0 after Redis
+   * restarted without its data or failed over, when every id starts at or after it.
+   */
+  readonly floor: number;
+  /** performance.now() of the send time of the last renewal Redis confirmed (or of the acquire). */
+  private renewedAt: number;
+  private fenceTimer: NodeJS.Timeout | undefined;
+  private renewTimer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly settings: LeaseSettings,
+    keys: RegistryKeys,
+    readonly node: NodeIdentity,
+    token: string,
+    held: BackupWorker[],
+    sentAt: number,
+    floor: number,
+  ) {
+    super({ component: COMPONENT, ...held[0]!, backups: held.slice(1) });
+    this.token = token;
+    this.keys = keys;
+    this.floor = floor;
+    this.renewedAt = sentAt;
+    this.armFence();
+    this.scheduleRenewal();
+  }
+
+  /**
+   * When this lease fences itself unless a renewal succeeds first, in performance.now() ms: the send
+   * time of the last renewal Redis confirmed + leaseMs - safetyMarginMs. (0 once lost or released.)
+   */
+  protected override liveFenceAt(): number {
+    return this.renewedAt + this.settings.leaseMs - this.settings.safetyMarginMs;
+  }
+
+  /** The last renewal Redis confirmed, as performance.now() of its send time. */
+  get lastRenewedAt(): number {
+    return this.renewedAt;
+  }
+
+  /** Records the timestamps and renews at once (UNAVAILABLE when Redis does not answer). */
+  protected async store(): Promise<void> {
+    await this.renew();
+  }
+
+  /**
+   * Frees the ids: the final timestamp (default: the later of the last report and the clock) raises
+   * each stamp, the leases are removed. Rejects with UNAVAILABLE when Redis does not answer; the ids
+   * then come back when the lease ends, and their stored horizon covers every id issued under them.
+   */
+  override release(finalTimestampMs?: number): Promise<void> {
+    this.stopTimers();
+    return super.release(finalTimestampMs);
+  }
+
+  protected async free(finalTimestampMs: number | undefined): Promise<void> {
+    try {
+      if (this.lost.aborted) return;
+      if (finalTimestampMs === undefined) {
+        const now = this.settings.clock.now();
+        for (const workerId of this.heldIds()) this.raise(workerId, now);
+      }
+      await this.settings.link.run(
+        RELEASE_SCRIPT,
+        [this.keys.leases, this.keys.stamps, this.keys.marker],
+        [this.token, ...this.heldIds().flatMap((id) => [id, this.highest(id)])],
+        `releasing worker id ${this.workerId}`,
+      );
+    } finally {
+      this.settings.forget(this);
+    }
+  }
+
+  /** Ends the lease without releasing it (the registry is closing): it is lost from here on. */
+  abandon(why: string): void {
+    this.stopTimers();
+    if (!this.released) this.lose(why);
+  }
+
+  /** Renews every held id in one script, only while each still carries this lease's token. */
+  private async renew(): Promise<void> {
+    if (this.lost.aborted) throw this.lost.reason;
+    if (performance.now() >= this.liveFenceAt()) throw this.fence();
+    const sentAt = performance.now();
+    const ids = this.heldIds();
+    // The latest timestamp this holder may issue if this is its last confirmed renewal: it fences
+    // at lease - margin, the margin absorbs a late fence timer. Reports count too, in case the
+    // generator reads a clock ahead of this registry's.
+    const horizon =
+      Math.max(this.settings.clock.now(), ...ids.map((id) => this.highest(id))) +
+      this.settings.leaseMs;
+    const reply = (await this.settings.link.run(
+      RENEW_SCRIPT,
+      [this.keys.leases, this.keys.stamps, this.keys.marker],
+      [this.settings.leaseMs, this.token, horizon, ...ids.flatMap((id) => [id, this.highest(id)])],
+      `renewing worker id ${this.workerId}`,
+    )) as string[];
+    if (this.lost.aborted) throw this.lost.reason;
+    if (reply[0] === "lost") {
+      const id = Number(reply[1]);
+      const why =
+        reply[2] === "taken"
+          ? `worker id ${id} is held by another node in Redis (${reply[3]}:${reply[4]})`
+          : `worker id ${id} no longer carries this node's token in Redis (released by hand, or Redis lost its data)`;
+      throw this.lose(why, { workerId: id, details: { token: this.token } });
+    }
+    if (this.released) return;
+    this.renewedAt = sentAt;
+    this.armFence();
+  }
+
+  private scheduleRenewal(): void {
+    clearTimeout(this.renewTimer);
+    this.renewTimer = setTimeout(() => {
+      this.serial(() => this.renew())
+        .catch(() => {})
+        .finally(() => {
+          if (!this.lost.aborted && !this.released) this.scheduleRenewal();
+        });
+    }, this.settings.renewIntervalMs);
+    this.renewTimer.unref();
+  }
+
+  private armFence(): void {
+    clearTimeout(this.fenceTimer);
+    this.fenceTimer = setTimeout(
+      () => {
+        if (performance.now() >= this.liveFenceAt()) this.fence();
+        else this.armFence();
+      },
+      Math.max(0, this.liveFenceAt() - performance.now()),
+    );
+    this.fenceTimer.unref();
+  }
+
+  /** No confirmed renewal for lease - margin: stop before Redis may give the id to another node. */
+  private fence(): LeafError {
+    const silentMs = Math.round(performance.now() - this.renewedAt);
+    return this.lose(
+      `no renewal confirmed by Redis for ${silentMs} ms (lease ${this.settings.leaseMs} ms, safety ` +
+        `margin ${this.settings.safetyMarginMs} ms): fenced before Redis may give the id to another node`,
+    );
+  }
+
+  /** The lease is lost: no more renewals, and the registry stops tracking it. */
+  protected override onLost(): void {
+    this.stopTimers();
+    this.settings.forget(this);
+  }
+
+  private stopTimers(): void {
+    clearTimeout(this.fenceTimer);
+    clearTimeout(this.renewTimer);
+  }
+}

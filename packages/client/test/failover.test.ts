@@ -1,0 +1,232 @@
+// Faults under load: several clients take ids from two real server processes on one private
+// MariaDB while one server is SIGKILLed and restarted, the other restarted, and the database paused
+// (SIGSTOP) for less time than the clients' caches last. Every id is kept and checked.
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { type MysqlHandle, startMysql, stopAll } from "@leaf/testkit";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { isLeafClientError, LeafClient, type SegmentIds } from "../src/index";
+import { LeafProcess } from "./leaf-processes";
+
+const ADMIN = "client-failover-admin";
+const TAG = "load";
+const STEP = 5000;
+const CLIENTS = 4;
+/** Each client takes BURST ids, then waits PAUSE_MS: about 20,000 ids per second per client. */
+const BURST = 100;
+const PAUSE_MS = 5;
+/** Seconds of ids per range: each client refills about twice a second... */
+const TARGET_SECONDS = 0.5;
+/** ...and keeps 6 ranges in reserve: its cache lasts about 3 s when a refill starts. */
+const REFILL_THRESHOLD = 6;
+/** Shorter than the 3 s the cache lasts; far longer than the servers' own buffers (2 x 5000 ids). */
+const DATABASE_PAUSE_MS = 1500;
+
+let mysql: MysqlHandle;
+let dir: string;
+let a: LeafProcess;
+let b: LeafProcess;
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), "leaf-client-failover-"));
+  mysql = await startMysql({ useEnv: false });
+  const database = await mysql.createDatabase("leaf_client");
+  const config = {
+    server: { adminToken: ADMIN },
+    segment: {
+      store: "mysql",
+      mysql: { url: mysql.urlFor(database), password: mysql.password ?? "", createTable: true },
+      demoTag: "",
+      dynamicStep: false,
+      refreshIntervalMs: 1000,
+    },
+    snowflake: { enabled: false },
+  };
+  a = await LeafProcess.create("a", dir, config);
+  b = await LeafProcess.create("b", dir, config);
+  await a.start();
+  const created = await fetch(`${a.url}/api/v1/admin/tags`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${ADMIN}`, "content-type": "application/json" },
+    body: JSON.stringify({ tag: TAG, step: STEP }),
+  });
+  expect(created.status, await created.text()).toBe(201);
+  await b.start();
+}, 180_000);
+
+afterAll(async () => {
+  await a?.kill();
+  await b?.kill();
+  await stopAll();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+/** One client taking ids at a steady rate, keeping every id and every error. */
+class Loader {
+  readonly client: LeafClient;
+  readonly ids: SegmentIds;
+  private chunks: BigInt64Array[] = [];
+  private chunk = new BigInt64Array(65_536);
+  private n = 0;
+  taken = 0;
+  readonly errors: unknown[] = [];
+  private running = true;
+  private readonly loop: Promise<void>;
+
+  constructor(servers: string[]) {
+    this.client = new LeafClient({
+      servers,
+      requestTimeoutMs: 500,
+      timeoutMs: 5000,
+      breaker: { failures: 2, openMs: 300 },
+    });
+    this.ids = this.client.segment(TAG, {
+      targetSeconds: TARGET_SECONDS,
+      refillThreshold: REFILL_THRESHOLD,
+      minRangeSize: 1000,
+    });
+    this.loop = this.run();
+  }
+
+  keep(id: bigint): void {
+    if (this.n === this.chunk.length) {
+      this.chunks.push(this.chunk);
+      this.chunk = new BigInt64Array(65_536);
+      this.n = 0;
+    }
+    this.chunk[this.n++] = id;
+    this.taken++;
+  }
+
+  /** Takes ids with nextIdSync: the cache running dry at any moment is an error (CACHE_EMPTY). */
+  private async run(): Promise<void> {
+    await this.ids.start();
+    while (this.running) {
+      for (let i = 0; i < BURST; i++) {
+        try {
+          this.keep(this.ids.nextIdSync());
+        } catch (error) {
+          this.errors.push(error);
+        }
+      }
+      await sleep(PAUSE_MS);
+    }
+  }
+
+  async stop(): Promise<void> {
+    this.running = false;
+    await this.loop;
+  }
+
+  all(): BigInt64Array[] {
+    return [...this.chunks, this.chunk.subarray(0, this.n)];
+  }
+}
+
+/** Every id of `parts` in one sorted array, and how many occur more than once. */
+function duplicates(parts: BigInt64Array[]): { total: number; duplicates: number; max: bigint } {
+  const total = parts.reduce((sum, p) => sum + p.length, 0);
+  const all = new BigInt64Array(total);
+  let at = 0;
+  for (const p of parts) {
+    all.set(p, at);
+    at += p.length;
+  }
+  all.sort();
+  let dup = 0;
+  for (let i = 1; i < all.length; i++) if (all[i] === all[i - 1]) dup++;
+  return { total, duplicates: dup, max: total > 0 ? all[total - 1]! : 0n };
+}
+
+describe("clients under faults of the servers and the database", () => {
+  it("see 0 errors and 0 duplicate ids through a SIGKILL, two restarts and a database pause; then the typed error once every server is down past the cache", async () => {
+    const loaders = Array.from({ length: CLIENTS }, () => new Loader([a.url, b.url]));
+    const total = () => loaders.reduce((sum, l) => sum + l.taken, 0);
+    const errorCount = () => loaders.reduce((sum, l) => sum + l.errors.length, 0);
+    const serverFailures = () =>
+      loaders.reduce((sum, l) => sum + l.client.servers().reduce((n, s) => n + s.failures, 0), 0);
+    const phases: Record<string, { ids: number; errors: number; serverFailures: number }> = {};
+    let mark = { ids: 0, errors: 0, serverFailures: 0 };
+    const phase = async (name: string, ms: number) => {
+      await sleep(ms);
+      const now = { ids: total(), errors: errorCount(), serverFailures: serverFailures() };
+      phases[name] = {
+        ids: now.ids - mark.ids,
+        errors: now.errors - mark.errors,
+        serverFailures: now.serverFailures - mark.serverFailures,
+      };
+      mark = now;
+    };
+
+    await phase("warm-up", 2000);
+    await a.kill();
+    await phase("server a killed", 3000);
+    await a.start();
+    await phase("server a restarted", 2000);
+    await b.stop();
+    await phase("server b stopped", 1000);
+    await b.start();
+    await phase("server b restarted", 2000);
+    mysql.pause();
+    try {
+      await phase("database paused", DATABASE_PAUSE_MS);
+    } finally {
+      mysql.resume();
+    }
+    await phase("database resumed", 3000);
+    await Promise.all(loaders.map((l) => l.stop()));
+
+    const errors = loaders.flatMap((l) => l.errors);
+    console.log(`[client failover] per phase ${JSON.stringify(phases)}`);
+    expect(errors.map((e) => String(e)).slice(0, 3)).toEqual([]);
+    expect(errors.length).toBe(0);
+    for (const [name, n] of Object.entries(phases)) {
+      expect(n.ids, `ids during "${name}"`).toBeGreaterThan(0);
+    }
+    // The faults reached the clients: their refills failed while a server was down and while the
+    // database was paused; the cache carried the callers through.
+    expect(phases["server a killed"]!.serverFailures).toBeGreaterThan(0);
+    expect(phases["database paused"]!.serverFailures).toBeGreaterThan(0);
+
+    // The end of the rows' ranges: every id handed out lies below it.
+    const tags = (await (
+      await fetch(`${b.url}/api/v1/admin/tags`, { headers: { authorization: `Bearer ${ADMIN}` } })
+    ).json()) as
+      | { tags?: Array<{ tag: string; maxId: string }> }
+      | Array<{ tag: string; maxId: string }>;
+    const rows = Array.isArray(tags) ? tags : (tags.tags ?? []);
+    const maxId = BigInt(rows.find((r) => r.tag === TAG)!.maxId);
+
+    // Every server down: the clients hand out what they hold, then fail with the typed error.
+    await Promise.all([a.kill(), b.kill()]);
+    const last = loaders[0]!;
+    let failure: unknown;
+    const before = last.taken;
+    for (;;) {
+      try {
+        last.keep(await last.ids.nextId({ timeoutMs: 3000 }));
+      } catch (error) {
+        failure = error;
+        break;
+      }
+    }
+    expect(isLeafClientError(failure), String(failure)).toBe(true);
+    expect(["UNAVAILABLE", "TIMEOUT"]).toContain((failure as { code: string }).code);
+    expect(() => last.ids.nextIdSync()).toThrow(expect.objectContaining({ code: "CACHE_EMPTY" }));
+    const drained = last.taken - before;
+
+    const { total: counted, duplicates: dup, max } = duplicates(loaders.flatMap((l) => l.all()));
+    console.log(
+      `[client failover] ${counted} ids, ${dup} duplicates, ${errors.length} errors; ${drained} ids from the cache with every server down`,
+    );
+    expect(dup).toBe(0);
+    expect(counted).toBe(total());
+    expect(max < maxId).toBe(true);
+    for (const l of loaders) await l.client.close();
+  }, 240_000);
+});

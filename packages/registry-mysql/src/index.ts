@@ -1,5 +1,6 @@
 export { isUnreachable, type MysqlConnection } from "./database";
-export { FixedLease, fixedCacheFile, fixedLockName } from "./fixed-mode";
+export { FixedLease } from "./fixed-lease";
+export { fixedCacheFile, fixedLockName } from "./fixed-table";
 export { LeasedLease } from "./lease-mode";
 export { type MysqlLease, MysqlRegistry, type MysqlRegistryOptions } from "./mysql-registry";
 export {

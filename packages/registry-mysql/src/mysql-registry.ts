@@ -14,7 +14,8 @@ import {
 import { checkAcquireRequest, checkBackend } from "@leaf/core/adapter";
 import type { Pool, PoolOptions } from "mysql2/promise";
 import { COMPONENT, Database, isPool } from "./database";
-import { acquireFixed, type FixedLease } from "./fixed-mode";
+import type { FixedLease } from "./fixed-lease";
+import { acquireFixed } from "./fixed-mode";
 import { acquireLeased, type LeasedLease } from "./lease-mode";
 import { checkTableName, DEFAULT_TABLES, type RegistryMode, schemaSql } from "./schema";
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs the servers the test kit runs (MariaDB, Redis, ZooKeeper) from Debian's packages, and
+# Installs the servers the test kit runs (MariaDB, Redis, ZooKeeper, etcd) from Debian's packages, and
 # Chromium for the server's browser test.
 # Needs root and apt-get; takes about 25 s. The packages' own services are not used: the test kit
 # starts private instances on free loopback ports.
@@ -14,4 +14,4 @@ if ! command -v apt-get >/dev/null 2>&1; then
 fi
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -q
-apt-get install -y -q mariadb-server redis-server zookeeper chromium faketime gcc libc6-dev
+apt-get install -y -q mariadb-server redis-server zookeeper etcd-server chromium faketime gcc libc6-dev

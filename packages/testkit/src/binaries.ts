@@ -9,18 +9,21 @@ export const ENV_VARS: Record<ServiceKind, string> = {
   mysql: "LEAF_TEST_MYSQL_URL",
   redis: "LEAF_TEST_REDIS_URL",
   zookeeper: "LEAF_TEST_ZK",
+  etcd: "LEAF_TEST_ETCD_URL",
 };
 
 const PACKAGES: Record<ServiceKind, string> = {
   mysql: "mariadb-server",
   redis: "redis-server",
   zookeeper: "zookeeper default-jre-headless",
+  etcd: "etcd-server",
 };
 
 const ENV_EXAMPLES: Record<ServiceKind, string> = {
   mysql: "LEAF_TEST_MYSQL_URL=mysql://user:pass@host:3306/",
   redis: "LEAF_TEST_REDIS_URL=redis://host:6379",
   zookeeper: "LEAF_TEST_ZK=host:2181",
+  etcd: "LEAF_TEST_ETCD_URL=http://host:2379",
 };
 
 /** Places servers are installed outside a user's PATH (sbin is often missing from it). */

@@ -1,8 +1,9 @@
-// Public entry of @leaf/testkit: private MariaDB, Redis and ZooKeeper servers for tests, faults on
+// Public entry of @leaf/testkit: private MariaDB, Redis, ZooKeeper and etcd servers for tests, faults on
 // demand, separate node processes, and cleanup that survives a killed test process.
 export { ChildLines } from "./child-lines";
 export { stopAll } from "./cleanup";
 export { TestkitError, type TestkitErrorCode } from "./errors";
+export { type EtcdHandle, type EtcdOptions, startEtcd } from "./etcd";
 export { isExternal } from "./handle";
 export { startMysql } from "./mysql";
 export {

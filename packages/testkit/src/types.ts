@@ -1,7 +1,7 @@
 // The shapes tests code against: a handle on one server, private or external, and start options.
 
 /** The servers the kit can run. */
-export type ServiceKind = "mysql" | "redis" | "zookeeper";
+export type ServiceKind = "mysql" | "redis" | "zookeeper" | "etcd";
 
 /**
  * One server a test talks to. A private server (started by the kit) can be broken on demand; an
@@ -15,7 +15,10 @@ export interface ServiceHandle {
   readonly host: string;
   /** TCP port; a private server keeps it across restarts. */
   readonly port: number;
-  /** mysql: "mysql://root@127.0.0.1:P/"; redis: "redis://127.0.0.1:P"; zookeeper: "127.0.0.1:P". */
+  /**
+   * mysql: "mysql://root@127.0.0.1:P/"; redis: "redis://127.0.0.1:P"; zookeeper: "127.0.0.1:P";
+   * etcd: "http://127.0.0.1:P".
+   */
   readonly url: string;
   /** True when an existing server from a `LEAF_TEST_*` variable is used instead of a private one. */
   readonly external: boolean;

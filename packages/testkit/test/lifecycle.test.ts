@@ -10,6 +10,7 @@ import {
   type ServiceHandle,
   type ServiceKind,
   spawnNode,
+  startEtcd,
   startMysql,
   startRedis,
   startZookeeper,
@@ -23,6 +24,7 @@ const starters: Record<ServiceKind, () => Promise<ServiceHandle>> = {
   mysql: () => startMysql({ useEnv: false }),
   redis: () => startRedis({ useEnv: false }),
   zookeeper: () => startZookeeper({ useEnv: false }),
+  etcd: () => startEtcd({ useEnv: false }),
 };
 const kinds = Object.keys(starters) as ServiceKind[];
 

@@ -1,0 +1,293 @@
+// One node's hold on its worker ids: an etcd lease it renews itself, holder keys attached to it, and
+// every write guarded by "my holder keys still hold my token". It fences on its own monotonic clock,
+// from the send time of the last renewal etcd confirmed, before etcd can expire the lease.
+import type { BackupWorker } from "@leaf/core";
+import { LeaseCore } from "@leaf/core/adapter";
+import type { IResponseOp } from "etcd3";
+import type { EtcdCalls, GrantedLease } from "./etcd-calls";
+import { COMPONENT, encodeRecord, type IdRecord, type Keyspace } from "./etcd-keys";
+
+/** A worker id won by acquire: what etcd held for it, and the record written when it was won. */
+export interface ClaimedId {
+  workerId: number;
+  /** The floor the holder starts after (the folded record's timestamp). */
+  lastTimestamp: number;
+  /** The record as written by the claim. */
+  record: IdRecord;
+}
+
+/** What an {@link EtcdLease} is built from. */
+export interface EtcdLeaseInit {
+  calls: EtcdCalls;
+  keys: Keyspace;
+  etcdLease: GrantedLease;
+  /** The holder keys' value (with this acquire's token). */
+  holderText: string;
+  /** The primary first, then the backups. */
+  claimed: ClaimedId[];
+  /** performance.now() when the lease grant was sent: the fence counts from it. */
+  grantSentAt: number;
+  renewIntervalMs: number;
+  fenceMarginMs: number;
+  /** Called once when the lease ends (lost or released), so the registry stops tracking it. */
+  onEnd(lease: EtcdLease): void;
+}
+
+/** The ids of one acquire, held under one etcd lease. */
+export class EtcdLease extends LeaseCore {
+  readonly #calls: EtcdCalls;
+  readonly #keys: Keyspace;
+  readonly #etcdLease: GrantedLease;
+  readonly #holderText: string;
+  readonly #renewIntervalMs: number;
+  readonly #fenceMarginMs: number;
+  readonly #onEnd: (lease: EtcdLease) => void;
+  /** Each held id's record as this holder last wrote it (nobody else writes it while held). */
+  readonly #records = new Map<number, IdRecord>();
+  /** performance.now() when the last renewal etcd confirmed (or the grant) was sent. */
+  #renewedAt: number;
+  /** The TTL etcd applied at the last confirmed renewal. */
+  #ttlMs: number;
+  #renewTimer: NodeJS.Timeout | undefined;
+  #fenceTimer: NodeJS.Timeout | undefined;
+  #lastRenewError: unknown;
+  /** True when the registry was closed: nothing is revoked, the lease is left to expire. */
+  #leftToExpire = false;
+
+  constructor(init: EtcdLeaseInit) {
+    const [primary, ...backups] = init.claimed;
+    super({
+      component: COMPONENT,
+      workerId: primary!.workerId,
+      lastTimestamp: primary!.lastTimestamp,
+      backups: backups.map(
+        (b): BackupWorker => ({ workerId: b.workerId, lastTimestamp: b.lastTimestamp }),
+      ),
+    });
+    this.#calls = init.calls;
+    this.#keys = init.keys;
+    this.#etcdLease = init.etcdLease;
+    this.#holderText = init.holderText;
+    this.#renewIntervalMs = init.renewIntervalMs;
+    this.#fenceMarginMs = init.fenceMarginMs;
+    this.#onEnd = init.onEnd;
+    this.#renewedAt = init.grantSentAt;
+    this.#ttlMs = init.etcdLease.ttlMs;
+    for (const c of init.claimed) this.#records.set(c.workerId, c.record);
+    this.#scheduleRenewal();
+    this.#armFence();
+  }
+
+  /** The etcd lease id (decimal) the holder keys are attached to. */
+  get etcdLeaseId(): string {
+    return this.#etcdLease.id;
+  }
+
+  /** performance.now() when the last renewal etcd confirmed was sent (the grant's, at first). */
+  get renewedAt(): number {
+    return this.#renewedAt;
+  }
+
+  /** The TTL (ms) etcd applied at the last confirmed renewal. */
+  get ttlMs(): number {
+    return this.#ttlMs;
+  }
+
+  /**
+   * etcd expires the lease no earlier than TTL after it received the last keepalive, which is
+   * after this holder sent it: stopping at send time + TTL - margin is before etcd can give the
+   * id to anyone. The margin covers clock rate differences and the generator's last tick.
+   */
+  protected override liveFenceAt(): number {
+    return this.#renewedAt + this.#ttlMs - this.#fenceMarginMs;
+  }
+
+  /** Ends the lease when the registry closes: no renewals any more, so etcd will expire it. */
+  closeByRegistry(): void {
+    this.#leftToExpire = true;
+    this.lose("the registry was closed, so nothing renews its etcd lease any more");
+  }
+
+  protected async store(reported: ReadonlyMap<number, number>): Promise<void> {
+    const next = new Map<number, IdRecord>();
+    for (const workerId of reported.keys()) {
+      const record = this.#records.get(workerId)!;
+      next.set(workerId, {
+        ...record,
+        timestamp: Math.max(record.timestamp, this.highest(workerId)),
+      });
+    }
+    await this.#write("store the reported timestamps", next);
+  }
+
+  protected async free(finalTimestampMs: number | undefined): Promise<void> {
+    this.#stopTimers();
+    if (this.lost.aborted) return;
+    const now = Date.now();
+    const next = new Map<number, IdRecord>();
+    for (const workerId of this.heldIds()) {
+      const record = this.#records.get(workerId)!;
+      next.set(workerId, {
+        ...record,
+        timestamp: Math.max(record.timestamp, this.highest(workerId)),
+        // A final report covers every id issued: nothing beyond it. Without one, ids may have been
+        // issued up to now, never after the release.
+        horizon: finalTimestampMs !== undefined ? 0 : Math.min(record.horizon, now),
+      });
+    }
+    try {
+      await this.#write("release the worker ids", next, { release: true });
+    } finally {
+      this.#onEnd(this);
+    }
+    // The holder keys are gone already; revoking only saves etcd the expiry.
+    await this.#calls.revoke(this.#etcdLease.id).catch(() => {});
+  }
+
+  protected override onLost(): void {
+    this.#stopTimers();
+    this.#onEnd(this);
+    if (!this.#leftToExpire) {
+      // Frees the ids sooner when etcd is still reachable; the records keep this holder's horizon.
+      void this.#calls.revoke(this.#etcdLease.id).catch(() => {});
+    }
+  }
+
+  /**
+   * Writes `records` in one transaction guarded by every held id's holder key still holding this
+   * holder's token; with `release`, deletes the holder keys too. A failed guard loses the lease.
+   */
+  async #write(
+    what: string,
+    records: ReadonlyMap<number, IdRecord>,
+    { release = false } = {},
+  ): Promise<void> {
+    const client = this.#calls.client;
+    const held = this.heldIds();
+    const texts = new Map([...records].map(([id, r]) => [id, encodeRecord(r)]));
+    const answer = await this.#calls.run(what, () => {
+      const [first, ...rest] = held;
+      let txn = client.if(this.#keys.holder(first!), "Value", "==", this.#holderText);
+      for (const id of rest) txn = txn.and(this.#keys.holder(id), "Value", "==", this.#holderText);
+      const puts = [...texts].map(([id, text]) => client.put(this.#keys.record(id)).value(text));
+      const deletes = release ? held.map((id) => client.delete().key(this.#keys.holder(id))) : [];
+      return txn
+        .then(...puts, ...deletes)
+        .else(
+          ...held.map((id) => client.get(this.#keys.holder(id))),
+          ...[...texts.keys()].map((id) => client.get(this.#keys.record(id))),
+        )
+        .options(this.#calls.options())
+        .commit();
+    });
+    if (answer.succeeded) {
+      for (const [id, record] of records) this.#records.set(id, record);
+      return;
+    }
+    const holders = answer.responses.slice(0, held.length).map(rangeValue);
+    // A client that retries may have applied this very release before: holders gone, records ours.
+    const recordTexts = answer.responses.slice(held.length).map(rangeValue);
+    if (
+      release &&
+      holders.every((h) => h === undefined) &&
+      [...texts.values()].every((text, i) => recordTexts[i] === text)
+    ) {
+      return;
+    }
+    const index = holders.findIndex((h) => h !== this.#holderText);
+    const workerId = held[Math.max(0, index)]!;
+    const why =
+      holders[index] === undefined
+        ? "its holder key in etcd is gone (the etcd lease expired or was revoked, or the key was deleted)"
+        : "its holder key in etcd names another holder";
+    throw this.lose(why, { workerId, details: { key: this.#keys.holder(workerId) } });
+  }
+
+  /**
+   * One renewal: a keepalive, then the records' horizons moved to what the new deadline allows.
+   * The fence moves only when both succeeded, so no id is ever issued beyond a stored horizon.
+   */
+  async #renew(): Promise<void> {
+    if (this.lost.aborted || this.released) return;
+    const sentAt = performance.now();
+    const wallAt = Date.now();
+    let ttlMs: number;
+    try {
+      ttlMs = await this.#calls.keepAlive(this.#etcdLease.id);
+    } catch (error) {
+      this.#lastRenewError = error;
+      return;
+    }
+    if (this.lost.aborted || this.released) return;
+    if (ttlMs <= 0) {
+      throw this.lose(
+        `etcd says its lease ${this.#etcdLease.id} no longer exists (it expired or was revoked)`,
+      );
+    }
+    const horizon = wallAt + ttlMs - this.#fenceMarginMs;
+    const next = new Map<number, IdRecord>();
+    for (const workerId of this.heldIds()) {
+      const record = this.#records.get(workerId)!;
+      next.set(workerId, { ...record, horizon: Math.max(record.horizon, horizon) });
+    }
+    try {
+      await this.#write("renew the worker ids", next);
+    } catch (error) {
+      this.#lastRenewError = error;
+      return;
+    }
+    this.#renewedAt = Math.max(this.#renewedAt, sentAt);
+    this.#ttlMs = ttlMs;
+    this.#lastRenewError = undefined;
+    this.#armFence();
+  }
+
+  #scheduleRenewal(): void {
+    clearTimeout(this.#renewTimer);
+    this.#renewTimer = setTimeout(() => {
+      this.serial(() => this.#renew())
+        .catch(() => {})
+        .finally(() => {
+          if (!this.lost.aborted && !this.released) this.#scheduleRenewal();
+        });
+    }, this.#renewIntervalMs);
+    this.#renewTimer.unref();
+  }
+
+  /** Loses the lease at the fence instant unless a renewal moves it first. */
+  #armFence(): void {
+    clearTimeout(this.#fenceTimer);
+    const wait = Math.max(0, this.liveFenceAt() - performance.now());
+    this.#fenceTimer = setTimeout(() => {
+      if (this.lost.aborted || this.released) return;
+      if (performance.now() < this.liveFenceAt()) {
+        this.#armFence();
+        return;
+      }
+      const last = this.#lastRenewError;
+      this.lose(
+        `no renewal confirmed by etcd for ${Math.round(performance.now() - this.#renewedAt)} ms ` +
+          `(lease TTL ${this.#ttlMs} ms, fence margin ${this.#fenceMarginMs} ms), so etcd may soon ` +
+          "give the id to another node",
+        {
+          cause: last,
+          details: { etcdLease: this.#etcdLease.id, ttlMs: this.#ttlMs },
+        },
+      );
+    }, wait);
+    this.#fenceTimer.unref();
+  }
+
+  #stopTimers(): void {
+    clearTimeout(this.#renewTimer);
+    clearTimeout(this.#fenceTimer);
+    this.#renewTimer = undefined;
+    this.#fenceTimer = undefined;
+  }
+}
+
+/** The value of a range answer inside a transaction, or undefined when the key is absent. */
+function rangeValue(op: IResponseOp): string | undefined {
+  const kv = op.response_range?.kvs[0];
+  return kv ? kv.value.toString() : undefined;
+}

@@ -1,0 +1,183 @@
+// Real faults against a private etcd: the server stopped (SIGSTOP) past the lease TTL, and one
+// holder cut off by a TCP proxy while another node waits for its id. The layout has one worker id
+// (0 worker bits), so the second node can only ever get the first one's id: every id of both is
+// kept and checked for duplicates, and the cut-off holder must fence before the other starts.
+import { ErrorCodes, isLeafError, type SnowflakeWorker, startSnowflakeWorker } from "@leaf/core";
+import { type EtcdHandle, startEtcd, stopAll, TcpProxy } from "@leaf/testkit";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { EtcdRegistry } from "../src/index";
+import { ONE_WORKER, REGISTRY, TTL_SECONDS, WORKER } from "./fixtures/one-worker";
+
+let etcd: EtcdHandle;
+
+beforeAll(async () => {
+  etcd = await startEtcd({ useEnv: false });
+});
+
+afterAll(async () => {
+  await stopAll();
+});
+
+function registry(url: string): EtcdRegistry {
+  return new EtcdRegistry({ url, ...REGISTRY });
+}
+
+const node = (name: string, i: number) => ({ name, ip: `10.1.0.${i}`, port: 8080 });
+
+/** Issues ids in small batches, a turn of the event loop apart, until the worker refuses. */
+async function issueUntilRefused(
+  worker: SnowflakeWorker,
+  ids: bigint[],
+  stop: { requested: boolean },
+): Promise<{ refusedAt: number; error: unknown }> {
+  for (;;) {
+    try {
+      ids.push(...worker.nextIds(20));
+    } catch (error) {
+      return { refusedAt: performance.now(), error };
+    }
+    if (stop.requested) return { refusedAt: Number.NaN, error: undefined };
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+}
+
+/** Starts a worker on `registry`, retrying while the id is still held by someone else. */
+async function startWhenFree(registry: EtcdRegistry, service: string, i: number) {
+  for (;;) {
+    try {
+      const worker = await startSnowflakeWorker({
+        registry,
+        node: node(service, i),
+        layout: ONE_WORKER,
+        reacquire: false,
+        generator: { randomSequenceStart: 0 },
+        ...WORKER,
+      });
+      return { worker, grantedAt: performance.now() };
+    } catch (error) {
+      if (!isLeafError(error, ErrorCodes.WORKER_IDS_EXHAUSTED)) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  }
+}
+
+async function waitFor(check: () => boolean, what: string, ms = 30_000): Promise<void> {
+  const deadline = performance.now() + ms;
+  while (!check()) {
+    if (performance.now() > deadline) throw new Error(`${what} did not happen within ${ms} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+function expectNoDuplicates(...lists: bigint[][]): number {
+  const all = lists.flat();
+  const seen = new Set<bigint>();
+  const duplicates: bigint[] = [];
+  for (const id of all) {
+    if (seen.has(id)) duplicates.push(id);
+    seen.add(id);
+  }
+  expect(duplicates.slice(0, 5)).toEqual([]);
+  return all.length;
+}
+
+describe("registry-etcd under real faults", () => {
+  it("fences a holder while etcd is stopped past the TTL, and the next holder starts after its last id", async () => {
+    const service = "paused";
+    const a = registry(etcd.url);
+    const b = registry(etcd.url);
+    const aIds: bigint[] = [];
+    const bIds: bigint[] = [];
+    try {
+      const { worker: first } = await startWhenFree(a, service, 1);
+      const lease = first.lease!;
+      const running = issueUntilRefused(first, aIds, { requested: false });
+      await waitFor(() => aIds.length > 1000, "the first holder issuing ids");
+
+      etcd.pause();
+      const pausedAt = performance.now();
+      let lostWhilePaused = false;
+      try {
+        await waitFor(() => lease.lost.aborted, "the lease being lost while etcd is stopped");
+        lostWhilePaused = true;
+        // Stay stopped past the TTL, so that etcd expires the lease as soon as it runs again.
+        await waitFor(
+          () => performance.now() - pausedAt > TTL_SECONDS * 1000 + 1000,
+          "etcd stopped past the TTL",
+        );
+      } finally {
+        etcd.resume();
+      }
+      expect(lostWhilePaused).toBe(true);
+      const { error } = await running;
+      expect(isLeafError(error, ErrorCodes.LEASE_LOST)).toBe(true);
+      expect((error as { leafCode?: number }).leafCode).toBe(-4);
+      expect(String((lease.lost.reason as Error).message)).toMatch(/no renewal confirmed by etcd/);
+
+      const { worker: second } = await startWhenFree(b, service, 2);
+      expect(second.lease!.workerId).toBe(lease.workerId);
+      const stop = { requested: false };
+      const issuing = issueUntilRefused(second, bIds, stop);
+      await waitFor(() => bIds.length > 1000, "the second holder issuing ids");
+      stop.requested = true;
+      await issuing;
+      await second.close();
+      await first.close();
+
+      const count = expectNoDuplicates(aIds, bIds);
+      expect(count).toBeGreaterThan(2000);
+      const lastOfA = ONE_WORKER.decompose(aIds[aIds.length - 1]!).timestampMs;
+      const firstOfB = ONE_WORKER.decompose(bIds[0]!).timestampMs;
+      expect(firstOfB).toBeGreaterThan(lastOfA);
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
+
+  it("fences a holder cut off from etcd before another node is granted its id", async () => {
+    const service = "cut";
+    const proxy = await TcpProxy.start({ targetPort: etcd.port });
+    const a = registry(`http://${proxy.address}`);
+    const b = registry(etcd.url);
+    const aIds: bigint[] = [];
+    const bIds: bigint[] = [];
+    try {
+      const { worker: first } = await startWhenFree(a, service, 1);
+      const lease = first.lease!;
+      const aStop = { requested: false };
+      const aRunning = issueUntilRefused(first, aIds, aStop);
+      await waitFor(() => aIds.length > 1000, "the first holder issuing ids");
+
+      proxy.cutOff();
+      // The other node tries all along; it is granted the id once etcd expires the cut lease.
+      const { worker: second, grantedAt } = await startWhenFree(b, service, 2);
+      expect(second.lease!.workerId).toBe(lease.workerId);
+      const bStop = { requested: false };
+      const bRunning = issueUntilRefused(second, bIds, bStop);
+      await waitFor(() => bIds.length > 1000, "the second holder issuing ids");
+      bStop.requested = true;
+      aStop.requested = true;
+      const [aEnd] = await Promise.all([aRunning, bRunning]);
+      // Released before the ids are counted: counting blocks the event loop longer than the TTL.
+      await second.close();
+      proxy.heal();
+      const firstClosed = await first.close().then(
+        () => "closed",
+        (error: Error) => error.message,
+      );
+
+      const count = expectNoDuplicates(aIds, bIds);
+      expect(count).toBeGreaterThan(2000);
+      expect(firstClosed).toBe("closed");
+      // The cut-off holder stopped on its own, before the other node even had the id.
+      expect(lease.lost.aborted).toBe(true);
+      expect(isLeafError(aEnd.error, ErrorCodes.LEASE_LOST)).toBe(true);
+      expect(aEnd.refusedAt).toBeLessThan(grantedAt);
+    } finally {
+      await a.close();
+      await b.close();
+      await proxy.close();
+    }
+  });
+});

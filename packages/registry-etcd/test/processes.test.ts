@@ -1,0 +1,162 @@
+// Holders in separate processes against a private etcd: a race of eight processes for ids, a
+// holder killed with SIGKILL, and a holder whose clock runs 3 s ahead (libfaketime) cut off from
+// etcd while it issues. Every id a child prints counts as issued; all are checked for duplicates.
+import { existsSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { ErrorCodes, isLeafError, type SnowflakeWorker, startSnowflakeWorker } from "@leaf/core";
+import {
+  ChildLines,
+  type EtcdHandle,
+  spawnNode,
+  startEtcd,
+  stopAll,
+  TcpProxy,
+} from "@leaf/testkit";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { EtcdRegistry } from "../src/index";
+import { ONE_WORKER, REGISTRY, WORKER } from "./fixtures/one-worker";
+
+const HOLDER = fileURLToPath(new URL("./fixtures/holder.ts", import.meta.url));
+const LIBFAKETIME = [
+  "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1",
+  "/usr/lib/aarch64-linux-gnu/faketime/libfaketimeMT.so.1",
+].find((path) => existsSync(path));
+
+let etcd: EtcdHandle;
+
+beforeAll(async () => {
+  etcd = await startEtcd({ useEnv: false });
+});
+
+afterAll(async () => {
+  await stopAll();
+});
+
+function holder(url: string, service: string, ip: string, layout: "one" | "leaf", env = {}) {
+  return new ChildLines(spawnNode(HOLDER, [url, service, ip, layout], { env }));
+}
+
+/** Every id a child printed, as bigints. */
+function printedIds(child: ChildLines): bigint[] {
+  return child.json<{ ids?: string[] }>().flatMap((line) => (line.ids ?? []).map(BigInt));
+}
+
+/** Starts a worker for the one-worker layout, retrying while another node still holds the id. */
+async function startWhenFree(registry: EtcdRegistry, service: string, startToleranceMs?: number) {
+  for (;;) {
+    try {
+      return await startSnowflakeWorker({
+        registry,
+        node: { name: service, ip: "10.2.0.200", port: 8080 },
+        layout: ONE_WORKER,
+        reacquire: false,
+        generator: { randomSequenceStart: 0 },
+        startToleranceMs,
+        ...WORKER,
+      });
+    } catch (error) {
+      if (!isLeafError(error, ErrorCodes.WORKER_IDS_EXHAUSTED)) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  }
+}
+
+/** Issues `count` ids, a turn of the event loop between batches. */
+async function issue(worker: SnowflakeWorker, count: number): Promise<bigint[]> {
+  const ids: bigint[] = [];
+  while (ids.length < count) {
+    ids.push(...worker.nextIds(20));
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  return ids;
+}
+
+function duplicatesOf(...lists: bigint[][]): bigint[] {
+  const seen = new Set<bigint>();
+  const duplicates: bigint[] = [];
+  for (const id of lists.flat()) {
+    if (seen.has(id)) duplicates.push(id);
+    seen.add(id);
+  }
+  return duplicates;
+}
+
+const timeOf = (id: bigint) => ONE_WORKER.decompose(id).timestampMs;
+function maxOf(ids: bigint[]): bigint {
+  let max = ids[0]!;
+  for (const id of ids) if (id > max) max = id;
+  return max;
+}
+
+describe("registry-etcd with holders in separate processes", () => {
+  it("gives eight processes that acquire at once eight distinct ids", async () => {
+    const children = Array.from({ length: 8 }, (_, i) =>
+      holder(etcd.url, "race", `10.2.0.${i + 1}`, "leaf"),
+    );
+    await Promise.all(children.map((c) => c.until((l) => l.length > 0, "the child ready")));
+    for (const child of children) child.child.stdin!.write("go\n");
+    await Promise.all(
+      children.map((c) => c.until((l) => l.some((x) => x.includes("workerId")), "an id")),
+    );
+    const ids = children.map((c) => c.json<{ workerId?: number }>().find((l) => "workerId" in l)!);
+    expect(new Set(ids.map((l) => l.workerId)).size).toBe(8);
+    await Promise.all(children.map((c) => c.kill()));
+  });
+
+  it("hands the id of a holder killed with SIGKILL on, and the next holder starts after its last id", async () => {
+    const child = holder(etcd.url, "killed", "10.2.0.1", "one");
+    await child.until((l) => l.length > 0, "the child ready");
+    child.child.stdin!.write("go\n");
+    await child.until(() => printedIds(child).length > 2000, "the child issuing ids");
+    await child.kill();
+    const killedIds = printedIds(child);
+
+    const registry = new EtcdRegistry({ url: etcd.url, ...REGISTRY });
+    try {
+      const worker = await startWhenFree(registry, "killed");
+      const ids = await issue(worker, 2000);
+      await worker.close();
+      expect(duplicatesOf(killedIds, ids)).toEqual([]);
+      expect(timeOf(ids[0]!)).toBeGreaterThan(timeOf(maxOf(killedIds)));
+    } finally {
+      await registry.close();
+    }
+  });
+
+  it("starts the next holder after every id of a cut-off holder whose clock ran 3 s ahead", async () => {
+    expect(LIBFAKETIME, "libfaketime (apt-get install faketime) is needed").toBeDefined();
+    const proxy = await TcpProxy.start({ targetPort: etcd.port });
+    const child = holder(`http://${proxy.address}`, "ahead", "10.2.0.1", "one", {
+      LD_PRELOAD: LIBFAKETIME!,
+      FAKETIME: "+3s",
+      FAKETIME_DONT_FAKE_MONOTONIC: "1",
+      NO_FAKE_STAT: "1",
+    });
+    const registry = new EtcdRegistry({ url: etcd.url, ...REGISTRY });
+    try {
+      await child.until((l) => l.length > 0, "the child ready");
+      child.child.stdin!.write("go\n");
+      await child.until((l) => l.some((x) => x.includes("workerId")), "the child's id");
+      const childNow = child.json<{ now?: number }>().find((l) => l.now !== undefined)!.now!;
+      expect(childNow).toBeGreaterThan(Date.now() + 2000);
+      await child.until(() => printedIds(child).length > 2000, "the child issuing ids");
+
+      proxy.cutOff();
+      await child.until((l) => l.some((x) => x.includes("refused")), "the cut-off child fencing");
+      // Waits (up to 10 s) for its clock to pass the stored horizon instead of refusing to start.
+      const worker = await startWhenFree(registry, "ahead", 10_000);
+      const aheadIds = printedIds(child);
+      expect(child.json<{ refused?: string }>().find((l) => l.refused)!.refused).toBe("LEASE_LOST");
+      const lastTimestamp = worker.lease!.lastTimestamp;
+      const ids = await issue(worker, 2000);
+      await worker.close();
+      expect(duplicatesOf(aheadIds, ids)).toEqual([]);
+      expect(lastTimestamp).toBeGreaterThanOrEqual(timeOf(maxOf(aheadIds)));
+      expect(timeOf(ids[0]!)).toBeGreaterThan(timeOf(maxOf(aheadIds)));
+    } finally {
+      await child.kill();
+      await registry.close();
+      await proxy.close();
+    }
+  });
+});

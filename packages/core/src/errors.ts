@@ -45,6 +45,11 @@ export const ErrorCodes = {
   CORRUPT_DATA: "CORRUPT_DATA",
   /** The component was closed. */
   CLOSED: "CLOSED",
+  /**
+   * An id asked for as a JS `number` is above Number.MAX_SAFE_INTEGER (2^53 - 1): it is not handed
+   * out (never a rounded id). Ask for a bigint or a string form instead.
+   */
+  UNSAFE_INTEGER: "UNSAFE_INTEGER",
 } as const;
 
 /** One of {@link ErrorCodes}. */

@@ -15,6 +15,13 @@ export {
   LeafError,
   type LeafErrorOptions,
 } from "./errors";
+export { FriendlyIdFormat, type FriendlyIdOptions } from "./friendly-id";
+export {
+  type IdAlphabet,
+  IdEncoding,
+  type IdEncodingOptions,
+  type IdStringForm,
+} from "./id-encoding";
 export {
   type DecodedId,
   defineLayout,
@@ -25,6 +32,7 @@ export {
   layouts,
   parseId,
 } from "./layout";
+export { type LayoutFacts, layoutFacts, layoutTable } from "./layout-table";
 export {
   MemoryRegistry,
   type MemoryRegistryOptions,
@@ -38,6 +46,7 @@ export type {
   WorkerIdRegistry,
   WorkerLease,
 } from "./registry";
+export { MAX_SAFE_ID, toSafeNumber, unsafeIntegerError } from "./safe-number";
 export {
   type ClockRollbackEvent,
   type GeneratorState,

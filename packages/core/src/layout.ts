@@ -52,6 +52,13 @@ export interface Layout extends Readonly<Required<LayoutOptions>> {
   readonly workerShift: number;
   /** Ids per second per worker the layout allows. */
   readonly idsPerSecondPerWorker: number;
+  /** timestampBits + workerBits + sequenceBits: the largest id is 2^totalBits - 1. */
+  readonly totalBits: number;
+  /**
+   * True when every id of the layout is at most Number.MAX_SAFE_INTEGER (2^53 - 1), i.e. it has at
+   * most 53 bits in all: such ids can be JS numbers (`nextNumber()`) and JSON numbers.
+   */
+  readonly fitsNumber: boolean;
   /** Time units since the epoch for a wall-clock instant in ms (may be negative or past maxTicks). */
   ticksAt(ms: number): number;
   /** Start of a tick as ms since the Unix epoch. */
@@ -150,6 +157,8 @@ export function defineLayout(options: LayoutOptions, now: number = Date.now()): 
     timestampShift,
     workerShift,
     idsPerSecondPerWorker: (maxSequence + 1) * (1000 / unitMillis),
+    totalBits: total,
+    fitsNumber: total <= 53,
     ticksAt: (ms) => Math.floor((ms - epoch) / unitMillis),
     msAt: (ticks) => epoch + ticks * unitMillis,
     compose({ ticks, workerId, sequence }) {
@@ -251,6 +260,30 @@ export const layouts = {
     sequenceBits: 8,
     unitMillis: 10,
     epoch: Date.UTC(2014, 8, 1),
+  }),
+  /**
+   * Ids that fit a JS number (at most 2^53 - 1), in milliseconds: 41 bits of ms since 2020-01-01Z
+   * (69 years), 4 worker (16 workers), 8 sequence (256 ids per ms per worker).
+   */
+  safe53ms: defineLayout({
+    name: "safe53ms",
+    timestampBits: 41,
+    workerBits: 4,
+    sequenceBits: 8,
+    unitMillis: 1,
+    epoch: Date.UTC(2020, 0, 1),
+  }),
+  /**
+   * Ids that fit a JS number (at most 2^53 - 1), in seconds: 31 bits of seconds since 2020-01-01Z
+   * (68 years), 10 worker (1,024 workers, as Leaf), 12 sequence (4,096 ids per second per worker).
+   */
+  safe53s: defineLayout({
+    name: "safe53s",
+    timestampBits: 31,
+    workerBits: 10,
+    sequenceBits: 12,
+    unitMillis: 1000,
+    epoch: Date.UTC(2020, 0, 1),
   }),
 } as const;
 

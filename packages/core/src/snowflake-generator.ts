@@ -6,6 +6,7 @@ import { argumentError, ErrorCodes, LeafCodes, LeafError } from "./errors";
 import { type DecodedId, type Layout, layouts } from "./layout";
 import { leaseLostError } from "./lease-core";
 import type { BackupWorker } from "./registry";
+import { numberLayoutError } from "./safe-number";
 
 const COMPONENT = "core";
 const YEAR_MS = 365 * 24 * 3600 * 1000;
@@ -231,6 +232,18 @@ export class SnowflakeGenerator {
       return this.current;
     }
     return this.nextIdSlow(now, tick);
+  }
+
+  /**
+   * Issues one id as a JS number (exact: every id of the layout is at most 2^53 - 1). Only for a
+   * layout that fits 53 bits (`layout.fitsNumber`: `layouts.safe53ms`, `layouts.safe53s`, or your
+   * own); with any other it throws INVALID_LAYOUT saying why, before taking an id. It is refused at
+   * the call rather than at construction because the same generator serves bigint ids with any
+   * layout. Other errors as {@link nextId}.
+   */
+  nextNumber(): number {
+    if (!this.layout.fitsNumber) throw numberLayoutError(COMPONENT, this.layout);
+    return Number(this.nextId());
   }
 
   /**

@@ -73,6 +73,11 @@ export interface SnowflakeWorker {
   readonly lastReportAt: number;
   /** Issues one id (generator.nextId()). */
   nextId(): bigint;
+  /**
+   * Issues one id as a JS number (generator.nextNumber()): INVALID_LAYOUT, with the reason, unless
+   * the layout fits 53 bits.
+   */
+  nextNumber(): number;
   /** Issues `count` ids in increasing order, synchronously (generator.nextIds()). */
   nextIds(count: number): bigint[];
   /**
@@ -142,6 +147,10 @@ class Worker implements SnowflakeWorker {
 
   nextId(): bigint {
     return this.generator.nextId();
+  }
+
+  nextNumber(): number {
+    return this.generator.nextNumber();
   }
 
   nextIds(count: number): bigint[] {

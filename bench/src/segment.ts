@@ -6,6 +6,7 @@ import { performance } from "node:perf_hooks";
 import { MemorySegmentStore, MysqlSegmentStore, SegmentIdGenerator } from "@leaf/segment";
 import { startMysql } from "@leaf/testkit";
 import { type BenchRow, report } from "./_report";
+import { BEYOND_NOTE, beyondLeafRows, switchRows } from "./_segment-beyond";
 
 const ROUNDS = 5;
 const IN_PROCESS_IDS = 10_000_000;
@@ -67,6 +68,85 @@ async function asyncPath(generator: SegmentIdGenerator): Promise<number> {
   const seconds = (performance.now() - started) / 1000;
   sink ^= last;
   return count / seconds;
+}
+
+let numberSink = 0;
+
+/** A bare JS number counter: the most a number id could cost (issue #17's reference). */
+function bareNumberLoop(): number {
+  let x = 0;
+  let last = 0;
+  const started = performance.now();
+  for (let done = 0; done < IN_PROCESS_IDS; done += CHUNK) {
+    for (let i = 0; i < CHUNK; i++) last = x++;
+  }
+  const seconds = (performance.now() - started) / 1000;
+  numberSink += last;
+  return IN_PROCESS_IDS / seconds;
+}
+
+async function numberSyncPath(generator: SegmentIdGenerator): Promise<number> {
+  let last = 0;
+  const started = performance.now();
+  for (let done = 0; done < IN_PROCESS_IDS; done += CHUNK) {
+    for (let i = 0; i < CHUNK; i++) last = generator.nextNumberSync("bench");
+    await yieldToLoop();
+  }
+  const seconds = (performance.now() - started) / 1000;
+  numberSink += last;
+  return IN_PROCESS_IDS / seconds;
+}
+
+async function numberAsyncPath(generator: SegmentIdGenerator): Promise<number> {
+  const count = IN_PROCESS_IDS / 5;
+  let last = 0;
+  const started = performance.now();
+  for (let done = 0; done < count; done += CHUNK) {
+    for (let i = 0; i < CHUNK; i++) last = await generator.nextNumber("bench");
+    await yieldToLoop();
+  }
+  const seconds = (performance.now() - started) / 1000;
+  numberSink += last;
+  return count / seconds;
+}
+
+/**
+ * The number paths (issue #17) in the same run as the bigint ones: `nextNumberSync` and
+ * `await nextNumber` against a bare number counter (same chunks, an event-loop turn every CHUNK
+ * ids, as the generator's loop), and against `nextIdSync` (`syncBigint`, ids/s).
+ */
+async function numberRows(syncBigint: number): Promise<BenchRow[]> {
+  const store = new MemorySegmentStore();
+  await store.createTag({ tag: "bench", step: 100_000 });
+  const generator = new SegmentIdGenerator({ store });
+  await generator.start();
+  bareNumberLoop();
+  await numberSyncPath(generator);
+  const bare = await best(async () => bareNumberLoop());
+  const sync = await best(() => numberSyncPath(generator));
+  const asyncRate = await best(() => numberAsyncPath(generator));
+  await generator.close();
+  const ratios = (rate: number) => ({
+    ratioToBareNumber: Number((rate / bare).toFixed(2)),
+    ratioToNextIdSync: Number((rate / syncBigint).toFixed(2)),
+  });
+  return [
+    {
+      name: "bare number x++ counter (reference)",
+      idsPerSecond: Math.round(bare),
+      ...ratios(bare),
+    },
+    {
+      name: "nextNumberSync, in process (memory store)",
+      idsPerSecond: Math.round(sync),
+      ...ratios(sync),
+    },
+    {
+      name: "await nextNumber, in process (memory store)",
+      idsPerSecond: Math.round(asyncRate),
+      ...ratios(asyncRate),
+    },
+  ];
 }
 
 function percentile(sorted: Float64Array, p: number): number {
@@ -173,6 +253,7 @@ async function main(): Promise<void> {
     idsPerSecond: Math.round(asyncRate),
     ratioToBare: Number((asyncRate / bare).toFixed(2)),
   });
+  rows.push(...(await numberRows(sync)));
 
   // The cost of a range switch alone: memory store, the same small step, flat out.
   const switching = new MemorySegmentStore();
@@ -218,6 +299,7 @@ async function main(): Promise<void> {
       false,
     );
     await run(`nextIdSync, MariaDB, dynamic step from ${MYSQL_STEP}, flat out`, "sync", true);
+    rows.push(...(await switchRows()), ...(await beyondLeafRows(db, database)));
   } finally {
     await db.dispose();
   }
@@ -228,12 +310,14 @@ async function main(): Promise<void> {
     `In process: best of ${ROUNDS} runs of ${IN_PROCESS_IDS.toLocaleString("en-US")} ids (async: a fifth), ` +
       `an event-loop turn every ${CHUNK.toLocaleString("en-US")} ids. MariaDB (private server on this machine): ` +
       `${MYSQL_IDS.toLocaleString("en-US")} ids per row; latency rows time each call, with an event-loop turn every ${MYSQL_CHUNK} ids; ` +
+      `ratioToBareNumber / ratioToNextIdSync: the number paths against the bare number x++ loop and nextIdSync of the same run; ` +
       `switch* columns are the calls that switched to the next range; syncMisses counts sync calls that found ` +
       `no id ready (then served by nextId, waiting for the load). Round trips include start-up.` +
-      ` (${(2 * MYSQL_WARMUP_IDS).toLocaleString("en-US")} ids drawn first, unmeasured.)`,
+      ` (${(2 * MYSQL_WARMUP_IDS).toLocaleString("en-US")} ids drawn first, unmeasured.)` +
+      BEYOND_NOTE,
   );
   // Keeps the measured loops' results alive, so that no engine could drop them.
-  if (sink === -1n) console.log("sink", sink);
+  if (sink === -1n || numberSink === -1) console.log("sink", sink, numberSink);
 }
 
 await main();

@@ -1,7 +1,7 @@
 // `pnpm bench snowflake`: ids/s and duplicates in 5 million ids from @leaf/core's generator (single,
 // batch, cached) and from other snowflake libraries for Node.js, all in one run on one machine.
 
-import { CachedSnowflakeGenerator, layouts, SnowflakeGenerator } from "@leaf/core";
+import { CachedSnowflakeGenerator, defineLayout, layouts, SnowflakeGenerator } from "@leaf/core";
 import { Snowflake as SapphireSnowflake } from "@sapphire/snowflake";
 import FlakeId from "flake-idgen";
 import { Snowflake as NodejsSnowflake } from "nodejs-snowflake";
@@ -70,6 +70,66 @@ async function measureBatchAsync(
   return row(name, ids, performance.now() - start, note);
 }
 
+/** Times a producer of one id per call as a JS number; duplicates counted as for bigints. */
+function measureNumber(name: string, next: () => number, count: number, note: string): BenchRow {
+  for (let i = 0; i < 200_000; i++) next(); // warm-up
+  const ids = new Float64Array(count);
+  const start = performance.now();
+  for (let i = 0; i < count; i++) ids[i] = next();
+  const ms = performance.now() - start;
+  ids.sort();
+  let dup = 0;
+  for (let i = 1; i < ids.length; i++) if (ids[i] === ids[i - 1]) dup++;
+  return {
+    name,
+    idsPerSecond: Math.round((count / ms) * 1000),
+    nsPerId: Number(((ms * 1e6) / count).toFixed(1)),
+    duplicates: dup,
+    note,
+  };
+}
+
+/**
+ * `nextNumber()` against `nextId()` on one 53-bit layout with Leaf's sequence space (41 bits of ms,
+ * no worker bits, 12 of sequence: 4,096 ids per ms), and on `layouts.safe53ms` (256 ids per ms).
+ */
+function numberRows(): BenchRow[] {
+  const wide53 = defineLayout({
+    name: "53-bit 41/0/12",
+    timestampBits: 41,
+    workerBits: 0,
+    sequenceBits: 12,
+    unitMillis: 1,
+    epoch: Date.UTC(2020, 0, 1),
+  });
+  const asNumbers = new SnowflakeGenerator({ workerId: 0, layout: wide53, randomSequenceStart: 0 });
+  const asBigints = new SnowflakeGenerator({ workerId: 0, layout: wide53, randomSequenceStart: 0 });
+  const safe = new SnowflakeGenerator({
+    workerId: 1,
+    layout: layouts.safe53ms,
+    randomSequenceStart: 0,
+  });
+  return [
+    measureNumber(
+      "@leaf/core nextNumber (53-bit layout 41/0/12, start 0)",
+      () => asNumbers.nextNumber(),
+      COUNT,
+      "a JS number; layout limit 4,096 ids per ms",
+    ),
+    measure(
+      "@leaf/core nextId (same 53-bit layout, start 0)",
+      () => asBigints.nextId(),
+      "the bigint path on the same layout",
+    ),
+    measureNumber(
+      "@leaf/core nextNumber (layouts.safe53ms, start 0)",
+      () => safe.nextNumber(),
+      Math.min(COUNT, 1_000_000),
+      "layout limit 256 ids per ms (16 workers)",
+    ),
+  ];
+}
+
 /** flake-idgen with its overflow callback: past 4096 ids in a ms it answers in the next ms. */
 function measureFlake(): Promise<BenchRow> {
   const gen = new FlakeId({ id: 1 });
@@ -132,6 +192,7 @@ rows.push(
     "every tick from 0: 4,096 ids per ms",
   ),
 );
+rows.push(...numberRows());
 const cached = new CachedSnowflakeGenerator(new SnowflakeGenerator({ workerId: 3 }));
 cached.prefill();
 rows.push(

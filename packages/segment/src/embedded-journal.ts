@@ -20,7 +20,16 @@ export interface Row {
 
 /** One line of the journal after the header. */
 export type JournalRecord =
-  | { op: "put"; tag: string; maxId: string; step: number; description: string | null; at: number }
+  | {
+      op: "put";
+      tag: string;
+      maxId: string;
+      step: number;
+      description: string | null;
+      at: number;
+      /** On a give-back: the max id this record replaced (readers before it ignore the field). */
+      back?: string;
+    }
   | { op: "max"; tag: string; maxId: string; at: number }
   | { op: "step"; tag: string; step: number; at: number }
   | { op: "delete"; tag: string; at: number };

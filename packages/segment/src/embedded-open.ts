@@ -18,7 +18,7 @@ import { COMPONENT } from "./validation";
 /** Name of the lock file in the data folder. */
 export const LOCK_FILE = "leaf-segments.lock";
 
-/** Options of {@link EmbeddedSegmentStore.open}. */
+/** Options of `new EmbeddedSegmentStore(options)`. */
 export interface EmbeddedSegmentStoreOptions {
   /** The data folder; created when missing. One process at a time may use it. */
   dir: string;
@@ -58,25 +58,25 @@ export interface FileId {
 
 /** What {@link openFolder} hands the store: the folder locked, the journal read and open. */
 export interface OpenedFolder {
-  dir: string;
   file: FileHandle;
   fileId: FileId;
   /** Bytes of the journal as opened. */
   size: number;
   lock: HeldLockFile;
   state: { rows: Map<string, Row>; records: number };
-  settings: {
-    compactAfter: number;
-    openFile: (path: string) => Promise<FileHandle>;
-    onFailure: ((error: LeafError) => void) | undefined;
-  };
 }
 
-/**
- * Checks `options`, creates and locks the folder, reads the journal (rewriting it as a snapshot
- * when it is new or mostly superseded records) and opens it for appending.
- */
-export async function openFolder(options: EmbeddedSegmentStoreOptions): Promise<OpenedFolder> {
+/** The options after their checks, with defaults filled in. */
+export interface EmbeddedSettings {
+  dir: string;
+  compactAfter: number;
+  staleAfter: number;
+  openFile: (path: string) => Promise<FileHandle>;
+  onFailure: ((error: LeafError) => void) | undefined;
+}
+
+/** Checks `options` (no I/O), throwing INVALID_CONFIG that names the option and the value. */
+export function checkEmbeddedOptions(options: EmbeddedSegmentStoreOptions): EmbeddedSettings {
   if (!options || typeof options.dir !== "string" || options.dir.length === 0) {
     throw configError(COMPONENT, "dir", options?.dir, "the path of a data folder");
   }
@@ -93,8 +93,21 @@ export async function openFolder(options: EmbeddedSegmentStoreOptions): Promise<
       throw configError(COMPONENT, key, options[key], "a function");
     }
   }
-  const openFile = options.openFile ?? ((path: string) => open(path, "a"));
-  const dir = resolve(options.dir);
+  return {
+    dir: resolve(options.dir),
+    compactAfter,
+    staleAfter,
+    openFile: options.openFile ?? ((path: string) => open(path, "a")),
+    onFailure: options.onFailure,
+  };
+}
+
+/**
+ * Creates and locks the folder, reads the journal (rewriting it as a snapshot when it is new or
+ * mostly superseded records) and opens it for appending.
+ */
+export async function openFolder(settings: EmbeddedSettings): Promise<OpenedFolder> {
+  const { dir, compactAfter, staleAfter, openFile } = settings;
   let lock: HeldLockFile;
   try {
     mkdirSync(dir, { recursive: true });
@@ -118,15 +131,7 @@ export async function openFolder(options: EmbeddedSegmentStoreOptions): Promise<
     }
     const file = await openFile(path);
     const stat = await file.stat();
-    return {
-      dir,
-      file,
-      fileId: idOf(stat),
-      size: stat.size,
-      lock,
-      state,
-      settings: { compactAfter, openFile, onFailure: options.onFailure },
-    };
+    return { file, fileId: idOf(stat), size: stat.size, lock, state };
   } catch (error) {
     lock.release();
     throw folderError(dir, error);

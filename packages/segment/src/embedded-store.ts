@@ -2,41 +2,35 @@
 // folder, fully written and fsynced before a range is returned and compacted by atomic rename, behind
 // a lock file checked before and after every write. It fails closed: after a short or failed write it
 // hands out nothing until it has verified the journal again. See the README for the format.
-// Opening and locking are in embedded-open.ts, the journal format in embedded-journal.ts; what stays
-// is the write path and its fail-closed recovery (over 450 lines: one class sharing that state).
+// Opening and locking are in embedded-open.ts, the journal format in embedded-journal.ts, what each
+// call does to the rows in embedded-ops.ts; what stays is the write queue, the durable append and
+// its fail-closed recovery (over 450 lines: one class sharing the journal handle, size and state).
 import { fstatSync, readFileSync, statSync } from "node:fs";
 import type { FileHandle } from "node:fs/promises";
 import { join } from "node:path";
 import { ErrorCodes, type HeldLockFile, LeafError, writeFileAtomic } from "@leaf/core";
 import { describeCause, reopenError, writeError } from "./embedded-errors";
+import { JOURNAL_FILE, parseJournal, type Row, rowsDiffer, snapshotText } from "./embedded-journal";
 import {
-  JOURNAL_FILE,
-  type JournalRecord,
-  parseJournal,
-  putRecord,
-  type Row,
-  rowsDiffer,
-  snapshotText,
-} from "./embedded-journal";
-import {
+  checkEmbeddedOptions,
   type EmbeddedSegmentStoreOptions,
+  type EmbeddedSettings,
   type FileId,
   idOf,
   openFolder,
   safeReadLock,
 } from "./embedded-open";
-import type { NewTag, SegmentRange, SegmentStore, TagRecord } from "./segment-store";
 import {
-  COMPONENT,
-  checkStep,
-  checkTag,
-  closedError,
-  MAX_ID,
-  normalizeNewTag,
-  rangeOverflow,
-  tagExists,
-  unknownTag,
-} from "./validation";
+  createTagOp,
+  deleteTagOp,
+  describeOp,
+  giveBackOp,
+  type RowOp,
+  takeRangeOp,
+  updateStepOp,
+} from "./embedded-ops";
+import type { NewTag, SegmentRange, SegmentStore, TagRecord } from "./segment-store";
+import { COMPONENT, checkStep, checkTag, closedError, RangeFloors } from "./validation";
 
 export { JOURNAL_FILE } from "./embedded-journal";
 export { type EmbeddedSegmentStoreOptions, LOCK_FILE } from "./embedded-open";
@@ -58,12 +52,9 @@ export interface EmbeddedStoreStats {
   lost: boolean;
 }
 
-/** One queued operation: `apply` changes the state and returns the record to append and an undo. */
+/** One queued operation and the caller waiting for its answer. */
 interface Pending {
-  apply(
-    rows: Map<string, Row>,
-    now: number,
-  ): { record?: JournalRecord; undo?: () => void; value: unknown };
+  apply: RowOp<unknown>;
   resolve(value: unknown): void;
   reject(error: unknown): void;
 }
@@ -84,8 +75,20 @@ export class EmbeddedSegmentStore implements SegmentStore {
   readonly kind = "embedded";
   /** The journal file. */
   readonly journalPath: string;
-  private readonly rows: Map<string, Row>;
+  private readonly dir: string;
+  /** "the embedded store <dir>", for messages. */
+  private readonly where: string;
+  private readonly settings: EmbeddedSettings;
   private readonly compactAfter: number;
+  /** The folder opened, locked and read: set by {@link start}. */
+  private starting: Promise<void> | undefined;
+  private rows = new Map<string, Row>();
+  /** The journal handle; undefined before start and after a compaction could not reopen it. */
+  private file: FileHandle | undefined;
+  private fileId: FileId = { dev: -1, ino: -1 };
+  /** Bytes of the journal: everything written and fsynced, no more. */
+  private size = 0;
+  private lock: HeldLockFile | undefined;
   private queue: Pending[] = [];
   private writing: Promise<void> | undefined;
   private closed = false;
@@ -93,38 +96,51 @@ export class EmbeddedSegmentStore implements SegmentStore {
   private failure: LeafError | undefined;
   /** Set for good once the folder was lost to another process (or another writer). */
   private lost: LeafError | undefined;
-  private appendedSinceCompaction: number;
+  private appendedSinceCompaction = 0;
   private counters = { appends: 0, failedWrites: 0, recoveries: 0 };
+  /** Ends of the ranges this store handed out: a give-back holds only ids of its own ranges. */
+  private readonly floors = new RangeFloors();
 
-  private constructor(
-    private readonly dir: string,
-    /** The journal handle; undefined after a compaction could not reopen it. */
-    private file: FileHandle | undefined,
-    private fileId: FileId,
-    /** Bytes of the journal: everything written and fsynced, no more. */
-    private size: number,
-    private readonly lock: HeldLockFile,
-    state: { rows: Map<string, Row>; records: number },
-    private readonly settings: {
-      compactAfter: number;
-      openFile: (path: string) => Promise<FileHandle>;
-      onFailure: ((error: LeafError) => void) | undefined;
-    },
-  ) {
-    this.journalPath = join(dir, JOURNAL_FILE);
-    this.rows = state.rows;
-    this.appendedSinceCompaction = state.records;
-    this.compactAfter = settings.compactAfter;
+  /**
+   * Checks the options (INVALID_CONFIG naming a bad one); touches nothing on disk. The folder is
+   * opened by {@link start}, which the first call runs for you.
+   */
+  constructor(options: EmbeddedSegmentStoreOptions) {
+    this.settings = checkEmbeddedOptions(options);
+    this.dir = this.settings.dir;
+    this.where = `the embedded store ${this.dir}`;
+    this.journalPath = join(this.dir, JOURNAL_FILE);
+    this.compactAfter = this.settings.compactAfter;
   }
 
   /**
-   * Opens (or creates) the store in `options.dir`. Rejects with LOCKED when another process uses the
-   * folder, CORRUPT_DATA when the journal is damaged anywhere but in its last, unfinished line (which
-   * a crash mid-write leaves and which is dropped: it was never acknowledged).
+   * Opens (or creates) the folder: takes its lock and reads the journal. Idempotent; a failed start
+   * is tried again by the next call. Rejects with LOCKED when another process uses the folder,
+   * CORRUPT_DATA when the journal is damaged anywhere but in its last, unfinished line (which a
+   * crash mid-write leaves and which is dropped: it was never acknowledged).
    */
-  static async open(options: EmbeddedSegmentStoreOptions): Promise<EmbeddedSegmentStore> {
-    const { dir, file, fileId, size, lock, state, settings } = await openFolder(options);
-    return new EmbeddedSegmentStore(dir, file, fileId, size, lock, state, settings);
+  start(): Promise<void> {
+    if (this.closed) return Promise.reject(closedError(`the embedded segment store ${this.dir}`));
+    this.starting ??= this.openFolder().catch((error: unknown) => {
+      this.starting = undefined;
+      throw error;
+    });
+    return this.starting;
+  }
+
+  private async openFolder(): Promise<void> {
+    const opened = await openFolder(this.settings);
+    if (this.closed) {
+      await opened.file.close().catch(() => undefined);
+      opened.lock.release();
+      throw closedError(`the embedded segment store ${this.dir}`);
+    }
+    this.file = opened.file;
+    this.fileId = opened.fileId;
+    this.size = opened.size;
+    this.lock = opened.lock;
+    this.rows = opened.state.rows;
+    this.appendedSinceCompaction = opened.state.records;
   }
 
   async listTags(): Promise<string[]> {
@@ -132,84 +148,38 @@ export class EmbeddedSegmentStore implements SegmentStore {
   }
 
   async describeTags(): Promise<TagRecord[]> {
-    return this.enqueue((rows) => ({
-      value: [...rows.keys()].sort().map((tag) => toRecord(tag, rows.get(tag)!)),
-    }));
+    return this.enqueue(describeOp);
   }
 
   async takeRange(tag: string, step?: number): Promise<SegmentRange> {
     checkTag(tag);
     if (step !== undefined) checkStep(step);
-    return this.enqueue((rows, now) => {
-      const row = rows.get(tag);
-      if (!row) throw unknownTag(tag, `the embedded store ${this.dir}`);
-      const used = step ?? row.step;
-      const start = row.maxId;
-      const end = start + BigInt(used);
-      if (end > MAX_ID) throw rangeOverflow(tag, start, used);
-      const before = row.updatedAt;
-      row.maxId = end;
-      row.updatedAt = now;
-      const range: SegmentRange = { tag, start, end, step: used, tableStep: row.step };
-      return {
-        record: { op: "max", tag, maxId: end.toString(), at: now },
-        undo: () => {
-          row.maxId = start;
-          row.updatedAt = before;
-        },
-        value: range,
-      };
-    });
+    return this.enqueue(takeRangeOp(tag, step, this.where, this.floors));
+  }
+
+  /**
+   * Gives back `[from, end)` (see {@link SegmentStore.giveBack}) when the tag's max id is still
+   * `end`: appends a `put` record restating the tag with max id `from` (and `"back"`, the max id it
+   * replaced), written and fsynced before it resolves, so a restart starts the next range at `from`.
+   */
+  async giveBack(tag: string, from: bigint, end: bigint): Promise<boolean> {
+    if (this.floors.checkGiveBack(tag, from, end) === "moved-on") return false;
+    return this.enqueue(giveBackOp(tag, from, end, this.floors));
   }
 
   async createTag(input: NewTag): Promise<TagRecord> {
-    const tag = normalizeNewTag(input);
-    return this.enqueue((rows, now) => {
-      if (rows.has(tag.tag)) throw tagExists(tag.tag, `the embedded store ${this.dir}`);
-      const row: Row = {
-        maxId: tag.startId,
-        step: tag.step,
-        description: tag.description,
-        updatedAt: now,
-      };
-      rows.set(tag.tag, row);
-      return {
-        record: putRecord(tag.tag, row),
-        undo: () => rows.delete(tag.tag),
-        value: toRecord(tag.tag, row),
-      };
-    });
+    return this.enqueue(createTagOp(input, this.where));
   }
 
   async updateStep(tag: string, step: number): Promise<TagRecord> {
     checkTag(tag);
     checkStep(step);
-    return this.enqueue((rows, now) => {
-      const row = rows.get(tag);
-      if (!row) throw unknownTag(tag, `the embedded store ${this.dir}`);
-      const before = { step: row.step, updatedAt: row.updatedAt };
-      row.step = step;
-      row.updatedAt = now;
-      return {
-        record: { op: "step", tag, step, at: now },
-        undo: () => Object.assign(row, before),
-        value: toRecord(tag, row),
-      };
-    });
+    return this.enqueue(updateStepOp(tag, step, this.where));
   }
 
   async deleteTag(tag: string): Promise<boolean> {
     checkTag(tag);
-    return this.enqueue((rows, now) => {
-      const row = rows.get(tag);
-      if (!row) return { value: false };
-      rows.delete(tag);
-      return {
-        record: { op: "delete", tag, at: now },
-        undo: () => rows.set(tag, row),
-        value: true,
-      };
-    });
+    return this.enqueue(deleteTagOp(tag));
   }
 
   /** Counters and whether (and why) the store refuses calls right now. */
@@ -225,27 +195,20 @@ export class EmbeddedSegmentStore implements SegmentStore {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    await this.starting?.catch(() => undefined);
     while (this.writing) await this.writing;
     try {
       await this.file?.close();
     } finally {
       // Removes the lock file only if it still names this store: a lost folder's new owner keeps it.
-      this.lock.release();
+      this.lock?.release();
     }
   }
 
-  private enqueue<T>(
-    apply: (
-      rows: Map<string, Row>,
-      now: number,
-    ) => {
-      record?: JournalRecord;
-      undo?: () => void;
-      value: T;
-    },
-  ): Promise<T> {
+  private enqueue<T>(apply: RowOp<T>): Promise<T> {
     if (this.closed) return Promise.reject(closedError(`the embedded segment store ${this.dir}`));
     if (this.lost) return Promise.reject(this.lost);
+    if (!this.lock) return this.start().then(() => this.enqueue(apply));
     return new Promise<T>((resolve, reject) => {
       this.queue.push({ apply, resolve: resolve as (value: unknown) => void, reject });
       this.kick();
@@ -339,24 +302,24 @@ export class EmbeddedSegmentStore implements SegmentStore {
     if (this.lost) throw this.lost;
     let owns: boolean;
     try {
-      owns = this.lock.owns();
+      owns = this.lock!.owns();
     } catch (cause) {
       // Ownership not proven: no write, but nothing says the folder is lost either.
       throw this.fail(
         new LeafError({
           component: COMPONENT,
           code: ErrorCodes.UNAVAILABLE,
-          message: `cannot read the lock file ${this.lock.path} (${describeCause(cause)}), so this store cannot tell that the data folder is still its own; it refuses every call until it can: fix the file system`,
-          details: { path: this.lock.path },
+          message: `cannot read the lock file ${this.lock!.path} (${describeCause(cause)}), so this store cannot tell that the data folder is still its own; it refuses every call until it can: fix the file system`,
+          details: { path: this.lock!.path },
           cause,
         }),
       );
     }
     let problem: string | undefined;
     if (!owns) {
-      const owner = safeReadLock(this.lock.path);
+      const owner = safeReadLock(this.lock!.path);
       problem =
-        `its lock file ${this.lock.path} is no longer its own ` +
+        `its lock file ${this.lock!.path} is no longer its own ` +
         (typeof owner === "object"
           ? `(now held by pid ${owner.pid} on host ${owner.host} since ${new Date(owner.acquiredAt).toISOString()})`
           : "(removed or replaced)");
@@ -531,14 +494,4 @@ export class EmbeddedSegmentStore implements SegmentStore {
       return false;
     }
   }
-}
-
-function toRecord(tag: string, row: Row): TagRecord {
-  return {
-    tag,
-    maxId: row.maxId,
-    step: row.step,
-    description: row.description,
-    updatedAt: row.updatedAt,
-  };
 }

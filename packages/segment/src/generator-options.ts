@@ -42,11 +42,30 @@ export interface SegmentGeneratorOptions {
   /** Close the store on `close()` (default true). */
   closeStore?: boolean;
   /**
+   * On `close()`, give the ids this generator holds and never handed out back to the store (a
+   * compare-and-set: only when no other range was taken after its last one), so that a graceful
+   * restart loses none (default true; stores without `giveBack` ignore it). See `giveBackReport()`.
+   */
+  giveBackOnClose?: boolean;
+  /**
+   * Ranges kept ready ahead of the current one: `false` keeps Leaf's double buffer (one range
+   * ahead); by default the depth starts at one, grows while ranges last less than a few loads
+   * (a burst) or a request finds no id ready, and shrinks back when ranges outlast many loads, up
+   * to `maxDepth` (default 8). A deeper prefetch takes its ranges in one round trip.
+   */
+  prefetch?: boolean | PrefetchOptions;
+  /**
    * Told about every failed load, refresh or refused range (for logs). The generator retries failed
    * loads on its own; `refused: true` means the tag is no longer served (log it at error level): its
    * range was CORRUPT_DATA (max id moved back, stale primary, damaged row, bad range).
    */
   onError?: (error: unknown, context: GeneratorErrorContext) => void;
+}
+
+/** {@link SegmentGeneratorOptions.prefetch} in its object form. */
+export interface PrefetchOptions {
+  /** Most ranges kept ready ahead of the current one: 1 to 64 (default 8; 1 is Leaf's double buffer). */
+  maxDepth?: number;
 }
 
 /** {@link SegmentGeneratorOptions.loadOnStart} in its selective form. */
@@ -94,6 +113,8 @@ export interface GeneratorSettings {
   clock: Clock;
   loadOnStart: EagerPolicy;
   closeStore: boolean;
+  giveBackOnClose: boolean;
+  maxDepth: number;
   onError: SegmentGeneratorOptions["onError"];
 }
 
@@ -141,6 +162,8 @@ export function resolveGeneratorOptions(options: SegmentGeneratorOptions): Gener
     clock,
     loadOnStart,
     closeStore: options.closeStore ?? true,
+    giveBackOnClose: flag("giveBackOnClose", options.giveBackOnClose ?? true),
+    maxDepth: prefetchDepth(options.prefetch),
     onError: options.onError,
   };
 }
@@ -178,6 +201,25 @@ function eagerLoad(option: SegmentGeneratorOptions["loadOnStart"]): EagerPolicy 
     );
   }
   return { tags: new Set(tags), updatedWithinMs };
+}
+
+/** Checks `prefetch` and gives the largest depth (1: Leaf's double buffer). */
+function prefetchDepth(option: SegmentGeneratorOptions["prefetch"]): number {
+  if (option === undefined || option === true) return 8;
+  if (option === false) return 1;
+  if (option === null || typeof option !== "object") {
+    throw configError(COMPONENT, "prefetch", option, "true, false or { maxDepth?: 1..64 }");
+  }
+  const depth = option.maxDepth ?? 8;
+  if (!Number.isInteger(depth) || depth < 1 || depth > 64) {
+    throw configError(COMPONENT, "prefetch.maxDepth", depth, "an integer from 1 to 64");
+  }
+  return depth;
+}
+
+function flag(key: string, value: unknown): boolean {
+  if (typeof value !== "boolean") throw configError(COMPONENT, key, value, "true or false");
+  return value;
 }
 
 function positiveInteger(key: string, value: number): number {

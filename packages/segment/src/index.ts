@@ -24,6 +24,8 @@ export {
   type EagerLoadOptions,
   type GeneratorErrorContext,
   type GeneratorStatus,
+  type GiveBackOutcome,
+  type PrefetchOptions,
   type SegmentGeneratorOptions,
   SegmentIdGenerator,
   type TagSnapshot,

@@ -92,8 +92,20 @@ export class MemorySegmentStore implements SegmentStore {
     const start = row.maxId;
     row.maxId = end;
     row.updatedAt = this.now();
-    this.floors.raise(tag, end, "memory");
+    this.floors.raise(tag, end, "memory", start);
     return { tag, start, end, step: used, tableStep: row.step };
+  }
+
+  /** Gives back `[from, end)` when the max id is still `end` (see {@link SegmentStore.giveBack}). */
+  async giveBack(tag: string, from: bigint, end: bigint): Promise<boolean> {
+    this.checkOpen();
+    if (this.floors.checkGiveBack(tag, from, end) === "moved-on") return false;
+    const row = this.data.rows.get(tag);
+    if (!row || row.maxId !== end) return false;
+    row.maxId = from;
+    row.updatedAt = this.now();
+    this.floors.lower(tag, from);
+    return true;
   }
 
   async createTag(input: NewTag): Promise<TagRecord> {

@@ -4,24 +4,24 @@
 // more than one listed host is writable (a split brain) or from a host whose max id is behind.
 // Over 450 lines because it is one class: host failover, the writability and split-brain checks
 // and the range transaction share its pool cluster and counters.
-import { configError, ErrorCodes, LeafError } from "@leaf/core";
+import { ErrorCodes, LeafError } from "@leaf/core";
 import {
   classifyMysqlError,
   type MysqlErrorInfo,
   type MysqlFixes,
-  type MysqlHost,
   mysqlError,
-  parseMysqlUrl,
-  redactMysqlUrl,
 } from "@leaf/core/adapter";
-import mysql, {
-  type PoolCluster,
-  type PoolConnection,
-  type PoolOptions,
-  type ResultSetHeader,
-  type RowDataPacket,
-} from "mysql2/promise";
-import { DEFAULT_TABLE, leafAllocSchema, quoteTable } from "./leaf-alloc-schema";
+import type { PoolCluster, PoolConnection, ResultSetHeader, RowDataPacket } from "mysql2/promise";
+import { leafAllocSchema, quoteTable } from "./leaf-alloc-schema";
+import {
+  hostCluster,
+  type MysqlSegmentStoreOptions,
+  type MysqlStoreStats,
+  nodeId,
+} from "./mysql-store-options";
+
+export type { MysqlSegmentStoreOptions, MysqlStoreStats } from "./mysql-store-options";
+
 import type { NewTag, SegmentRange, SegmentStore, TagRecord } from "./segment-store";
 import {
   badStoredMaxId,
@@ -38,56 +38,6 @@ import {
   tagExists,
   unknownTag,
 } from "./validation";
-
-/** Options of {@link MysqlSegmentStore}. Give `url`, or `hosts` (with user, password, database). */
-export interface MysqlSegmentStoreOptions {
-  /**
-   * `mysql://user:password@host:3306/leaf`, Java Leaf's `jdbc:mysql://host:3306/leaf?...`, or several
-   * hosts `mysql://user:pw@primary:3306,standby:3306/leaf`. Query parameters are ignored.
-   */
-  url?: string;
-  /** Hosts in failover order; used instead of the URL's hosts. */
-  hosts?: MysqlHost[];
-  /** Overrides the URL's user (Java Leaf: `leaf.jdbc.username`). */
-  user?: string;
-  /** Overrides the URL's password (Java Leaf: `leaf.jdbc.password`). */
-  password?: string;
-  /** Overrides the URL's database. */
-  database?: string;
-  /** Table name, optionally `database.table` (default "leaf_alloc"). */
-  table?: string;
-  /** Connections per host (default 4). */
-  connectionLimit?: number;
-  /** Time to open a connection before trying the next host, in ms (default 5,000). */
-  connectTimeoutMs?: number;
-  /** Time a statement may take before the connection is dropped and the next host tried, in ms (default 5,000). */
-  queryTimeoutMs?: number;
-  /** Further mysql2 pool options (ssl, charset, ...). The store's own settings win. */
-  poolOptions?: PoolOptions;
-}
-
-/** Counters of a {@link MysqlSegmentStore}, for monitoring and benches. */
-export interface MysqlStoreStats {
-  /** Statements sent to a server (a range is one). */
-  roundTrips: number;
-  /** Ranges taken. */
-  rangesTaken: number;
-  /** Times the store moved to another host (failure or read-only). */
-  failovers: number;
-  /**
-   * Ranges refused because another listed host was writable too (a split brain): taken on one host
-   * and never handed out. Non-zero means two servers take writes: alert on it.
-   */
-  splitBrainRefusals: number;
-  /**
-   * Ranges refused because the row was damaged or the max id was behind a range this store already
-   * took (moved back, or a stale primary after a failover); nothing was changed on the server.
-   */
-  rangeRefusals: number;
-  /** Index in the host list of the host in use. */
-  currentHost: number;
-  hosts: string[];
-}
 
 /** How an operator fixes the store's configuration, in its option names. */
 const FIXES: MysqlFixes = {
@@ -147,97 +97,20 @@ export class MysqlSegmentStore implements SegmentStore {
     failovers: 0,
     splitBrainRefusals: 0,
     rangeRefusals: 0,
+    givenBack: 0,
+    giveBacksRefused: 0,
   };
   /** Ends of the ranges this store handed out, per tag, with the host each came from. */
   private readonly floors = new RangeFloors();
 
   constructor(options: MysqlSegmentStoreOptions) {
-    if (!options || typeof options !== "object") {
-      throw configError(
-        COMPONENT,
-        "options",
-        options,
-        "{url} or {hosts, user, password, database}",
-      );
-    }
-    const parsed =
-      options.url === undefined
-        ? undefined
-        : parseMysqlUrl(options.url, { component: COMPONENT, key: "url" });
-    const hosts = options.hosts ?? parsed?.hosts;
-    if (!Array.isArray(hosts) || hosts.length === 0) {
-      throw configError(
-        COMPONENT,
-        "url",
-        redactMysqlUrl(options.url),
-        "a mysql:// URL or a non-empty hosts list",
-      );
-    }
-    for (const [i, h] of hosts.entries()) {
-      const port = h?.port ?? 3306;
-      if (
-        !h ||
-        typeof h.host !== "string" ||
-        h.host.length === 0 ||
-        !Number.isInteger(port) ||
-        port < 1 ||
-        port > 65_535
-      ) {
-        throw configError(COMPONENT, `hosts[${i}]`, h, "{host: string, port?: 1..65535}");
-      }
-    }
-    this.database = options.database ?? parsed?.database;
-    this.tableName = options.table ?? DEFAULT_TABLE;
-    this.table = quoteTable(this.tableName);
-    if (this.database === undefined && !this.tableName.includes(".")) {
-      throw configError(
-        COMPONENT,
-        "database",
-        undefined,
-        "a database name (in the URL path or the database option)",
-      );
-    }
-    const limit = options.connectionLimit ?? 4;
-    if (!Number.isInteger(limit) || limit < 1) {
-      throw configError(COMPONENT, "connectionLimit", limit, "an integer of at least 1");
-    }
-    const connectTimeout = options.connectTimeoutMs ?? 5_000;
-    this.queryTimeoutMs = options.queryTimeoutMs ?? 5_000;
-    for (const [key, value] of [
-      ["connectTimeoutMs", connectTimeout],
-      ["queryTimeoutMs", this.queryTimeoutMs],
-    ] as const) {
-      if (!Number.isInteger(value) || value < 1)
-        throw configError(COMPONENT, key, value, "a positive integer of ms");
-    }
-    this.cluster = mysql.createPoolCluster({
-      canRetry: false,
-      // Never drop a host for good: a restarted primary must be usable again.
-      removeNodeErrorCount: Number.MAX_SAFE_INTEGER,
-      defaultSelector: "ORDER",
-    });
-    this.hostNames = hosts.map((h) => `${h.host}:${h.port ?? 3306}`);
-    hosts.forEach((h, i) => {
-      this.cluster.add(nodeId(i), {
-        ...options.poolOptions,
-        host: h.host,
-        port: h.port ?? 3306,
-        user: options.user ?? parsed?.user ?? options.poolOptions?.user,
-        password: options.password ?? parsed?.password ?? options.poolOptions?.password,
-        database: this.database,
-        connectionLimit: limit,
-        connectTimeout,
-        multipleStatements: true,
-        supportBigNumbers: true,
-        bigNumberStrings: true,
-        dateStrings: true,
-        enableKeepAlive: true,
-        maxIdle: limit,
-        idleTimeout: 60_000,
-      });
-    });
-    // The pool cluster reports connection errors as events too; they reach callers as rejections.
-    this.cluster.on("warn", () => {});
+    const hosts = hostCluster(options);
+    this.cluster = hosts.cluster;
+    this.hostNames = hosts.hostNames;
+    this.database = hosts.database;
+    this.tableName = hosts.tableName;
+    this.table = quoteTable(hosts.tableName);
+    this.queryTimeoutMs = hosts.queryTimeoutMs;
   }
 
   /** Creates the `leaf_alloc` table (Java Leaf's, column for column) when it does not exist. */
@@ -338,9 +211,43 @@ export class MysqlSegmentStore implements SegmentStore {
         });
       }
     }
-    this.floors.raise(tag, range.end, this.hostNames[host]!);
+    this.floors.raise(tag, range.end, this.hostNames[host]!, range.start);
     this.counters.rangesTaken++;
     return range;
+  }
+
+  /**
+   * Gives back `[from, end)` (see {@link SegmentStore.giveBack}): `UPDATE ... SET max_id = from
+   * WHERE biz_tag = ? AND max_id = end AND @@global.read_only = 0`, one statement, so the compare
+   * and the set are atomic against every process taking ranges from the row. A read-only host is
+   * skipped as for ranges; on the next host the compare is made again.
+   */
+  async giveBack(tag: string, from: bigint, end: bigint): Promise<boolean> {
+    if (this.floors.checkGiveBack(tag, from, end) === "moved-on") {
+      this.counters.giveBacksRefused++;
+      return false;
+    }
+    const given = await this.withHost(
+      `giving back ids [${from}, ${end}) of tag ${JSON.stringify(tag)}`,
+      async (conn) => {
+        const [results] = await this.send<[ResultSetHeader, RowDataPacket[]]>(
+          conn,
+          `UPDATE ${this.table} SET max_id = ? WHERE biz_tag = ? AND max_id = ? AND @@global.read_only = 0; SELECT @@global.read_only AS read_only`,
+          [from, tag, end],
+        );
+        if (results[0].affectedRows === 1) return true;
+        if (Number(results[1][0]?.read_only) !== 0)
+          throw new ReadOnlyHost("@@global.read_only is ON");
+        return false;
+      },
+    );
+    if (given) {
+      this.floors.lower(tag, from);
+      this.counters.givenBack++;
+    } else {
+      this.counters.giveBacksRefused++;
+    }
+    return given;
   }
 
   async createTag(input: NewTag): Promise<TagRecord> {
@@ -590,10 +497,6 @@ export class MysqlSegmentStore implements SegmentStore {
         : this.tableName;
     return { component: COMPONENT, doing: what, table, fixes: FIXES };
   }
-}
-
-function nodeId(index: number): string {
-  return `leaf-host-${index}`;
 }
 
 function toRecord(row: TagRow): TagRecord {

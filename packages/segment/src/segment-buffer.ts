@@ -1,6 +1,7 @@
-// One tag's double buffer: the range ids are handed out from, and the next range loaded in the
-// background. The current range's counter is a JS number while the range ends at or below 2^53
-// (a number add and one BigInt() per id) and a bigint above, so every id stays exact.
+// One tag's buffer: the range ids are handed out from, and the ranges loaded ahead of it in the
+// background (one: Leaf's double buffer; more while the prefetch depth has grown). The current
+// range's counter is a JS number while the range ends at or below 2^53 (a number add and one
+// BigInt() per id) and a bigint above, so every id stays exact.
 import type { LeafError } from "@leaf/core";
 import type { SegmentRange } from "./segment-store";
 
@@ -26,7 +27,7 @@ export interface RangeSnapshot {
   step: number;
 }
 
-/** The double buffer of one tag. Fields are public to the generator, which owns every change. */
+/** The buffer of one tag. Fields are public to the generator, which owns every change. */
 export class TagBuffer {
   // The current range. Hot fields first; `limit` is 0 when the range is empty or counted in bigint.
   /** Next id, number mode. */
@@ -49,8 +50,31 @@ export class TagBuffer {
   /** A range has been handed to the buffer at least once. */
   initialized = false;
 
-  /** The loaded next range, when ready. */
-  next: SegmentRange | undefined = undefined;
+  /**
+   * Ranges loaded and ready after the current one, in order (Java Leaf's second segment is the
+   * first of them). The loader keeps `depth` of them when it can.
+   */
+  ahead: SegmentRange[] = [];
+  /**
+   * Ranges to keep ready ahead of the current one: 1 is Leaf's double buffer. Grows when a range
+   * lasts less than a few loads take or a request finds no id ready, shrinks when ranges outlast
+   * many loads; bounded by the generator's `prefetch.maxDepth`.
+   */
+  depth = 1;
+  /** Requests that found no id ready (each then waited for a load, or failed with -3). */
+  starvations = 0;
+  /** Set from a request finding no id ready until the next load succeeds (one growth per episode). */
+  starving = false;
+  /** Clock time (ms) at which the current range became current. */
+  currentSince = 0;
+  /** The slowest recent load, in ms, decaying with time: what the prefetch depth covers. */
+  slowLoadMs = 0;
+  /** performance.now() of the load that last set `slowLoadMs`. */
+  slowLoadAt = 0;
+  /** Ranges used up since the last load started: Leaf's dynamic step is judged per range. */
+  switchesSinceLoad = 0;
+  /** Ranges a load brought after the buffer was removed (at close): never handed out. */
+  late: SegmentRange[] = [];
   /** A load is in flight (cleared by the load itself before it wakes anyone). */
   loading = false;
   /** The retry after a failed load. */
@@ -105,7 +129,6 @@ export class TagBuffer {
     this.step = range.step;
     if (this.initialized) this.pos = this.pos === 0 ? 1 : 0;
     this.initialized = true;
-    this.next = undefined;
     if (range.end <= NUMBER_LIMIT) {
       this.big = false;
       this.value = Number(range.start);
@@ -122,12 +145,29 @@ export class TagBuffer {
     }
   }
 
-  /** Drops the ids left in the current range and the next range: none of them is handed out. */
+  /** Drops the ids left in the current range and the ranges ahead: none of them is handed out. */
   drop(): void {
-    this.next = undefined;
+    this.ahead = [];
     this.disarm();
     if (this.big) this.bigValue = this.end;
     else this.value = this.limit;
+  }
+
+  /** The first range ready after the current one (Java Leaf's next segment), if any. */
+  get next(): SegmentRange | undefined {
+    return this.ahead[0];
+  }
+
+  /** The next id of the current range (its end when used up), as a bigint. */
+  position(): bigint {
+    return this.big ? this.bigValue : BigInt(Math.min(this.value, this.limit));
+  }
+
+  /** Ids left in the ranges ready after the current one. */
+  aheadLeft(): bigint {
+    let n = 0n;
+    for (const r of this.ahead) n += r.end - r.start;
+    return n;
   }
 
   /** Disarms the preload trigger (a load is starting). */
@@ -140,7 +180,7 @@ export class TagBuffer {
   currentSnapshot(): RangeSnapshot | null {
     if (!this.initialized) return null;
     return {
-      value: this.big ? this.bigValue : BigInt(Math.min(this.value, this.limit)),
+      value: this.position(),
       max: this.end,
       step: this.step,
     };

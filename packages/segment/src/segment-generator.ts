@@ -4,13 +4,21 @@
 // The loading itself is in tag-loader.ts, the options in generator-options.ts, the monitoring views
 // in tag-snapshot.ts; what stays here is the tag list and the request path (over 450 lines: one class).
 import { performance } from "node:perf_hooks";
-import { argumentError, type Clock, ErrorCodes, LeafCodes, LeafError } from "@leaf/core";
+import {
+  argumentError,
+  type Clock,
+  ErrorCodes,
+  LeafCodes,
+  LeafError,
+  toSafeNumber,
+} from "@leaf/core";
 import {
   type EagerPolicy,
   type GeneratorErrorContext,
   resolveGeneratorOptions,
   type SegmentGeneratorOptions,
 } from "./generator-options";
+import { type GiveBackOutcome, giveBackAll } from "./give-back";
 import { TagBuffer } from "./segment-buffer";
 import type { NewTag, SegmentStore, TagRecord } from "./segment-store";
 import { message, TagLoader } from "./tag-loader";
@@ -20,8 +28,10 @@ import { COMPONENT, checkTag, closedError, MAX_ID, MAX_STEP, unknownTag } from "
 export type {
   EagerLoadOptions,
   GeneratorErrorContext,
+  PrefetchOptions,
   SegmentGeneratorOptions,
 } from "./generator-options";
+export type { GiveBackOutcome } from "./give-back";
 export type { GeneratorStatus, TagSnapshot } from "./tag-snapshot";
 
 /**
@@ -43,6 +53,8 @@ export type { GeneratorStatus, TagSnapshot } from "./tag-snapshot";
 export class SegmentIdGenerator {
   private readonly store: SegmentStore;
   private readonly buffers = new Map<string, TagBuffer>();
+  /** The buffer of the tag `nextNumberSync` served last (skips the map while one tag is hot). */
+  private hot: TagBuffer | undefined;
   /** Floors of tags removed by a refresh, so that a tag coming back never goes below them. */
   private readonly retired = new Map<string, bigint>();
   private readonly refreshIntervalMs: number;
@@ -54,6 +66,8 @@ export class SegmentIdGenerator {
   private readonly closeStore: boolean;
   private readonly onError: SegmentGeneratorOptions["onError"];
   private readonly loader: TagLoader;
+  private readonly giveBackOnClose: boolean;
+  private givenBack: GiveBackOutcome[] = [];
   private state: GeneratorStatus["state"] = "new";
   private refreshTimer: ReturnType<typeof setTimeout> | undefined;
   private refreshing: Promise<void> | undefined;
@@ -85,7 +99,9 @@ export class SegmentIdGenerator {
       clock: settings.clock,
       report: (error, context) => this.report(error, context),
       closed: () => this.state === "closed",
+      maxDepth: settings.maxDepth,
     });
+    this.giveBackOnClose = settings.giveBackOnClose;
   }
 
   /**
@@ -105,6 +121,12 @@ export class SegmentIdGenerator {
   private async doStart(): Promise<void> {
     if (this.state !== "new") return;
     this.state = "starting";
+    try {
+      await this.store.start?.();
+    } catch (error) {
+      this.state = "new";
+      throw error;
+    }
     try {
       await this.refresh();
     } catch (cause) {
@@ -169,6 +191,53 @@ export class SegmentIdGenerator {
   }
 
   /**
+   * {@link nextIdSync} as a JS number, while the tag's ids are at most 2^53 - 1
+   * (Number.MAX_SAFE_INTEGER): exact, and without making a bigint on the fast path. An id above that
+   * is not handed out: UNSAFE_INTEGER, never a rounded id (that id is skipped; use `nextIdSync` for
+   * the tag from then on). Other errors as {@link nextIdSync}.
+   */
+  nextNumberSync(tag: string): number {
+    let b = this.hot;
+    // A removed buffer is never served: the map has the tag's new one, or none.
+    if (b === undefined || b.tag !== tag || b.removed) b = this.hot = this.buffers.get(tag);
+    if (b !== undefined) {
+      // A range counted in numbers ends at or below 2^53, so v is at most 2^53 - 1.
+      const v = b.value;
+      if (v < b.limit) {
+        b.value = v + 1;
+        if (v >= b.preloadAt) this.loader.preload(b);
+        return v;
+      }
+    }
+    return toSafeNumber(
+      this.nextIdSync(tag),
+      COMPONENT,
+      `tag ${JSON.stringify(tag)}`,
+      "nextIdSync",
+    );
+  }
+
+  /**
+   * {@link nextId} as a JS number: resolves as it does while the tag's ids are at most 2^53 - 1;
+   * rejects with UNSAFE_INTEGER for an id above that (skipped, never rounded). Other errors as
+   * {@link nextId}.
+   */
+  nextNumber(tag: string): Promise<number> {
+    const b = this.buffers.get(tag);
+    if (b !== undefined) {
+      const v = b.value;
+      if (v < b.limit) {
+        b.value = v + 1;
+        if (v >= b.preloadAt) this.loader.preload(b);
+        return Promise.resolve(v);
+      }
+    }
+    return this.nextId(tag).then((id) =>
+      toSafeNumber(id, COMPONENT, `tag ${JSON.stringify(tag)}`, "nextId"),
+    );
+  }
+
+  /**
    * `count` consecutive ids of `tag` (1 .. maxBatch), spanning ranges when needed, in increasing
    * order. Waits for loads as {@link nextId}; when it fails part-way, the ids already taken are
    * not handed out (a gap, never a duplicate).
@@ -199,6 +268,41 @@ export class SegmentIdGenerator {
       await this.loader.waitForRange(b, performance.now() + this.waitMs);
     }
     return ids;
+  }
+
+  /**
+   * Up to `count` consecutive ids of `tag` (1 .. 2^31-1) as one half-open range `[start, end)`,
+   * taken from the current range of the double buffer: no I/O while it has ids. The range is cut
+   * where the current range ends, so it may hold fewer than `count` ids (at least one); ask again
+   * for the rest. Waits for a range as {@link nextId} when both are used up; errors as
+   * {@link nextId}. For clients that hand the ids out themselves (`@leaf/client`).
+   */
+  async nextRange(tag: string, count: number): Promise<{ start: bigint; end: bigint }> {
+    if (!Number.isInteger(count) || count < 1 || count > MAX_STEP) {
+      throw argumentError(COMPONENT, "count", count, `an integer from 1 to ${MAX_STEP}`);
+    }
+    for (;;) {
+      const b = this.lookup(tag);
+      // The first id through take() switches to the next range when the current one is used up.
+      const first = this.loader.take(b);
+      if (first === undefined) {
+        await this.loader.waitForRange(b, performance.now() + this.waitMs);
+        continue;
+      }
+      let end: bigint;
+      if (b.big) {
+        end = first + 1n + BigInt(count - 1);
+        if (end > b.end) end = b.end;
+        b.bigValue = end;
+        if (b.bigArmed && end - 1n >= b.bigPreloadAt) this.loader.preload(b);
+      } else {
+        const stop = Math.min(b.value + count - 1, b.limit);
+        b.value = stop;
+        if (stop - 1 >= b.preloadAt) this.loader.preload(b);
+        end = BigInt(stop);
+      }
+      return { start: first, end };
+    }
   }
 
   /** Tags the generator serves now (as of the last refresh or admin change). */
@@ -287,17 +391,31 @@ export class SegmentIdGenerator {
   }
 
   /**
-   * Stops refreshing and loading, fails pending waits with CLOSED, waits for loads in flight and
-   * closes the store (unless `closeStore: false`). Idempotent.
+   * Stops refreshing and loading, fails pending waits with CLOSED, waits for loads in flight, gives
+   * the ids it holds and never handed out back to the store (`giveBackOnClose`: when no range was
+   * taken after its own; see {@link giveBackReport}) and closes the store (unless `closeStore:
+   * false`). Idempotent.
    */
   async close(): Promise<void> {
     if (this.state === "closed") return;
     this.state = "closed";
     if (this.refreshTimer) clearTimeout(this.refreshTimer);
-    for (const b of [...this.buffers.values()])
-      this.removeBuffer(b, closedError("the segment id generator"));
+    // In this same synchronous step every tag stops serving: from here on no id is handed out, so
+    // each buffer's position is exactly where the ids handed out end.
+    const held = [...this.buffers.values()];
+    for (const b of held) this.removeBuffer(b, closedError("the segment id generator"));
     await Promise.allSettled([...this.loader.inFlight, this.refreshing]);
+    if (this.giveBackOnClose) this.givenBack = await giveBackAll(this.store, held);
     if (this.closeStore) await this.store.close();
+  }
+
+  /**
+   * What `close()` did with each tag's unused ids (empty before it, or with `giveBackOnClose:
+   * false`): given back, taken since (another range was taken after this node's: nothing changed),
+   * skipped or failed, with the ids `[from, end)` concerned.
+   */
+  giveBackReport(): readonly GiveBackOutcome[] {
+    return this.givenBack;
   }
 
   // ---- internals -------------------------------------------------------------------------------

@@ -79,6 +79,12 @@ export interface NewTag {
 export interface SegmentStore {
   /** Short name for messages and metrics: "mysql", "embedded", "memory". */
   readonly kind: string;
+  /**
+   * Optional start-up work (opening a folder, taking its lock), run by the first call anyway; the
+   * generator calls it from its own `start()` so that a store that cannot open fails the start
+   * with its own error (LOCKED, CORRUPT_DATA, ...). Idempotent.
+   */
+  start?(): Promise<void>;
   /** Names of every stored tag, in no particular order. An empty store answers `[]`. */
   listTags(): Promise<string[]>;
   /** Every stored tag with its max id, step, description and update time, ordered by tag. */
@@ -101,6 +107,19 @@ export interface SegmentStore {
    * refresh. Re-creating a deleted tag below ids already handed out would repeat ids: don't.
    */
   deleteTag(tag: string): Promise<boolean>;
+  /**
+   * Optional: gives back ids `[from, end)` that the caller took from this instance and never handed
+   * out, so that the next range starts at `from` (no ids lost on a graceful restart). A
+   * compare-and-set, atomic against every instance and process sharing the storage: the stored max
+   * id becomes `from` only if it still equals `end`, that is, no range was taken since the one
+   * ending at `end`. Resolves true when given back (durably, as `takeRange`), false when the max id
+   * moved on or the tag is gone (nothing changed). `end` must not be above the end of the last
+   * range this instance returned for the tag, and when it is that end, `from` must lie within the
+   * ranges this instance returned back to back up to it: otherwise INVALID_ARGUMENT, nothing
+   * changed (a store gives back only its own ranges). The caller hands out no id of `[from, end)`
+   * afterwards, whatever the answer: a failed call (UNAVAILABLE) leaves a gap, never a duplicate.
+   */
+  giveBack?(tag: string, from: bigint, end: bigint): Promise<boolean>;
   /** Releases connections, files and locks. Idempotent; later calls reject with `CLOSED`. */
   close(): Promise<void>;
 }

@@ -1,5 +1,7 @@
-// Loading ranges into the tags' double buffers: taking ids and switching ranges, the one background
-// load per tag, retries with backoff after a failure, refusal of a corrupt range, and waits for a range.
+// Loading ranges into the tags' buffers: taking ids and switching ranges, the one background load
+// per tag (of one range, or several in one round trip while the prefetch depth has grown), the
+// depth's growth and shrinking, retries with backoff after a failure, refusal of a corrupt range,
+// and waits for a range.
 import { performance } from "node:perf_hooks";
 import {
   type BackoffOptions,
@@ -14,7 +16,7 @@ import { type DynamicStep, nextDynamicStep } from "./dynamic-step";
 import type { GeneratorErrorContext } from "./generator-options";
 import type { TagBuffer, Waiter } from "./segment-buffer";
 import type { SegmentRange, SegmentStore } from "./segment-store";
-import { badRange, COMPONENT, maxIdMovedBack, rangeProblem } from "./validation";
+import { badRange, COMPONENT, MAX_STEP, maxIdMovedBack, rangeProblem } from "./validation";
 
 /** What a {@link TagLoader} needs of its generator. */
 export interface TagLoaderSettings {
@@ -28,7 +30,16 @@ export interface TagLoaderSettings {
   report: (error: unknown, context: GeneratorErrorContext) => void;
   /** True once the generator is closed. */
   closed: () => boolean;
+  /** Largest prefetch depth (ranges ready ahead of the current one); 1 keeps Leaf's double buffer. */
+  maxDepth: number;
 }
+
+/** The depth grows while the ids ready ahead would last fewer than this many (slow) loads. */
+const GROW_LOADS = 4;
+/** The depth shrinks while, one range fewer, the ids ready ahead would still last this many loads. */
+const SHRINK_LOADS = 16;
+/** The slowest recent load is remembered with this half-life, in ms (a slow load comes back). */
+const SLOW_LOAD_HALF_LIFE_MS = 30_000;
 
 /**
  * Fills the {@link TagBuffer}s of one generator from its store. It holds no tags itself: the
@@ -45,6 +56,7 @@ export class TagLoader {
   private readonly clock: Clock;
   private readonly report: TagLoaderSettings["report"];
   private readonly closed: () => boolean;
+  private readonly maxDepth: number;
 
   constructor(settings: TagLoaderSettings) {
     this.store = settings.store;
@@ -55,6 +67,7 @@ export class TagLoader {
     this.clock = settings.clock;
     this.report = settings.report;
     this.closed = settings.closed;
+    this.maxDepth = settings.maxDepth;
   }
 
   /**
@@ -78,11 +91,47 @@ export class TagLoader {
           return BigInt(v);
         }
       }
-      if (b.next === undefined) {
+      const next = b.ahead.shift();
+      if (next === undefined) {
+        if (b.initialized) this.starved(b);
         this.startLoad(b);
         return undefined;
       }
-      b.promote(b.next, this.threshold);
+      this.switched(b);
+      b.promote(next, this.threshold);
+      // A deeper prefetch refills as soon as a range leaves the queue, not at the preload point.
+      if (b.depth > 1) this.startLoad(b);
+    }
+  }
+
+  /**
+   * A request found no id ready in a tag that had ranges: the ranges ahead did not cover a load.
+   * The depth doubles (bounded) once per such episode; `starvations` counts every request.
+   */
+  private starved(b: TagBuffer): void {
+    b.starvations++;
+    if (b.starving) return;
+    b.starving = true;
+    b.depth = Math.min(b.depth * 2, this.maxDepth);
+  }
+
+  /**
+   * The current range is used up and the next becomes current: the depth follows how long that
+   * range lasted against the slowest recent load. It grows by one while the ranges ahead, at that
+   * pace, would last fewer than GROW_LOADS loads, and shrinks by one while one range fewer would
+   * still last SHRINK_LOADS loads (idle), so a burst deepens the prefetch before callers wait and
+   * a quiet tag goes back to Leaf's double buffer. Times come from the generator's clock.
+   */
+  private switched(b: TagBuffer): void {
+    const now = this.clock.now();
+    const lasted = now - b.currentSince;
+    b.currentSince = now;
+    b.switchesSinceLoad++;
+    if (this.maxDepth <= 1) return;
+    if (lasted * b.depth <= GROW_LOADS * b.slowLoadMs) {
+      b.depth = Math.min(b.depth + 1, this.maxDepth);
+    } else if (b.depth > 1 && lasted * (b.depth - 1) > SHRINK_LOADS * b.slowLoadMs) {
+      b.depth--;
     }
   }
 
@@ -92,13 +141,16 @@ export class TagLoader {
     this.startLoad(b);
   }
 
-  /** Starts the one background load of `b` unless it has a next range, a load, or a retry pending. */
+  /**
+   * Starts the one background load of `b` unless it has its depth of ranges ready ahead, a load,
+   * or a retry pending.
+   */
   startLoad(b: TagBuffer): Promise<void> | undefined {
     if (
       b.removed ||
       b.refused !== undefined ||
       b.loading ||
-      b.next !== undefined ||
+      b.ahead.length >= b.depth ||
       b.retryTimer !== undefined
     )
       return undefined;
@@ -114,19 +166,35 @@ export class TagLoader {
 
   private async load(b: TagBuffer): Promise<void> {
     const startedAt = performance.now();
+    const leftAtStart = b.currentLeft() + b.aheadLeft();
     const now = this.clock.now();
     // As Java Leaf: the first two ranges take the table's step. Its buffer's updateTimestamp stays 0
     // through the first load and is set by the second, so the dynamic step starts with the third
     // range, measured from the second load (ranges of a busy tag: 2000, 2000, 4000, ...).
+    // Leaf's rule judges how long one range lasts. With one range ahead (Leaf's double buffer)
+    // one range is used up between two loads; with a deeper prefetch, loads bring several ranges
+    // or are skipped, so the time since the last load is divided by the ranges used up meanwhile.
     const step =
       this.dynamic === undefined || b.loads < 2 || b.lastLoadAt === undefined
         ? undefined
-        : nextDynamicStep(b.lastStep, b.tableStep, now - b.lastLoadAt, this.dynamic);
+        : nextDynamicStep(
+            b.lastStep,
+            b.tableStep,
+            (now - b.lastLoadAt) / Math.max(1, b.switchesSinceLoad),
+            this.dynamic,
+          );
+    b.switchesSinceLoad = 0;
+    // A deeper prefetch fills its gap in one round trip: one range of `count` steps, split below.
+    const perRange = step ?? b.tableStep;
+    const count =
+      b.depth > 1 && perRange > 0
+        ? Math.max(1, Math.min(b.depth - b.ahead.length, Math.floor(MAX_STEP / perRange)))
+        : 1;
     let range: SegmentRange;
     // The store handed over a range the generator itself refuses: the store moved its max id for it.
     let taken = false;
     try {
-      range = await this.store.takeRange(b.tag, step);
+      range = await this.store.takeRange(b.tag, count > 1 ? perRange * count : step);
       taken = true;
       const where = `the ${this.store.kind} store`;
       const problem = rangeProblem(range, b.tag);
@@ -136,6 +204,13 @@ export class TagLoader {
       }
     } catch (error) {
       b.loading = false;
+      // A batch that would pass 2^63 - 1 may fit as one range: one is asked for at once (the store
+      // refused the batch without moving its max id).
+      if (count > 1 && isLeafError(error, ErrorCodes.SEGMENTS_EXHAUSTED) && !b.removed) {
+        b.depth = 1;
+        this.startLoad(b);
+        return;
+      }
       // A damaged row or a max id behind this process's ids is not retried: each retry could move
       // max_id on, into ranges other processes hold. The tag waits for an operator.
       if (isLeafError(error, ErrorCodes.CORRUPT_DATA)) this.refuse(b, error, taken);
@@ -143,20 +218,44 @@ export class TagLoader {
       return;
     }
     b.loading = false;
-    if (b.removed) return;
+    if (b.removed) {
+      // Closed meanwhile: never handed out, so the close can give it back.
+      b.late.push(range);
+      return;
+    }
+    const pieces = split(range, count);
     b.floor = range.end;
-    b.lastStep = range.step;
+    b.lastStep = pieces[0]!.step;
     b.tableStep = range.tableStep;
     b.lastLoadAt = this.clock.now();
-    b.lastLoadDurationMs = performance.now() - startedAt;
+    const endedAt = performance.now();
+    b.lastLoadDurationMs = endedAt - startedAt;
+    b.slowLoadMs = Math.max(
+      b.lastLoadDurationMs,
+      b.slowLoadMs * 0.5 ** ((endedAt - b.slowLoadAt) / SLOW_LOAD_HALF_LIFE_MS),
+    );
+    b.slowLoadAt = endedAt;
+    // Ids handed out while this load was in flight: the ids ready ahead must cover a few such
+    // loads, or the next burst of calls outruns them. Checked here, a load earlier than a switch.
+    const left = b.currentLeft() + b.aheadLeft();
+    if (b.initialized && this.maxDepth > 1) {
+      const during = leftAtStart - left;
+      if (during > 0n && left + (range.end - range.start) < BigInt(GROW_LOADS) * during) {
+        b.depth = Math.min(b.depth + 1, this.maxDepth);
+      }
+    }
     b.loads++;
     b.consecutiveFailures = 0;
     b.retryAt = undefined;
-    if (b.initialized && !b.currentEmpty()) {
-      b.next = range;
-    } else {
-      b.promote(range, this.threshold);
+    b.starving = false;
+    b.ahead.push(...pieces);
+    if (!b.initialized || b.currentEmpty()) {
+      // Requests waited for this range: `starved` already judged the depth.
+      b.currentSince = this.clock.now();
+      if (b.initialized) b.switchesSinceLoad++;
+      b.promote(b.ahead.shift()!, this.threshold);
     }
+    if (b.depth > 1) this.startLoad(b);
     const waiters = b.waiters;
     b.waiters = [];
     for (const w of waiters) {
@@ -182,7 +281,7 @@ export class TagLoader {
     b.retryAt = performance.now() + wait;
     b.retryTimer = setTimeout(() => {
       b.retryTimer = undefined;
-      if (b.next === undefined) this.startLoad(b);
+      this.startLoad(b);
     }, wait);
     b.retryTimer.unref?.();
     // Waiters whose deadline comes before the retry get their answer now rather than at the deadline.
@@ -294,6 +393,27 @@ export class TagLoader {
       details: { tag: b.tag },
     });
   }
+}
+
+/**
+ * `range` cut into `count` ranges of equal step when it was taken as `count` steps at once; as it is
+ * otherwise (a store that answered another size is checked as one range).
+ */
+function split(range: SegmentRange, count: number): SegmentRange[] {
+  if (count <= 1 || range.step % count !== 0) return [range];
+  const step = range.step / count;
+  const pieces: SegmentRange[] = [];
+  for (let i = 0; i < count; i++) {
+    const start = range.start + BigInt(i * step);
+    pieces.push({
+      tag: range.tag,
+      start,
+      end: start + BigInt(step),
+      step,
+      tableStep: range.tableStep,
+    });
+  }
+  return pieces;
 }
 
 /** `details.reason` of a LeafError, or null. */

@@ -17,8 +17,14 @@ export interface TagSnapshot {
   nextReady: boolean;
   /** A load is in flight. */
   loading: boolean;
-  /** Ids left in the current and next ranges together. */
+  /** Ids left in the current range and every range ready ahead together. */
   idsLeft: bigint;
+  /** Ranges ready ahead of the current one (Java Leaf has at most 1). */
+  rangesAhead: number;
+  /** Ranges the prefetch keeps ready ahead now: 1 (Leaf's double buffer) up to `prefetch.maxDepth`. */
+  depth: number;
+  /** Requests that found no id ready (they waited for a load, or failed with -3 on the sync path). */
+  starvations: number;
   /** Step of the last range taken (the dynamic step). */
   step: number;
   /** The store's step for the tag, as of the last range taken (the dynamic step's floor). */
@@ -71,7 +77,10 @@ export function snapshotOf(b: TagBuffer): TagSnapshot {
     segments,
     nextReady: b.next !== undefined,
     loading: b.loading,
-    idsLeft: b.currentLeft() + (b.next ? b.next.end - b.next.start : 0n),
+    idsLeft: b.currentLeft() + b.aheadLeft(),
+    rangesAhead: b.ahead.length,
+    depth: b.depth,
+    starvations: b.starvations,
     step: b.lastStep,
     tableStep: b.tableStep,
     lastLoadAt: b.lastLoadAt ?? null,

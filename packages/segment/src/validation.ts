@@ -246,10 +246,11 @@ function refusal(
 
 /**
  * The highest range end a store instance (or a generator) has handed out per tag, and where it came
- * from: a range starting below it would repeat ids.
+ * from: a range starting below it would repeat ids. It also keeps where the run of ranges handed out
+ * back to back up to that end starts, so that a give-back can be checked to hold only own ids.
  */
 export class RangeFloors {
-  private readonly floors = new Map<string, { end: bigint; source: string }>();
+  private readonly floors = new Map<string, { end: bigint; source: string; runStart: bigint }>();
 
   /** The floor of `tag`: 0 before any range. */
   get(tag: string): bigint {
@@ -261,10 +262,57 @@ export class RangeFloors {
     return this.floors.get(tag)?.source;
   }
 
-  /** Raises the floor of `tag` to `end` (never lowers it). */
-  raise(tag: string, end: bigint, source: string): void {
+  /**
+   * Raises the floor of `tag` to `end` (never lowers it). `start`, the range's first id, extends
+   * the run when it is the floor so far and starts a new one otherwise.
+   */
+  raise(tag: string, end: bigint, source: string, start = end): void {
     const now = this.floors.get(tag);
-    if (now === undefined || end > now.end) this.floors.set(tag, { end, source });
+    if (now !== undefined && end <= now.end) return;
+    const runStart = now !== undefined && start === now.end ? now.runStart : start;
+    this.floors.set(tag, { end, source, runStart });
+  }
+
+  /**
+   * Checks a give-back of `[from, end)` of `tag` against the ranges handed out: "mine" when `end`
+   * is the floor and `from` within the run up to it, "moved-on" when a later range was handed out
+   * (the stored max id is past `end`). Throws INVALID_ARGUMENT for ids this instance never handed out.
+   */
+  checkGiveBack(tag: string, from: unknown, end: unknown): "mine" | "moved-on" {
+    checkTag(tag);
+    if (typeof end !== "bigint" || end < 0n || end > MAX_ID) {
+      throw argumentError(COMPONENT, "end", end, `a bigint from 0 to ${MAX_ID}`);
+    }
+    if (typeof from !== "bigint" || from < 0n || from >= end) {
+      throw argumentError(COMPONENT, "from", from, `a bigint from 0 to below end (${end})`);
+    }
+    const now = this.floors.get(tag);
+    if (now === undefined || end > now.end) {
+      throw argumentError(
+        COMPONENT,
+        "end",
+        end,
+        `the end of a range this store instance handed out for tag ${JSON.stringify(tag)} (its last ends at ${now?.end ?? "none"})`,
+      );
+    }
+    if (end < now.end) return "moved-on";
+    if (from < now.runStart) {
+      throw argumentError(
+        COMPONENT,
+        "from",
+        from,
+        `at least ${now.runStart}, the start of the ranges this store instance handed out back to back up to ${end}`,
+      );
+    }
+    return "mine";
+  }
+
+  /** After a give-back of `[from, end)`: the floor of `tag` is `from` again. Returns an undo. */
+  lower(tag: string, from: bigint): () => void {
+    const now = this.floors.get(tag);
+    if (now === undefined) return () => {};
+    this.floors.set(tag, { ...now, end: from });
+    return () => this.floors.set(tag, now);
   }
 }
 

@@ -21,7 +21,7 @@ import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { segmentStoreDurabilityConformance } from "@leaf/conformance/segment-store";
 import { ErrorCodes, type LeafError, readLockFile } from "@leaf/core";
-import { ChildLines } from "@leaf/testkit";
+import { ChildLines, started } from "@leaf/testkit";
 import { afterAll, describe, expect, it, test } from "vitest";
 import { EmbeddedSegmentStore, JOURNAL_FILE, LOCK_FILE, type SegmentRange } from "../src/index";
 
@@ -117,7 +117,7 @@ function fillDisk(dir: string): string {
 
 /** Reopens the folder, takes `count` ranges and closes it again. */
 async function takeAfterRestart(dir: string, count: number): Promise<Range[]> {
-  const store = await EmbeddedSegmentStore.open({ dir });
+  const store = await started(new EmbeddedSegmentStore({ dir }));
   try {
     const taken: Range[] = [];
     for (let i = 0; i < count; i++) taken.push(asRange(await store.takeRange("t")));
@@ -145,7 +145,7 @@ const tmpfsFor = (namespace: string) => {
 
 segmentStoreDurabilityConformance(test, {
   name: "embedded store on a small tmpfs",
-  create: ({ namespace }) => EmbeddedSegmentStore.open({ dir: tmpfsFor(namespace) }),
+  create: ({ namespace }) => started(new EmbeddedSegmentStore({ dir: tmpfsFor(namespace) })),
   induceWriteFault: async ({ namespace }) => {
     const filler = fillDisk(tmpfsFor(namespace));
     return { end: async () => unlinkSync(filler) };
@@ -176,7 +176,7 @@ describe("EmbeddedSegmentStore on a full disk", () => {
   it("refuses every call while a tmpfs is full, naming the journal, and serves on from the last range once space is freed", async () => {
     const dir = mountTmpfs("256k");
     const failures: LeafError[] = [];
-    const store = await EmbeddedSegmentStore.open({ dir, onFailure: (e) => failures.push(e) });
+    const store = await started(new EmbeddedSegmentStore({ dir, onFailure: (e) => failures.push(e) }));
     await store.createTag({ tag: "t", step: 100, startId: 1n });
     const filler = fillDisk(dir);
     const handedOut: Range[] = [];
@@ -217,11 +217,11 @@ describe("EmbeddedSegmentStore on a full disk", () => {
 
   it("refuses to open on a full disk as an outage (UNAVAILABLE), not as a wrong setting", async () => {
     const dir = mountTmpfs("256k");
-    const first = await EmbeddedSegmentStore.open({ dir });
+    const first = await started(new EmbeddedSegmentStore({ dir }));
     await first.createTag({ tag: "t", step: 100, startId: 1n });
     await first.close();
     fillDisk(dir);
-    const error = await EmbeddedSegmentStore.open({ dir }).then(
+    const error = await started(new EmbeddedSegmentStore({ dir })).then(
       async (store) => {
         await store.close();
         return undefined;
@@ -280,7 +280,7 @@ describe("EmbeddedSegmentStore when compaction cannot reopen the journal", () =>
       }
       return open(path, "a");
     };
-    const store = await EmbeddedSegmentStore.open({ dir, compactAfterRecords: 10, openFile });
+    const store = await started(new EmbeddedSegmentStore({ dir, compactAfterRecords: 10, openFile }));
     await store.createTag({ tag: "t", step: 10, startId: 0n });
     failing = true;
     const handedOut: Range[] = [];
@@ -312,7 +312,7 @@ describe("EmbeddedSegmentStore and other processes on its folder", () => {
   it("stops handing out ranges once its lock file is no longer its own, and leaves the new one alone", async () => {
     const dir = folder();
     const failures: LeafError[] = [];
-    const store = await EmbeddedSegmentStore.open({ dir, onFailure: (e) => failures.push(e) });
+    const store = await started(new EmbeddedSegmentStore({ dir, onFailure: (e) => failures.push(e) }));
     await store.createTag({ tag: "t", step: 10, startId: 0n });
     await store.takeRange("t");
     const lock = join(dir, LOCK_FILE);

@@ -1,5 +1,6 @@
 import {
   appendFileSync,
+  existsSync,
   mkdtempSync,
   readFileSync,
   readlinkSync,
@@ -11,7 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { segmentStoreConformance } from "@leaf/conformance/segment-store";
 import { ErrorCodes, isLeafError } from "@leaf/core";
-import { ChildLines, runNode, spawnNode } from "@leaf/testkit";
+import { ChildLines, runNode, spawnNode, started } from "@leaf/testkit";
 import { afterAll, describe, expect, it, test } from "vitest";
 import { EmbeddedSegmentStore, JOURNAL_FILE, LOCK_FILE } from "../src/index";
 
@@ -24,8 +25,9 @@ afterAll(() => rmSync(root, { recursive: true, force: true }));
 
 segmentStoreConformance(test, {
   name: "embedded store",
-  create: ({ namespace }) => EmbeddedSegmentStore.open({ dir: join(root, namespace) }),
+  create: ({ namespace }) => started(new EmbeddedSegmentStore({ dir: join(root, namespace) })),
   concurrentInstances: { unsupported: "one process at a time owns the data folder (LOCKED)" },
+  giveBack: true,
   editRow: {
     unsupported:
       "the open store owns its folder and never re-reads its journal: no one can edit a row under it",
@@ -50,7 +52,7 @@ describe("EmbeddedSegmentStore", () => {
     }
     let highest = 0n;
     for (const [, end] of handedOut) if (end > highest) highest = end;
-    const store = await EmbeddedSegmentStore.open({ dir });
+    const store = await started(new EmbeddedSegmentStore({ dir }));
     try {
       const next = await store.takeRange("t");
       expect(next.start).toBeGreaterThanOrEqual(highest);
@@ -71,42 +73,65 @@ describe("EmbeddedSegmentStore", () => {
       expect(second.code).toBe(1);
       expect(second.stdout).toContain(`error ${ErrorCodes.LOCKED}`);
       expect(second.stdout).toContain(`pid ${holder.child.pid}`);
-      await expect(EmbeddedSegmentStore.open({ dir })).rejects.toSatisfy((e: unknown) =>
+      await expect(new EmbeddedSegmentStore({ dir }).start()).rejects.toSatisfy((e: unknown) =>
         isLeafError(e, ErrorCodes.LOCKED),
       );
     } finally {
       await holder.kill();
     }
-    const store = await EmbeddedSegmentStore.open({ dir });
+    const store = await started(new EmbeddedSegmentStore({ dir }));
     expect(await store.listTags()).toEqual(["t"]);
     await store.close();
   });
 
+  it("touches nothing on disk until started; the first call starts it; a refused start is tried again", async () => {
+    const dir = folder();
+    const lazy = new EmbeddedSegmentStore({ dir });
+    expect(existsSync(dir)).toBe(false);
+    expect(await lazy.listTags()).toEqual([]);
+    expect(existsSync(join(dir, LOCK_FILE))).toBe(true);
+    await Promise.all([lazy.start(), lazy.start()]);
+    const second = new EmbeddedSegmentStore({ dir });
+    await expect(second.createTag({ tag: "t", step: 10 })).rejects.toSatisfy((e: unknown) =>
+      isLeafError(e, ErrorCodes.LOCKED),
+    );
+    await lazy.close();
+    // The refused store opens once the folder is free, and saw nothing of its refused call.
+    expect(await second.listTags()).toEqual([]);
+    await second.close();
+    // Closed before it started: nothing to release, and no start afterwards.
+    const never = new EmbeddedSegmentStore({ dir: folder() });
+    await never.close();
+    await expect(never.listTags()).rejects.toSatisfy((e: unknown) =>
+      isLeafError(e, ErrorCodes.CLOSED),
+    );
+  });
+
   it("refuses a second store on the same folder in the same process, and frees it on close", async () => {
     const dir = folder();
-    const first = await EmbeddedSegmentStore.open({ dir });
-    await expect(EmbeddedSegmentStore.open({ dir })).rejects.toSatisfy((e: unknown) =>
+    const first = await started(new EmbeddedSegmentStore({ dir }));
+    await expect(new EmbeddedSegmentStore({ dir }).start()).rejects.toSatisfy((e: unknown) =>
       isLeafError(e, ErrorCodes.LOCKED),
     );
     await first.close();
-    const second = await EmbeddedSegmentStore.open({ dir });
+    const second = await started(new EmbeddedSegmentStore({ dir }));
     await second.close();
   });
 
   it("refuses a lockStaleAfterMs that is not a positive integer of ms with INVALID_CONFIG", async () => {
     for (const lockStaleAfterMs of [0, -5, 1.5]) {
-      await expect(
-        EmbeddedSegmentStore.open({ dir: folder(), lockStaleAfterMs }),
-      ).rejects.toMatchObject({
-        code: ErrorCodes.INVALID_CONFIG,
-        details: { key: "lockStaleAfterMs" },
-      });
+      expect(() => new EmbeddedSegmentStore({ dir: folder(), lockStaleAfterMs })).toThrow(
+        expect.objectContaining({
+          code: ErrorCodes.INVALID_CONFIG,
+          details: expect.objectContaining({ key: "lockStaleAfterMs" }),
+        }),
+      );
     }
   });
 
   it("takes over a lock left by a process that is gone, even one with this process's pid", async () => {
     const dir = folder();
-    await (await EmbeddedSegmentStore.open({ dir })).close();
+    await (await started(new EmbeddedSegmentStore({ dir }))).close();
     const lock = join(dir, LOCK_FILE);
     for (const pid of [process.pid, 2 ** 22 + 12_345]) {
       writeFileSync(
@@ -121,7 +146,7 @@ describe("EmbeddedSegmentStore", () => {
           startedAt: 0,
         }),
       );
-      const store = await EmbeddedSegmentStore.open({ dir });
+      const store = await started(new EmbeddedSegmentStore({ dir }));
       expect(JSON.parse(readFileSync(lock, "utf8")).token).not.toBe("old");
       await store.close();
     }
@@ -129,14 +154,14 @@ describe("EmbeddedSegmentStore", () => {
 
   it("drops a journal line cut short by a crash, and keeps everything before it", async () => {
     const dir = folder();
-    const store = await EmbeddedSegmentStore.open({ dir });
+    const store = await started(new EmbeddedSegmentStore({ dir }));
     await store.createTag({ tag: "t", step: 10, startId: 0n });
     await store.takeRange("t");
     await store.close();
     const journal = join(dir, JOURNAL_FILE);
     const size = statSync(journal).size;
     appendFileSync(journal, '{"op":"max","tag":"t","maxId":"99');
-    const reopened = await EmbeddedSegmentStore.open({ dir });
+    const reopened = await started(new EmbeddedSegmentStore({ dir }));
     expect(statSync(journal).size).toBe(size);
     expect((await reopened.takeRange("t")).start).toBe(10n);
     await reopened.close();
@@ -144,7 +169,7 @@ describe("EmbeddedSegmentStore", () => {
 
   it("refuses a journal damaged before its end with CORRUPT_DATA naming the line", async () => {
     const dir = folder();
-    const store = await EmbeddedSegmentStore.open({ dir });
+    const store = await started(new EmbeddedSegmentStore({ dir }));
     await store.createTag({ tag: "t", step: 10 });
     await store.takeRange("t");
     await store.close();
@@ -152,7 +177,7 @@ describe("EmbeddedSegmentStore", () => {
     const lines = readFileSync(journal, "utf8").split("\n");
     lines[1] = "garbage";
     writeFileSync(journal, lines.join("\n"));
-    await expect(EmbeddedSegmentStore.open({ dir })).rejects.toSatisfy(
+    await expect(new EmbeddedSegmentStore({ dir }).start()).rejects.toSatisfy(
       (e: unknown) =>
         isLeafError(e, ErrorCodes.CORRUPT_DATA) && /line 2/.test((e as Error).message),
     );
@@ -162,14 +187,14 @@ describe("EmbeddedSegmentStore", () => {
 
   it("compacts the journal to one line per tag and keeps every max id", async () => {
     const dir = folder();
-    const store = await EmbeddedSegmentStore.open({ dir, compactAfterRecords: 20 });
+    const store = await started(new EmbeddedSegmentStore({ dir, compactAfterRecords: 20 }));
     await store.createTag({ tag: "a", step: 1, startId: 0n });
     await store.createTag({ tag: "b", step: 2, startId: 0n });
     for (let i = 0; i < 100; i++) await Promise.all([store.takeRange("a"), store.takeRange("b")]);
     await store.close();
     const lines = readFileSync(join(dir, JOURNAL_FILE), "utf8").trim().split("\n");
     expect(lines.length).toBeLessThan(25);
-    const reopened = await EmbeddedSegmentStore.open({ dir });
+    const reopened = await started(new EmbeddedSegmentStore({ dir }));
     expect((await reopened.describeTags()).map((r) => [r.tag, r.maxId])).toEqual([
       ["a", 100n],
       ["b", 200n],
@@ -178,12 +203,12 @@ describe("EmbeddedSegmentStore", () => {
   });
 
   it("refuses a missing data folder, or a file in its place, with INVALID_CONFIG naming it", async () => {
-    await expect(EmbeddedSegmentStore.open({ dir: "" })).rejects.toSatisfy((e: unknown) =>
-      isLeafError(e, ErrorCodes.INVALID_CONFIG),
+    expect(() => new EmbeddedSegmentStore({ dir: "" })).toThrow(
+      expect.objectContaining({ code: ErrorCodes.INVALID_CONFIG }),
     );
     const file = join(root, "a-file");
     writeFileSync(file, "not a folder");
-    await expect(EmbeddedSegmentStore.open({ dir: file })).rejects.toSatisfy(
+    await expect(new EmbeddedSegmentStore({ dir: file }).start()).rejects.toSatisfy(
       (e: unknown) =>
         isLeafError(e, ErrorCodes.INVALID_CONFIG) && (e as Error).message.includes(file),
     );

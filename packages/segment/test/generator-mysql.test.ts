@@ -209,7 +209,8 @@ describe("SegmentIdGenerator on MariaDB", () => {
   it("takes the table's step for the first two ranges and doubles from the third, as Java Leaf: max_id 4001 after 2100 ids", async () => {
     // Java Leaf's demo row, on the real clock and Leaf's own dynamic-step settings.
     const name = await table([["leaf-segment-test", 1n, 2000]]);
-    const { generator, store } = await generatorOn(name, { dynamicStep: true });
+    // Leaf's double buffer (no deeper prefetch), as Java Leaf: 2,100 ids at once would deepen it.
+    const { generator, store } = await generatorOn(name, { dynamicStep: true, prefetch: false });
     const maxId = async () => {
       const [rows] = await admin.query<mysql.RowDataPacket[]>(`SELECT max_id FROM ${name}`);
       return BigInt(rows[0]!.max_id);

@@ -361,6 +361,8 @@ describe("SegmentIdGenerator", () => {
           retry: { initialMs: 5, maxMs: 10 },
           exhaustedWaitMs: 50,
           preloadThreshold: 1,
+          // One range per load, so that the max id the refused range moved is one step.
+          prefetch: false,
           onError: (e, context) => errors.push([e, context]),
         },
         store,

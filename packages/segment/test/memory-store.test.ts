@@ -15,6 +15,7 @@ segmentStoreConformance(test, {
     return new MemorySegmentStore({ data });
   },
   concurrentInstances: true,
+  giveBack: true,
   async editRow({ namespace }, tag, row) {
     const stored = storages.get(namespace)?.rows.get(tag);
     if (!stored) throw new Error(`no row of tag ${tag} in ${namespace}`);

@@ -33,6 +33,7 @@ segmentStoreConformance(test, {
     return store;
   },
   concurrentInstances: true,
+  giveBack: true,
   async editRow({ namespace }, tag, row) {
     const conn = await mysql.createConnection(db.connectionOptions(database));
     try {

@@ -6,7 +6,7 @@ import {
   ErrorCodes,
   isLeafError,
   type NodeIdentity,
-  startSnowflakeWorker,
+  SnowflakeWorker,
   type WorkerIdRegistry,
   type WorkerLease,
 } from "@leaf/core";
@@ -184,10 +184,11 @@ export function registryConformance(test: TestFunction, options: RegistryConform
       await first.release(ahead);
       let error: unknown;
       try {
-        const worker = await startSnowflakeWorker({
+        const worker = new SnowflakeWorker({
           registry: await s.registry(),
           node: s.node(0),
         });
+        await worker.start();
         await worker.close();
       } catch (e) {
         error = e;
@@ -206,12 +207,13 @@ export function registryConformance(test: TestFunction, options: RegistryConform
   scenario(
     "runs a generator under the leased id and reports its timestamps on close",
     async (s) => {
-      const worker = await startSnowflakeWorker({
+      const worker = new SnowflakeWorker({
         registry: await s.registry(),
         node: s.node(0),
         reportIntervalMs: 200,
         firstReportDelayMs: 50,
       });
+      await worker.start();
       const workerId = worker.lease!.workerId;
       const ids = worker.generator.nextIds(1000);
       const decoded = worker.generator.decode(ids[ids.length - 1]!);
@@ -282,11 +284,12 @@ export function registryConformance(test: TestFunction, options: RegistryConform
   if (isUnsupported(loss)) skipped("signals a lost lease and the wired generator is fenced", loss);
   else {
     scenario("signals a lost lease and the wired generator is fenced", async (s) => {
-      const worker = await startSnowflakeWorker({
+      const worker = new SnowflakeWorker({
         registry: await s.registry(),
         node: s.node(0),
         reacquire: false,
       });
+      await worker.start();
       try {
         const lease = worker.lease!;
         worker.nextId();

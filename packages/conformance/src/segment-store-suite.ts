@@ -1,11 +1,14 @@
 // The conformance suite every segment store runs unchanged: ours (MySQL, embedded, memory) and third
 // parties'. It takes vitest's `test` so that it registers real tests in the store's own test file,
 // and uses node:assert, so the package needs no test framework at run time. It imports only types
-// from @leaf/segment: loading it never loads the segment package. Over 450 lines: one scenario per
-// clause of the SegmentStore contract, read top to bottom; splitting them would scatter the contract.
+// from @leaf/segment: loading it never loads the segment package. This file holds the options, the
+// ranges a store hands out and keeps, and the order of the groups kept apart (segment-store-*.ts).
 import assert from "node:assert/strict";
-import { ErrorCodes, isLeafError, LeafCodes } from "@leaf/core";
+import { ErrorCodes, isLeafError } from "@leaf/core";
 import type { SegmentRange, SegmentStore } from "@leaf/segment";
+import { giveBackScenarios } from "./segment-store-give-back";
+import { damagedRowScenarios, type EditRow, limitScenarios } from "./segment-store-limits";
+import { assertContiguous, scenarioOf } from "./segment-store-scenario";
 import {
   type Capability,
   type ConformanceContext,
@@ -13,13 +16,7 @@ import {
   NOT_DECLARED,
   skipUnsupported,
   type TestFunction,
-  uniqueNamespace,
 } from "./shared";
-
-/** The contract's largest id: `max_id` is a signed BIGINT (2^63 - 1). */
-const MAX_ID = (1n << 63n) - 1n;
-/** The contract's largest step: `step` is a signed INT (2^31 - 1). */
-const MAX_STEP = 2_147_483_647;
 
 /** Options of {@link segmentStoreConformance}. */
 export interface SegmentStoreConformanceOptions {
@@ -39,13 +36,13 @@ export interface SegmentStoreConformanceOptions {
    * check that the store refuses a damaged row and a max id moved back. A store whose storage
    * cannot be changed from outside while it is open says why with `{ unsupported }`.
    */
-  editRow?: Capability<
-    (
-      context: ConformanceContext,
-      tag: string,
-      row: { maxId?: bigint; step?: number },
-    ) => Promise<void>
-  >;
+  editRow?: Capability<EditRow>;
+  /**
+   * The store implements the optional `giveBack` (a compare-and-set of the max id on a graceful
+   * close); stores that do not say so with `{ unsupported }` (generators then lose the unused ids
+   * of a restart, as Java Leaf does).
+   */
+  giveBack?: Capability<true>;
   /** Per-test time limit in ms (default 30,000). */
   timeoutMs?: number;
 }
@@ -63,31 +60,7 @@ export function segmentStoreConformance(
   test: TestFunction,
   options: SegmentStoreConformanceOptions,
 ): void {
-  const timeout = options.timeoutMs ?? 30_000;
-
-  const scenario = (
-    title: string,
-    body: (open: () => Promise<SegmentStore>, ns: string) => Promise<void>,
-  ) => {
-    test(
-      `${options.name}: ${title}`,
-      async () => {
-        const namespace = uniqueNamespace("seg");
-        const opened: SegmentStore[] = [];
-        const open = async () => {
-          const store = await options.create({ namespace });
-          opened.push(store);
-          return store;
-        };
-        try {
-          await body(open, namespace);
-        } finally {
-          for (const store of opened) await store.close().catch(() => {});
-        }
-      },
-      timeout,
-    );
-  };
+  const scenario = scenarioOf(test, options.name, options.create, options.timeoutMs ?? 30_000);
 
   scenario("lists no tags when empty, then the tags created", async (open) => {
     const store = await open();
@@ -185,221 +158,13 @@ export function segmentStoreConformance(
     },
   );
 
-  scenario("refuses to create a tag that exists and leaves it as it was", async (open) => {
-    const store = await open();
-    await store.createTag({ tag: "orders", step: 10, startId: 100n });
-    await store.takeRange("orders");
-    await assert.rejects(
-      store.createTag({ tag: "orders", step: 99, startId: 1n }),
-      (error: unknown) => {
-        assert.ok(isLeafError(error, ErrorCodes.ALREADY_EXISTS), String(error));
-        assert.equal(error.details.reason, "exists");
-        return true;
-      },
-    );
-    const range = await store.takeRange("orders");
-    assert.deepEqual([range.start, range.step], [110n, 10]);
-  });
-
-  scenario(
-    "answers UNKNOWN_TAG (-2) for a tag it does not hold, also one that reads like SQL",
-    async (open) => {
-      const store = await open();
-      await store.createTag({ tag: "orders", step: 10 });
-      for (const tag of [
-        "missing",
-        "orders' OR '1'='1",
-        "x'; DROP TABLE leaf_alloc; --",
-        'orders" --',
-      ]) {
-        await assert.rejects(store.takeRange(tag), (error: unknown) => {
-          assert.ok(isLeafError(error, ErrorCodes.UNKNOWN_TAG), `${tag}: ${String(error)}`);
-          assert.equal(error.leafCode, LeafCodes.SEGMENT_UNKNOWN_TAG);
-          return true;
-        });
-        await assert.rejects(store.updateStep(tag, 5), (e: unknown) =>
-          isLeafError(e, ErrorCodes.UNKNOWN_TAG),
-        );
-      }
-      assert.deepEqual(await store.listTags(), ["orders"]);
-      assert.equal((await store.takeRange("orders")).start, 1n);
-    },
-  );
-
-  scenario(
-    "rejects malformed tags, steps, start ids and descriptions with INVALID_ARGUMENT",
-    async (open) => {
-      const store = await open();
-      await store.createTag({ tag: "orders", step: 10 });
-      const invalid = (e: unknown) => isLeafError(e, ErrorCodes.INVALID_ARGUMENT);
-      const badTags: unknown[] = ["", "x".repeat(129), "a\nb", "tab\there", "nul\u0000", 42, null];
-      for (const tag of badTags) {
-        await assert.rejects(store.takeRange(tag as string), invalid, `takeRange(${String(tag)})`);
-        await assert.rejects(store.createTag({ tag: tag as string, step: 1 }), invalid);
-      }
-      for (const step of [0, -1, 1.5, 2 ** 31, Number.NaN, "10"]) {
-        await assert.rejects(
-          store.takeRange("orders", step as number),
-          invalid,
-          `step ${String(step)}`,
-        );
-        await assert.rejects(store.updateStep("orders", step as number), invalid);
-        await assert.rejects(store.createTag({ tag: "other", step: step as number }), invalid);
-      }
-      for (const startId of [-1n, MAX_ID + 1n, 5 as unknown as bigint]) {
-        await assert.rejects(store.createTag({ tag: "other", step: 1, startId }), invalid);
-      }
-      await assert.rejects(
-        store.createTag({ tag: "other", step: 1, description: "d".repeat(257) }),
-        invalid,
-      );
-      assert.deepEqual(await store.listTags(), ["orders"]);
-      const range = await store.takeRange("orders");
-      assert.deepEqual([range.start, range.end], [1n, 11n]);
-    },
-  );
-
-  scenario("accepts a tag of exactly 128 characters, non-ASCII included", async (open) => {
-    const store = await open();
-    const tag = `${"é".repeat(100)}${"t".repeat(28)}`;
-    await store.createTag({ tag, step: 2 });
-    assert.deepEqual(await store.listTags(), [tag]);
-    assert.equal((await store.takeRange(tag)).end, 3n);
-  });
-
-  scenario("keeps values above 2^53 exact", async (open) => {
-    const store = await open();
-    const start = 2n ** 53n - 3n;
-    await store.createTag({ tag: "big", step: 5, startId: start });
-    const a = await store.takeRange("big");
-    const b = await store.takeRange("big", 7);
-    assert.deepEqual(
-      [a.start, a.end, b.start, b.end],
-      [start, start + 5n, start + 5n, start + 12n],
-    );
-    const [record] = await store.describeTags();
-    assert.equal(record?.maxId, start + 12n);
-  });
-
-  scenario(
-    "refuses a range past 2^63 - 1 with SEGMENTS_EXHAUSTED and leaves the tag as it was",
-    async (open) => {
-      const store = await open();
-      await store.createTag({ tag: "edge", step: 10, startId: MAX_ID - 15n });
-      const last = await store.takeRange("edge");
-      assert.deepEqual([last.start, last.end], [MAX_ID - 15n, MAX_ID - 5n]);
-      await assert.rejects(store.takeRange("edge"), (e: unknown) =>
-        isLeafError(e, ErrorCodes.SEGMENTS_EXHAUSTED),
-      );
-      await assert.rejects(store.takeRange("edge", 6), (e: unknown) =>
-        isLeafError(e, ErrorCodes.SEGMENTS_EXHAUSTED),
-      );
-      const fits = await store.takeRange("edge", 5);
-      assert.deepEqual([fits.start, fits.end], [MAX_ID - 5n, MAX_ID]);
-    },
-  );
-
-  // ---- refuses bad ranges/steps ----------------------------------------------------------------
-
-  const corrupt = (pattern: RegExp, reason?: string) => (error: unknown) => {
-    assert.ok(
-      isLeafError(error, ErrorCodes.CORRUPT_DATA),
-      `expected CORRUPT_DATA, got ${String(error)}`,
-    );
-    assert.match(error.message, pattern);
-    if (reason !== undefined) assert.equal(error.details.reason, reason);
-    return true;
-  };
-  const maxIdOf = async (store: SegmentStore, tag: string) =>
-    (await store.describeTags()).find((r) => r.tag === tag)?.maxId;
-
-  scenario(
-    "refuses bad ranges/steps: a step that is not 1 .. 2,147,483,647 moves nothing, and every range ends above its start",
-    async (open) => {
-      const store = await open();
-      await store.createTag({ tag: "orders", step: 10, startId: 0n });
-      for (const step of [0, -1, -1000, 2 ** 31, 1.5, Number.NaN, Number.POSITIVE_INFINITY]) {
-        const named = (e: unknown) =>
-          isLeafError(e, ErrorCodes.INVALID_ARGUMENT) && e.message.includes(String(step));
-        await assert.rejects(store.takeRange("orders", step), named, `takeRange step ${step}`);
-        await assert.rejects(store.updateStep("orders", step), named, `updateStep ${step}`);
-        await assert.rejects(
-          store.createTag({ tag: "neg", step }),
-          named,
-          `createTag step ${step}`,
-        );
-      }
-      assert.deepEqual(await store.listTags(), ["orders"]);
-      assert.equal(await maxIdOf(store, "orders"), 0n);
-      const ranges = [
-        await store.takeRange("orders"),
-        await store.takeRange("orders", 1),
-        await store.takeRange("orders", MAX_STEP),
-        await store.takeRange("orders"),
-      ];
-      for (const r of ranges) {
-        assert.ok(r.end > r.start, `range [${r.start}, ${r.end}) ends above its start`);
-        assert.equal(r.end - r.start, BigInt(r.step));
-        assert.ok(r.tableStep >= 1 && r.tableStep <= MAX_STEP, `tableStep ${r.tableStep}`);
-      }
-      assertContiguous(ranges, 0n);
-    },
-  );
+  limitScenarios(scenario);
 
   const editRow = options.editRow ?? NOT_DECLARED;
   if (isUnsupported(editRow)) {
     skipUnsupported(test, options.name, "refuses a damaged row and a max id moved back", editRow);
   } else {
-    scenario(
-      "refuses bad ranges/steps: a stored step of -1000 or 0, or a negative max id, gives no range and moves nothing",
-      async (open, namespace) => {
-        const store = await open();
-        await store.createTag({ tag: "orders", step: 10, startId: 1n });
-        await store.takeRange("orders");
-        for (const step of [-1000, 0]) {
-          await editRow({ namespace }, "orders", { step });
-          const bad = corrupt(new RegExp(`step is ${step}\\b`), "bad-step");
-          await assert.rejects(store.takeRange("orders"), bad, `stored step ${step}`);
-          await assert.rejects(store.takeRange("orders", 5), bad, `stored step ${step}, step 5`);
-          assert.equal(await maxIdOf(store, "orders"), 11n, "the max id did not move");
-        }
-        await editRow({ namespace }, "orders", { step: 10 });
-        const fixed = await store.takeRange("orders");
-        assert.deepEqual([fixed.start, fixed.end], [11n, 21n]);
-
-        await store.createTag({ tag: "negative", step: 10, startId: 0n });
-        await editRow({ namespace }, "negative", { maxId: -5n });
-        await assert.rejects(store.takeRange("negative"), corrupt(/max id is -5\b/, "bad-max-id"));
-        assert.equal(await maxIdOf(store, "negative"), -5n, "the max id did not move");
-      },
-    );
-
-    scenario(
-      "refuses a range not above the last one: a max id moved back by three ranges, into a range, or reset to 1 is refused and not advanced",
-      async (open, namespace) => {
-        const store = await open();
-        await store.createTag({ tag: "orders", step: 100, startId: 0n });
-        for (let i = 0; i < 3; i++) await store.takeRange("orders");
-        const behind = (e: unknown) => {
-          corrupt(/below 300\b/)(e);
-          assert.ok(
-            ["max-id-moved-back", "stale-primary"].includes(
-              String((e as { details: { reason: unknown } }).details.reason),
-            ),
-          );
-          return true;
-        };
-        for (const maxId of [0n, 250n, 1n, 299n]) {
-          await editRow({ namespace }, "orders", { maxId });
-          await assert.rejects(store.takeRange("orders"), behind, `max id moved back to ${maxId}`);
-          await assert.rejects(store.takeRange("orders", 500), behind, `step 500 from ${maxId}`);
-          assert.equal(await maxIdOf(store, "orders"), maxId, "a refused range moves nothing");
-        }
-        await editRow({ namespace }, "orders", { maxId: 300n });
-        const resumed = await store.takeRange("orders");
-        assert.deepEqual([resumed.start, resumed.end], [300n, 400n]);
-      },
-    );
+    damagedRowScenarios(scenario, editRow);
   }
 
   scenario("hands out disjoint, gap-free ranges to concurrent takers", async (open) => {
@@ -410,6 +175,13 @@ export function segmentStoreConformance(
     );
     assertContiguous(ranges, 0n);
   });
+
+  const giveBack = options.giveBack ?? NOT_DECLARED;
+  if (isUnsupported(giveBack)) {
+    skipUnsupported(test, options.name, "gives back unused ids when safe", giveBack);
+  } else {
+    giveBackScenarios(scenario, !isUnsupported(options.concurrentInstances ?? NOT_DECLARED));
+  }
 
   const concurrent = options.concurrentInstances ?? NOT_DECLARED;
   if (isUnsupported(concurrent)) {
@@ -476,15 +248,4 @@ function plain(range: SegmentRange): SegmentRange {
     step: range.step,
     tableStep: range.tableStep,
   };
-}
-
-/** The ranges, sorted, tile [from, ...) without gap or overlap, each `step` long. */
-function assertContiguous(ranges: SegmentRange[], from: bigint): void {
-  const sorted = [...ranges].sort((a, b) => (a.start < b.start ? -1 : a.start > b.start ? 1 : 0));
-  let expected = from;
-  for (const r of sorted) {
-    assert.equal(r.start, expected, `range [${r.start}, ${r.end}) should start at ${expected}`);
-    assert.equal(r.end - r.start, BigInt(r.step));
-    expected = r.end;
-  }
 }

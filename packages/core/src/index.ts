@@ -57,9 +57,8 @@ export {
   type SnowflakeOptions,
 } from "./snowflake-generator";
 export {
-  type SnowflakeWorker,
+  SnowflakeWorker,
   type SnowflakeWorkerEvent,
   type SnowflakeWorkerOptions,
   type SnowflakeWorkerState,
-  startSnowflakeWorker,
 } from "./snowflake-worker";

@@ -19,8 +19,15 @@ import {
 import { basename, dirname, join } from "node:path";
 import { delay } from "./backoff";
 import { systemClock } from "./clock";
-import { argumentError, type ErrorCode, ErrorCodes, LeafError } from "./errors";
-import { type Created, type HeldLockFile, holdLock, touch, unlinkQuietly } from "./held-lock-file";
+import { argumentError, ErrorCodes, LeafError } from "./errors";
+import {
+  type Created,
+  type HeldLockFile,
+  holdLock,
+  type LockFileOptions,
+  touch,
+  unlinkQuietly,
+} from "./held-lock-file";
 import {
   ageMs,
   held,
@@ -34,38 +41,8 @@ import {
   staleAfterFor,
 } from "./lock-file-owner";
 
-export type { HeldLockFile } from "./held-lock-file";
+export type { HeldLockFile, LockFileOptions } from "./held-lock-file";
 export { type LockFileOwner, readLockFile } from "./lock-file-owner";
-
-/** Options of {@link acquireLockFile} and {@link tryAcquireLockFile}. */
-export interface LockFileOptions {
-  /** The component named in errors ("segment", "registry-local"). Default "core". */
-  component?: string;
-  /** Stored in the owner record, shown to a refused taker (e.g. the node "10.0.0.9:8080"). */
-  label?: string;
-  /** What the lock guards, for the LOCKED message (e.g. "the data folder /var/leaf"). */
-  resource?: string;
-  /** What a refused taker should do, for the LOCKED message (e.g. "stop the other process"). */
-  advice?: string;
-  /** The code of the refusal (default LOCKED; a worker-id registry says WORKER_ID_IN_USE). */
-  code?: ErrorCode;
-  /** Added to the refusal's details (which hold `path`, `owner` and `unreadable`). */
-  details?: Record<string, unknown>;
-  /**
-   * A lock whose owner cannot be judged by its pid (written on another host, in another boot, in
-   * another PID namespace such as another container, or by a version that did not record these) is
-   * never taken over by default: its owner cannot be proven dead. Given this many ms, it is taken
-   * over once its file has not been touched for that long (judged by its mtime against the taker's
-   * clock). The holder heartbeats its lock every quarter of it: it checks that the file is still its
-   * own, touches it, and checks again; `fenceAt` is the start of the last such heartbeat plus half of
-   * it, and `lost` aborts once a heartbeat finds the file gone or replaced. A holder that is merely
-   * paused (SIGSTOP, a VM freeze) for that long loses its lock this way: only use it when the holder
-   * stops acting under the lock at `fenceAt` or checks `owns()` before and after every write it
-   * makes under the lock, as the embedded segment store does. Processes sharing the folder need
-   * clocks within a small part of this of each other (the same machine's clock, or NTP).
-   */
-  foreignStaleAfterMs?: number;
-}
 
 /** Options of {@link acquireLockFileWaiting}. */
 export interface LockFileWaitOptions extends LockFileOptions {

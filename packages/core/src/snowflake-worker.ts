@@ -20,7 +20,7 @@ export type SnowflakeWorkerEvent =
   | { type: "reported"; workerId: number; timestamp: number }
   | { type: "reacquire-failed"; attempt: number; error: unknown };
 
-/** Options of {@link startSnowflakeWorker}. */
+/** Options of {@link SnowflakeWorker}. */
 export interface SnowflakeWorkerOptions {
   registry: WorkerIdRegistry;
   node: NodeIdentity;
@@ -59,54 +59,22 @@ export interface SnowflakeWorkerOptions {
 /** What a {@link SnowflakeWorker} is doing. */
 export type SnowflakeWorkerState = "held" | "fenced" | "closed";
 
-/** A generator holding a lease. */
-export interface SnowflakeWorker {
-  readonly generator: SnowflakeGenerator;
-  /** The lease held now; undefined while fenced and re-acquiring. */
-  readonly lease: WorkerLease | undefined;
-  /**
-   * "held": issuing ids; "fenced": no ids, because the lease was lost (re-acquiring) or the
-   * generator itself is fenced (its lease's deadline passed, or it was fenced directly); "closed".
-   */
-  readonly state: SnowflakeWorkerState;
-  /** Timestamp (ms) of the last successful report, 0 before the first. */
-  readonly lastReportAt: number;
-  /** Issues one id (generator.nextId()). */
-  nextId(): bigint;
-  /**
-   * Issues one id as a JS number (generator.nextNumber()): INVALID_LAYOUT, with the reason, unless
-   * the layout fits 53 bits.
-   */
-  nextNumber(): number;
-  /** Issues `count` ids in increasing order, synchronously (generator.nextIds()). */
-  nextIds(count: number): bigint[];
-  /**
-   * Issues `count` ids in increasing order, in chunks with a turn of the event loop between them so
-   * that reports and fencing run during a large batch (generator.nextIdsAsync()).
-   */
-  nextIdsAsync(count: number, chunk?: number): Promise<bigint[]>;
-  /** Stops reporting, writes a final report and releases the lease. Idempotent. */
-  close(): Promise<void>;
-}
-
 /**
- * Acquires a worker id from `registry` and returns a generator running under it. Rejects with
- * CLOCK_BEHIND_LEASE (both times in the message) when the clock is behind the lease's last
- * timestamp by more than the tolerance; within it, waits before resolving.
+ * A snowflake generator running under a worker id leased from a registry.
+ *
+ * `new SnowflakeWorker(options)` checks nothing remote; `await worker.start()` acquires the lease,
+ * refuses (CLOCK_BEHIND_LEASE, both times in the message) when the clock is behind the lease's last
+ * timestamp by more than the tolerance, waits when within it, and builds the generator. Ids are
+ * synchronous, so start() must have resolved before the first: before it they throw NOT_INITIALIZED.
  */
-export async function startSnowflakeWorker(
-  options: SnowflakeWorkerOptions,
-): Promise<SnowflakeWorker> {
-  const worker = new Worker(options);
-  await worker.start();
-  return worker;
-}
-
-class Worker implements SnowflakeWorker {
-  generator!: SnowflakeGenerator;
+export class SnowflakeWorker {
+  private built: SnowflakeGenerator | undefined;
+  /** The lease held now; undefined before start and while fenced and re-acquiring. */
   lease: WorkerLease | undefined;
+  private starting: Promise<void> | undefined;
   /** The worker's own state; {@link state} adds the generator's fence. */
   private phase: SnowflakeWorkerState = "fenced";
+  /** Timestamp (ms) of the last successful report, 0 before the first. */
   lastReportAt = 0;
   private readonly layout: Layout;
   private readonly clock: Clock;
@@ -119,12 +87,38 @@ class Worker implements SnowflakeWorker {
     this.clock = options.clock ?? systemClock;
   }
 
-  async start(): Promise<void> {
+  /**
+   * Acquires the lease and builds the generator. Idempotent; a failed start may be tried again.
+   * @throws LeafError CLOCK_BEHIND_LEASE, the registry's errors (UNAVAILABLE, WORKER_IDS_EXHAUSTED,
+   * ...), CLOSED.
+   */
+  start(): Promise<void> {
+    if (this.phase === "closed") return Promise.reject(this.closedError());
+    this.starting ??= this.doStart().catch((error: unknown) => {
+      this.starting = undefined;
+      throw error;
+    });
+    return this.starting;
+  }
+
+  /** The generator; NOT_INITIALIZED before {@link start} resolved. */
+  get generator(): SnowflakeGenerator {
+    if (!this.built) {
+      throw new LeafError({
+        component: COMPONENT,
+        code: ErrorCodes.NOT_INITIALIZED,
+        message: "the snowflake worker has not started: await worker.start() before taking ids",
+      });
+    }
+    return this.built;
+  }
+
+  private async doStart(): Promise<void> {
     const lease = await this.acquire();
     try {
       await this.admit(lease);
       const floors = this.floors(lease);
-      this.generator = new SnowflakeGenerator({
+      this.built = new SnowflakeGenerator({
         ...this.options.generator,
         layout: this.layout,
         clock: this.clock,
@@ -140,19 +134,30 @@ class Worker implements SnowflakeWorker {
     this.hold(lease);
   }
 
+  /**
+   * "held": issuing ids; "fenced": no ids, because it has not started, the lease was lost
+   * (re-acquiring), or the generator itself is fenced (its lease's deadline passed, or it was fenced
+   * directly); "closed".
+   */
   get state(): SnowflakeWorkerState {
-    if (this.phase === "held" && this.generator?.state === "fenced") return "fenced";
+    if (this.phase === "held" && this.built?.state === "fenced") return "fenced";
     return this.phase;
   }
 
+  /** Issues one id (generator.nextId()). */
   nextId(): bigint {
     return this.generator.nextId();
   }
 
+  /**
+   * Issues one id as a JS number (generator.nextNumber()): INVALID_LAYOUT, with the reason, unless
+   * the layout fits 53 bits.
+   */
   nextNumber(): number {
     return this.generator.nextNumber();
   }
 
+  /** Issues `count` ids in increasing order, synchronously (generator.nextIds()). */
   nextIds(count: number): bigint[] {
     return this.generator.nextIds(count);
   }
@@ -321,23 +326,33 @@ class Worker implements SnowflakeWorker {
    */
   async close(): Promise<void> {
     if (this.phase === "closed") return;
+    // A start in flight ends first, so that the lease it takes is released here, not leaked. A
+    // started worker is fenced at once, before anything is awaited.
+    if (!this.built && this.starting) {
+      await this.starting.catch(() => {});
+      if ((this.phase as SnowflakeWorkerState) === "closed") return;
+    }
     const lease = this.lease;
-    const closed = new LeafError({
-      component: COMPONENT,
-      code: ErrorCodes.CLOSED,
-      message: "snowflake worker closed",
-    });
-    this.generator?.fence(closed);
+    const closed = this.closedError();
+    this.built?.fence(closed);
     this.phase = "closed";
     this.closing.abort(closed);
     clearTimeout(this.timer);
     await this.reporting;
-    const finalValues = this.generator ? this.reportValues() : undefined;
+    const finalValues = this.built ? this.reportValues() : undefined;
     if (lease && !lease.lost.aborted) {
       if (finalValues && finalValues.backups.length > 0) {
         await lease.report(finalValues.primary, finalValues.backups).catch(() => {});
       }
       await lease.release(finalValues?.primary);
     }
+  }
+
+  private closedError(): LeafError {
+    return new LeafError({
+      component: COMPONENT,
+      code: ErrorCodes.CLOSED,
+      message: "snowflake worker closed",
+    });
   }
 }

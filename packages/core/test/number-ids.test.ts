@@ -2,6 +2,7 @@
 // number equals its bigint, none repeats, none is past 2^53 - 1), the refusal for wider layouts, and
 // the README's layout table, which must be what the code computes.
 import { readFileSync } from "node:fs";
+import { started } from "@leaf/testkit";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
@@ -14,7 +15,7 @@ import {
   ManualClock,
   MemoryRegistry,
   SnowflakeGenerator,
-  startSnowflakeWorker,
+  SnowflakeWorker,
   toSafeNumber,
 } from "../src/index";
 
@@ -155,11 +156,13 @@ describe("nextNumber", () => {
   });
 
   it("works through a worker holding a registry lease", async () => {
-    const worker = await startSnowflakeWorker({
-      registry: new MemoryRegistry(),
-      node: { name: "js", ip: "127.0.0.1", port: 1 },
-      layout: layouts.safe53s,
-    });
+    const worker = await started(
+      new SnowflakeWorker({
+        registry: new MemoryRegistry(),
+        node: { name: "js", ip: "127.0.0.1", port: 1 },
+        layout: layouts.safe53s,
+      }),
+    );
     try {
       const numbers = Array.from({ length: 5000 }, () => worker.nextNumber());
       expect(new Set(numbers).size).toBe(5000);
@@ -168,10 +171,12 @@ describe("nextNumber", () => {
     } finally {
       await worker.close();
     }
-    const leaf = await startSnowflakeWorker({
-      registry: new MemoryRegistry(),
-      node: { name: "wide", ip: "127.0.0.1", port: 2 },
-    });
+    const leaf = await started(
+      new SnowflakeWorker({
+        registry: new MemoryRegistry(),
+        node: { name: "wide", ip: "127.0.0.1", port: 2 },
+      }),
+    );
     try {
       expect(errorOf(() => leaf.nextNumber()).code).toBe(ErrorCodes.INVALID_LAYOUT);
     } finally {

@@ -1,11 +1,12 @@
+import { started } from "@leaf/testkit";
 import { describe, expect, it } from "vitest";
 import {
   ErrorCodes,
   ManualClock,
   MemoryRegistry,
   MemoryRegistryStore,
+  SnowflakeWorker,
   type SnowflakeWorkerEvent,
-  startSnowflakeWorker,
   type WorkerIdRegistry,
   type WorkerLease,
 } from "../src/index";
@@ -19,26 +20,68 @@ async function seed(store: MemoryRegistryStore, timestamp: number) {
   return lease.workerId;
 }
 
-describe("startSnowflakeWorker", () => {
+describe("SnowflakeWorker", () => {
+  it("touches no registry until started, refuses ids before it, starts once however often asked", async () => {
+    const store = new MemoryRegistryStore();
+    let acquires = 0;
+    const inner = new MemoryRegistry({ store });
+    const registry: WorkerIdRegistry = {
+      kind: "counting",
+      acquire: (request) => {
+        acquires++;
+        return inner.acquire(request);
+      },
+      close: () => inner.close(),
+    };
+    const worker = new SnowflakeWorker({ registry, node });
+    expect(acquires).toBe(0);
+    expect(() => worker.nextId()).toThrow(
+      expect.objectContaining({ code: ErrorCodes.NOT_INITIALIZED }),
+    );
+    expect(worker.state).toBe("fenced");
+    await Promise.all([worker.start(), worker.start()]);
+    await worker.start();
+    expect(acquires).toBe(1);
+    expect(worker.state).toBe("held");
+    expect(typeof worker.nextId()).toBe("bigint");
+    await worker.close();
+    await expect(worker.start()).rejects.toMatchObject({ code: ErrorCodes.CLOSED });
+  });
+
+  it("releases the lease a start in flight takes when closed meanwhile", async () => {
+    const store = new MemoryRegistryStore();
+    const worker = new SnowflakeWorker({ registry: new MemoryRegistry({ store }), node });
+    const starting = worker.start();
+    await worker.close();
+    await starting;
+    expect(worker.state).toBe("closed");
+    expect(store.spaces.get(node.name)?.get(worker.lease!.workerId)?.holder).toBeUndefined();
+  });
+
+
   it("refuses to start when the clock is behind the lease's last timestamp, with both times", async () => {
     const store = new MemoryRegistryStore();
     const clock = new ManualClock(Date.UTC(2026, 0, 1));
     await seed(store, clock.now() + 60_000);
-    const start = startSnowflakeWorker({ registry: new MemoryRegistry({ store }), node, clock });
+    const start = started(
+      new SnowflakeWorker({ registry: new MemoryRegistry({ store }), node, clock }),
+    );
     await expect(start).rejects.toMatchObject({ code: ErrorCodes.CLOCK_BEHIND_LEASE });
     await expect(start).rejects.toThrow(
       /2026-01-01T00:00:00.000Z.*60000 ms behind.*2026-01-01T00:01:00.000Z/,
     );
     // The refused lease was given back: a correct clock can take the id.
     clock.advance(61_000);
-    const worker = await startSnowflakeWorker({
-      registry: new MemoryRegistry({ store }),
-      node,
-      clock,
-      // The start waits until the stored timestamp + one report period + margin: keep it short.
-      reportIntervalMs: 20,
-      restartMarginMs: 0,
-    });
+    const worker = await started(
+      new SnowflakeWorker({
+        registry: new MemoryRegistry({ store }),
+        node,
+        clock,
+        // The start waits until the stored timestamp + one report period + margin: keep it short.
+        reportIntervalMs: 20,
+        restartMarginMs: 0,
+      }),
+    );
     expect(worker.state).toBe("held");
     await worker.close();
   });
@@ -47,13 +90,15 @@ describe("startSnowflakeWorker", () => {
     const store = new MemoryRegistryStore();
     const clock = new ManualClock(Date.UTC(2026, 0, 1));
     await seed(store, clock.now() + 3);
-    const worker = await startSnowflakeWorker({
-      registry: new MemoryRegistry({ store }),
-      node,
-      clock,
-      reportIntervalMs: 20,
-      restartMarginMs: 0,
-    });
+    const worker = await started(
+      new SnowflakeWorker({
+        registry: new MemoryRegistry({ store }),
+        node,
+        clock,
+        reportIntervalMs: 20,
+        restartMarginMs: 0,
+      }),
+    );
     const first = worker.generator.decode(worker.nextId());
     expect(first.timestampMs).toBeGreaterThan(Date.UTC(2026, 0, 1) + 3);
     await worker.close();
@@ -62,13 +107,15 @@ describe("startSnowflakeWorker", () => {
   it("reports the generator's timestamp periodically and on close", async () => {
     const store = new MemoryRegistryStore();
     const events: SnowflakeWorkerEvent[] = [];
-    const worker = await startSnowflakeWorker({
-      registry: new MemoryRegistry({ store }),
-      node,
-      firstReportDelayMs: 10,
-      reportIntervalMs: 20,
-      onEvent: (e) => events.push(e),
-    });
+    const worker = await started(
+      new SnowflakeWorker({
+        registry: new MemoryRegistry({ store }),
+        node,
+        firstReportDelayMs: 10,
+        reportIntervalMs: 20,
+        onEvent: (e) => events.push(e),
+      }),
+    );
     await new Promise((resolve) => setTimeout(resolve, 120));
     expect(events.filter((e) => e.type === "reported").length).toBeGreaterThanOrEqual(2);
     expect(worker.lastReportAt).toBeGreaterThan(0);
@@ -84,11 +131,13 @@ describe("startSnowflakeWorker", () => {
   it("fences the generator the moment the lease is lost, then takes a new lease", async () => {
     const store = new MemoryRegistryStore();
     const events: string[] = [];
-    const worker = await startSnowflakeWorker({
-      registry: new MemoryRegistry({ store }),
-      node,
-      onEvent: (e) => events.push(e.type),
-    });
+    const worker = await started(
+      new SnowflakeWorker({
+        registry: new MemoryRegistry({ store }),
+        node,
+        onEvent: (e) => events.push(e.type),
+      }),
+    );
     const before = worker.nextId();
     store.revoke("orders", worker.lease!.workerId, "test");
     expect(worker.state).toBe("fenced");
@@ -104,7 +153,7 @@ describe("startSnowflakeWorker", () => {
     const clock = new ManualClock(Date.UTC(2026, 0, 1));
     const inner = new MemoryRegistry();
     let reportStarted!: () => void;
-    const started = new Promise<void>((resolve) => {
+    const reportBegan = new Promise<void>((resolve) => {
       reportStarted = resolve;
     });
     let openGate!: () => void;
@@ -136,9 +185,11 @@ describe("startSnowflakeWorker", () => {
       },
       close: () => inner.close(),
     };
-    const worker = await startSnowflakeWorker({ registry, node, clock, firstReportDelayMs: 1 });
+    const worker = await started(
+      new SnowflakeWorker({ registry, node, clock, firstReportDelayMs: 1 }),
+    );
     const issued = [worker.nextId()];
-    await started;
+    await reportBegan;
     const closing = worker.close();
     // While close() waits for the report in flight, the clock moves on and callers keep asking.
     clock.advance(50);
@@ -158,14 +209,14 @@ describe("startSnowflakeWorker", () => {
   });
 
   it("refuses ids after close", async () => {
-    const worker = await startSnowflakeWorker({ registry: new MemoryRegistry(), node });
+    const worker = await started(new SnowflakeWorker({ registry: new MemoryRegistry(), node }));
     await worker.close();
     await worker.close();
     expect(() => worker.nextId()).toThrow(/closed/);
   });
 
   it("issues increasing batches itself, and says fenced while its generator is fenced", async () => {
-    const worker = await startSnowflakeWorker({ registry: new MemoryRegistry(), node });
+    const worker = await started(new SnowflakeWorker({ registry: new MemoryRegistry(), node }));
     try {
       const sync = worker.nextIds(5_000);
       const chunked = await worker.nextIdsAsync(10_000, 1_000);

@@ -2,8 +2,8 @@
 // holder cut off by a TCP proxy while another node waits for its id. The layout has one worker id
 // (0 worker bits), so the second node can only ever get the first one's id: every id of both is
 // kept and checked for duplicates, and the cut-off holder must fence before the other starts.
-import { ErrorCodes, isLeafError, type SnowflakeWorker, startSnowflakeWorker } from "@leaf/core";
-import { type EtcdHandle, startEtcd, stopAll, TcpProxy } from "@leaf/testkit";
+import { ErrorCodes, isLeafError, SnowflakeWorker } from "@leaf/core";
+import { type EtcdHandle, startEtcd, started, stopAll, TcpProxy } from "@leaf/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EtcdRegistry } from "../src/index";
 import { ONE_WORKER, REGISTRY, TTL_SECONDS, WORKER } from "./fixtures/one-worker";
@@ -45,14 +45,16 @@ async function issueUntilRefused(
 async function startWhenFree(registry: EtcdRegistry, service: string, i: number) {
   for (;;) {
     try {
-      const worker = await startSnowflakeWorker({
-        registry,
-        node: node(service, i),
-        layout: ONE_WORKER,
-        reacquire: false,
-        generator: { randomSequenceStart: 0 },
-        ...WORKER,
-      });
+      const worker = await started(
+        new SnowflakeWorker({
+          registry,
+          node: node(service, i),
+          layout: ONE_WORKER,
+          reacquire: false,
+          generator: { randomSequenceStart: 0 },
+          ...WORKER,
+        }),
+      );
       return { worker, grantedAt: performance.now() };
     } catch (error) {
       if (!isLeafError(error, ErrorCodes.WORKER_IDS_EXHAUSTED)) throw error;

@@ -3,12 +3,13 @@
 // etcd while it issues. Every id a child prints counts as issued; all are checked for duplicates.
 import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
-import { ErrorCodes, isLeafError, type SnowflakeWorker, startSnowflakeWorker } from "@leaf/core";
+import { ErrorCodes, isLeafError, SnowflakeWorker } from "@leaf/core";
 import {
   ChildLines,
   type EtcdHandle,
   spawnNode,
   startEtcd,
+  started,
   stopAll,
   TcpProxy,
 } from "@leaf/testkit";
@@ -45,15 +46,17 @@ function printedIds(child: ChildLines): bigint[] {
 async function startWhenFree(registry: EtcdRegistry, service: string, startToleranceMs?: number) {
   for (;;) {
     try {
-      return await startSnowflakeWorker({
-        registry,
-        node: { name: service, ip: "10.2.0.200", port: 8080 },
-        layout: ONE_WORKER,
-        reacquire: false,
-        generator: { randomSequenceStart: 0 },
-        startToleranceMs,
-        ...WORKER,
-      });
+      return await started(
+        new SnowflakeWorker({
+          registry,
+          node: { name: service, ip: "10.2.0.200", port: 8080 },
+          layout: ONE_WORKER,
+          reacquire: false,
+          generator: { randomSequenceStart: 0 },
+          startToleranceMs,
+          ...WORKER,
+        }),
+      );
     } catch (error) {
       if (!isLeafError(error, ErrorCodes.WORKER_IDS_EXHAUSTED)) throw error;
       await new Promise((resolve) => setTimeout(resolve, 50));

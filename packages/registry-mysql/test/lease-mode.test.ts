@@ -10,13 +10,14 @@ import {
   type LeafError,
   layouts,
   ManualClock,
-  startSnowflakeWorker,
+  SnowflakeWorker,
 } from "@leaf/core";
 import {
   ChildLines,
   freePort,
   type MysqlHandle,
   spawnNode,
+  started,
   startMysql,
   stopAll,
 } from "@leaf/testkit";
@@ -130,8 +131,8 @@ describe("lease mode", () => {
     // each renewal (its clock + lease - margin) puts the next holder above the ids it issued after
     // its last report.
     const old = holder({ name, maxWorkerId: 0, issue: true, clockOffsetMs: 5000 });
-    const [started] = await go([old]);
-    expect(started).toMatchObject({ ok: true, workerId: 0 });
+    const [outcome] = await go([old]);
+    expect(outcome).toMatchObject({ ok: true, workerId: 0 });
     await old.until((lines) => lines.filter((l) => l.includes('"id"')).length >= 100, "ids");
     await old.kill();
     const issued = old.json<{ id?: string }>().flatMap((l) => (l.id ? [BigInt(l.id)] : []));
@@ -144,11 +145,13 @@ describe("lease mode", () => {
     expect(lease.lastTimestamp).toBeGreaterThanOrEqual(layouts.leaf.decompose(highest).timestampMs);
     await lease.release(0);
     // release(0) keeps the stored timestamp: the worker starts above the old holder's ids.
-    const worker = await startSnowflakeWorker({
-      registry: r,
-      node: node(name, 2),
-      startToleranceMs: 10_000,
-    });
+    const worker = await started(
+      new SnowflakeWorker({
+        registry: r,
+        node: node(name, 2),
+        startToleranceMs: 10_000,
+      }),
+    );
     const first = worker.nextId();
     expect(first > highest).toBe(true);
     await worker.close();
@@ -191,13 +194,15 @@ describe("lease mode", () => {
     const name = service();
     const proxy = await Blackhole.start(mysql.port);
     const a = registry({}, `mysql://root@127.0.0.1:${proxy.port}/${db}`);
-    const worker = await startSnowflakeWorker({
-      registry: a,
-      node: node(name, 1),
-      reacquire: false,
-      reportIntervalMs: 200,
-      firstReportDelayMs: 50,
-    });
+    const worker = await started(
+      new SnowflakeWorker({
+        registry: a,
+        node: node(name, 1),
+        reacquire: false,
+        reportIntervalMs: 200,
+        firstReportDelayMs: 50,
+      }),
+    );
     const lease = worker.lease!;
     let fencedAt = 0;
     lease.lost.addEventListener("abort", () => {

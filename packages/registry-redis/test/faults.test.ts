@@ -2,14 +2,8 @@
 // by a TCP proxy while another node waits for its id, and Redis restarted without its data. Every
 // id both nodes issue is kept and checked for duplicates.
 import { performance } from "node:perf_hooks";
-import {
-  defineLayout,
-  isLeafError,
-  layouts,
-  type SnowflakeWorker,
-  startSnowflakeWorker,
-} from "@leaf/core";
-import { type RedisHandle, startRedis, stopAll, TcpProxy } from "@leaf/testkit";
+import { defineLayout, isLeafError, layouts, SnowflakeWorker } from "@leaf/core";
+import { type RedisHandle, started, startRedis, stopAll, TcpProxy } from "@leaf/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RedisRegistry, type RedisRegistryOptions } from "../src/index";
 
@@ -50,14 +44,16 @@ function registry(url: string): RedisRegistry {
 }
 
 async function worker(r: RedisRegistry, name: string, port: number): Promise<SnowflakeWorker> {
-  const w = await startSnowflakeWorker({
-    registry: r,
-    node: { name, ip: "127.0.0.1", port },
-    layout: oneWorker,
-    reacquire: false,
-    reportIntervalMs: 500,
-    firstReportDelayMs: 200,
-  });
+  const w = await started(
+    new SnowflakeWorker({
+      registry: r,
+      node: { name, ip: "127.0.0.1", port },
+      layout: oneWorker,
+      reacquire: false,
+      reportIntervalMs: 500,
+      firstReportDelayMs: 200,
+    }),
+  );
   closers.push(() => w.close());
   return w;
 }

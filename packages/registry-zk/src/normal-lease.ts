@@ -9,23 +9,15 @@ import {
   type NodeIdentity,
 } from "@leaf/core";
 import { type CachedLease, LeaseCore, writeLeaseCache } from "@leaf/core/adapter";
-import { claimMarker, holderData, lowestFor } from "./normal-nodes";
+import { claimMarker, holderData, lowestFor, type Slot } from "./normal-nodes";
+
+export type { Slot } from "./normal-nodes";
+
 import { COMPONENT } from "./options";
 import { decodeEndpoint, encodeEndpoint, type LeafTree, nodeKey, parseForeverChild } from "./paths";
 import type { RegistryContext, TrackedLease } from "./registry-context";
 import { ZkCodes, zkCode } from "./zk-client";
 import type { ZkSession } from "./zk-session";
-
-/** One worker id of a lease (the primary or a backup) and its `forever` node. */
-export interface Slot {
-  key: string;
-  workerId: number;
-  path: string;
-  /** Highest timestamp known to be stored in ZooKeeper (or the cache). */
-  stored: number;
-  /** Version of the `forever` node for compare-and-set writes; undefined: read it first. */
-  version: number | undefined;
-}
 
 /** Writes `lease`'s cache file; a failure is a configuration error naming the path. */
 export function writeCacheOrRefuse(lease: NormalLease, cachePath: string | undefined): void {

@@ -3,7 +3,6 @@
 import { delay, ErrorCodes, LeafError, type NodeIdentity } from "@leaf/core";
 import type { CheckedAcquireRequest } from "@leaf/core/adapter";
 import { clockPair } from "./lease-support";
-import type { Slot } from "./normal-lease";
 import { COMPONENT, type ResolvedOptions } from "./options";
 import {
   decodeEndpoint,
@@ -18,6 +17,17 @@ import {
 import type { PeerReport } from "./peer-clock";
 import { ZkCodes, zkCode } from "./zk-client";
 import type { ZkSession } from "./zk-session";
+
+/** One worker id of a lease (the primary or a backup) and its `forever` node. */
+export interface Slot {
+  key: string;
+  workerId: number;
+  path: string;
+  /** Highest timestamp known to be stored in ZooKeeper (or the cache). */
+  stored: number;
+  /** Version of the `forever` node for compare-and-set writes; undefined: read it first. */
+  version: number | undefined;
+}
 
 /**
  * Creates the ephemeral marker `temporary/{ip}:{port}`. When another session holds it: a session of

@@ -11,12 +11,18 @@ import {
   isLeafError,
   layouts,
   SnowflakeGenerator,
+  SnowflakeWorker,
   type SnowflakeWorkerEvent,
-  startSnowflakeWorker,
   type WorkerLease,
 } from "@leaf/core";
 import { readLeaseCache, writeLeaseCache } from "@leaf/core/adapter";
-import { ChildLines, spawnNode, startZookeeper, type ZookeeperHandle } from "@leaf/testkit";
+import {
+  ChildLines,
+  spawnNode,
+  started,
+  startZookeeper,
+  type ZookeeperHandle,
+} from "@leaf/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ZookeeperRegistry, type ZookeeperRegistryOptions } from "../src/index";
 import { ACQUIRER, Admin, nodeOf, testOptions, uniqueName, waitUntil } from "./helpers";
@@ -81,13 +87,15 @@ describe("ZooKeeper stopped and restarted", () => {
       testOptions(zk.connectString, { sessionTimeoutMs: 2000, connectTimeoutMs: 1000 }),
     );
     const events: Array<SnowflakeWorkerEvent & { at: number }> = [];
-    const worker = await startSnowflakeWorker({
-      registry,
-      node: nodeOf(name, 0),
-      reportIntervalMs: 300,
-      firstReportDelayMs: 100,
-      onEvent: (event) => events.push({ ...event, at: Date.now() }),
-    });
+    const worker = await started(
+      new SnowflakeWorker({
+        registry,
+        node: nodeOf(name, 0),
+        reportIntervalMs: 300,
+        firstReportDelayMs: 100,
+        onEvent: (event) => events.push({ ...event, at: Date.now() }),
+      }),
+    );
     const workerId = worker.lease!.workerId;
     const ids: bigint[] = [];
     const refused: unknown[] = [];
@@ -140,13 +148,15 @@ describe("ZooKeeper stopped and restarted", () => {
       }),
     );
     const events: Array<SnowflakeWorkerEvent & { at: number }> = [];
-    const worker = await startSnowflakeWorker({
-      registry,
-      node: nodeOf(name, 0),
-      reportIntervalMs: 300,
-      firstReportDelayMs: 100,
-      onEvent: (event) => events.push({ ...event, at: Date.now() }),
-    });
+    const worker = await started(
+      new SnowflakeWorker({
+        registry,
+        node: nodeOf(name, 0),
+        reportIntervalMs: 300,
+        firstReportDelayMs: 100,
+        onEvent: (event) => events.push({ ...event, at: Date.now() }),
+      }),
+    );
     const workerId = worker.lease!.workerId;
     const ids: bigint[] = [];
     const refused: unknown[] = [];
@@ -352,14 +362,16 @@ describe("ZooKeeper session expiry in recycle mode", () => {
     const options = testOptions(zk.connectString, { mode: "recycle", sessionTimeoutMs });
     const registryA = new ZookeeperRegistry(options);
     const events: Array<SnowflakeWorkerEvent & { at: number }> = [];
-    const worker = await startSnowflakeWorker({
-      registry: registryA,
-      node: nodeOf(name, 0),
-      layout: twoIds,
-      reportIntervalMs: 200,
-      firstReportDelayMs: 50,
-      onEvent: (event) => events.push({ ...event, at: performance.now() }),
-    });
+    const worker = await started(
+      new SnowflakeWorker({
+        registry: registryA,
+        node: nodeOf(name, 0),
+        layout: twoIds,
+        reportIntervalMs: 200,
+        firstReportDelayMs: 50,
+        onEvent: (event) => events.push({ ...event, at: performance.now() }),
+      }),
+    );
     const firstLease = worker.lease!;
     expect(firstLease.workerId).toBe(0);
     const idsA: bigint[] = [];

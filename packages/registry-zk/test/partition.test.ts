@@ -10,11 +10,10 @@ import {
   ErrorCodes,
   isLeafError,
   layouts,
-  type SnowflakeWorker,
-  startSnowflakeWorker,
+  SnowflakeWorker,
   type WorkerIdRegistry,
 } from "@leaf/core";
-import { startZookeeperEnsemble, type ZookeeperEnsembleHandle } from "@leaf/testkit";
+import { started, startZookeeperEnsemble, type ZookeeperEnsembleHandle } from "@leaf/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ZookeeperRegistry } from "../src/index";
 import { nodeOf, uniqueName, waitUntil } from "./helpers";
@@ -156,14 +155,16 @@ async function runTrial(trial: number): Promise<TrialResult> {
   const idsB = new IdLog();
   let workerB: SnowflakeWorker | undefined;
   let reports = 0;
-  const workerA = await startSnowflakeWorker({
-    ...workerOptions,
-    registry: registryA,
-    node: nodeOf(name, 0),
-    onEvent: (event) => {
-      if (event.type === "reported") reports++;
-    },
-  });
+  const workerA = await started(
+    new SnowflakeWorker({
+      ...workerOptions,
+      registry: registryA,
+      node: nodeOf(name, 0),
+      onEvent: (event) => {
+        if (event.type === "reported") reports++;
+      },
+    }),
+  );
   const leaseA = workerA.lease!;
   let lastIdA = Number.NaN;
   let lostA = Number.NaN;
@@ -190,11 +191,13 @@ async function runTrial(trial: number): Promise<TrialResult> {
     const startB = (async () => {
       while (!stopB) {
         try {
-          workerB = await startSnowflakeWorker({
-            ...workerOptions,
-            registry: timedB,
-            node: nodeOf(name, 1),
-          });
+          workerB = await started(
+            new SnowflakeWorker({
+              ...workerOptions,
+              registry: timedB,
+              node: nodeOf(name, 1),
+            }),
+          );
           return;
         } catch (error) {
           // Id 0 is still leased (WORKER_IDS_EXHAUSTED) or the servers are busy: try again.

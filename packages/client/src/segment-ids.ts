@@ -1,17 +1,17 @@
 // One tag's ids on the client: ranges taken from the servers (`/api/v1/segment/:tag/range`) and
 // handed out locally. A range counter is a JS number while the range ends at or below 2^53 (one add
-// and one BigInt() per id) and a bigint above, so every id stays exact.
+// and one BigInt() per id) and a bigint above, so every id stays exact. The range request and its
+// checks (range-fetch.ts) and the adaptive range size (range-sizing.ts) are apart.
 import { performance } from "node:perf_hooks";
 import { ClientErrorCodes, LeafClientError } from "./errors";
+import { fetchRange, MAX_ASK, type Range } from "./range-fetch";
+import { RangeSizer } from "./range-sizing";
 import type { ServerPool } from "./server-pool";
 
 /** Ranges that end at or below this are counted with JS numbers. */
 const NUMBER_LIMIT = 2n ** 53n;
-/** The most ids one range request asks for (the server's limit). */
-const MAX_ASK = 2_147_483_647;
 /** Requests one refill makes at most when the servers cut its ranges short. */
 const MAX_FETCHES = 16;
-const DIGITS = /^[0-9]{1,20}$/;
 
 /** The kind of id a source hands out: `bigint` (default) or decimal strings. */
 export type IdType = "bigint" | "string";
@@ -37,12 +37,6 @@ export interface SegmentSettings {
   /** Backoff of a background refill that failed while ids were left, ms. */
   retryBaseMs: number;
   retryMaxMs: number;
-}
-
-/** A range `[start, end)` a server handed over. */
-interface Range {
-  start: bigint;
-  end: bigint;
 }
 
 /** What {@link SegmentIds.stats} shows. */
@@ -101,12 +95,7 @@ export class SegmentIds<Id extends bigint | string = bigint> {
   private wakers: Array<() => void> = [];
   private closed = false;
   private starting: Promise<void> | undefined;
-  // Adaptive range size.
-  private rangeSize: number;
-  /** Ids per ms, moving average; 0 before the first measurement. */
-  private rate = 0;
-  private measuredAt = performance.now();
-  private measuredHanded = 0n;
+  private readonly sizer: RangeSizer;
 
   /** @internal Built by `LeafClient.segment()`. */
   constructor(
@@ -115,7 +104,7 @@ export class SegmentIds<Id extends bigint | string = bigint> {
     private readonly stop: AbortSignal,
   ) {
     this.strings = settings.strings;
-    this.rangeSize = settings.minRangeSize;
+    this.sizer = new RangeSizer(settings);
   }
 
   /** The tag. */
@@ -179,8 +168,8 @@ export class SegmentIds<Id extends bigint | string = bigint> {
       idsLeft: this.idsLeft(),
       handedOut: this.handed(),
       ranges: this.rangesFetched,
-      rangeSize: this.rangeSize,
-      idsPerSecond: Math.round(this.rate * 1000),
+      rangeSize: this.sizer.size,
+      idsPerSecond: this.sizer.idsPerSecond,
       refilling: this.filling !== undefined,
       lastError: this.lastError?.message ?? null,
     };
@@ -256,7 +245,7 @@ export class SegmentIds<Id extends bigint | string = bigint> {
     this.refillAt = Number.POSITIVE_INFINITY;
     this.bigRefillAt = undefined;
     if (this.filling !== undefined || this.retryTimer !== undefined || this.closed) return;
-    const low = BigInt(Math.ceil(this.rangeSize * this.settings.refillThreshold));
+    const low = BigInt(Math.ceil(this.sizer.size * this.settings.refillThreshold));
     // The id at which `low` ids are left in all: end + pending - low.
     const end = this.big ? this.bigEnd : BigInt(this.limit);
     const at = end + this.pendingIds - low;
@@ -296,7 +285,7 @@ export class SegmentIds<Id extends bigint | string = bigint> {
       clearTimeout(this.retryTimer);
       this.retryTimer = undefined;
     }
-    this.measure();
+    this.sizer.measure(this.handed());
     this.filling = this.fill().finally(() => {
       this.filling = undefined;
       this.arm();
@@ -304,30 +293,13 @@ export class SegmentIds<Id extends bigint | string = bigint> {
     });
   }
 
-  /** Updates the observed rate and the size the next refill asks for. */
-  private measure(): void {
-    const now = performance.now();
-    const handed = this.handed();
-    const elapsed = now - this.measuredAt;
-    // Too short a window says little (the first calls after start, a burst).
-    if (elapsed >= 20 || handed - this.measuredHanded >= BigInt(this.rangeSize)) {
-      const rate = Number(handed - this.measuredHanded) / Math.max(elapsed, 1);
-      this.rate = this.rate === 0 ? rate : this.rate * 0.5 + rate * 0.5;
-      this.measuredAt = now;
-      this.measuredHanded = handed;
-    }
-    const { minRangeSize, maxRangeSize, targetSeconds } = this.settings;
-    const wanted = Math.ceil(this.rate * targetSeconds * 1000);
-    this.rangeSize = Math.min(maxRangeSize, Math.max(minRangeSize, wanted));
-  }
-
-  /** Fetches about `rangeSize` ids: one request, or more when the servers cut the ranges short. */
+  /** Fetches about the sizer's size in ids: one request, or more when the servers cut the ranges short. */
   private async fill(): Promise<void> {
-    const ask = Math.min(this.rangeSize, MAX_ASK);
+    const ask = Math.min(this.sizer.size, MAX_ASK);
     let received = 0;
     try {
       for (let n = 0; n < MAX_FETCHES && received < ask && !this.closed; n++) {
-        const range = await this.fetchRange(ask - received);
+        const range = await fetchRange(this.pool, this.settings, ask - received, this.stop);
         if (this.closed) return;
         received += Number(range.end - range.start);
         this.rangesFetched++;
@@ -364,17 +336,6 @@ export class SegmentIds<Id extends bigint | string = bigint> {
         this.retryTimer.unref?.();
       }
     }
-  }
-
-  private fetchRange(count: number): Promise<Range> {
-    const tag = this.settings.tag;
-    return this.pool.request({
-      path: `/api/v1/segment/${encodeURIComponent(tag)}/range?count=${count}`,
-      token: this.settings.token,
-      deadline: performance.now() + this.settings.timeoutMs,
-      signal: this.stop,
-      parse: (body, server) => parseRange(body, tag, count, server),
-    });
   }
 
   private async nextIdWaiting(options: CallOptions | undefined): Promise<Id> {
@@ -480,32 +441,4 @@ function aborted(signal: AbortSignal): LeafClientError {
     message: "the call was aborted by its AbortSignal",
     cause: signal.reason,
   });
-}
-
-/** A range answer checked: digits, start < end, no more ids than asked, the tag asked for. */
-function parseRange(body: unknown, tag: string, asked: number, server: string): Range {
-  const b = body as { tag?: unknown; start?: unknown; end?: unknown };
-  const bad = (why: string) =>
-    new LeafClientError({
-      code: ClientErrorCodes.BAD_RESPONSE,
-      message: `${server} answered a range request for tag ${JSON.stringify(tag)} with ${why}: ${JSON.stringify(body).slice(0, 160)}`,
-      server,
-      status: 200,
-    });
-  if (b === null || typeof b !== "object") throw bad("no object");
-  if (b.tag !== tag) throw bad("another tag");
-  if (
-    typeof b.start !== "string" ||
-    !DIGITS.test(b.start) ||
-    typeof b.end !== "string" ||
-    !DIGITS.test(b.end)
-  ) {
-    throw bad("start or end not a decimal string");
-  }
-  const start = BigInt(b.start);
-  const end = BigInt(b.end);
-  if (end <= start) throw bad("an empty range");
-  if (end - start > BigInt(asked)) throw bad(`more ids than the ${asked} asked for`);
-  if (end > 2n ** 63n) throw bad("ids past 2^63 - 1");
-  return { start, end };
 }

@@ -21,6 +21,11 @@ export interface TagSnapshot {
   idsLeft: bigint;
   /** Ranges ready ahead of the current one (Java Leaf has at most 1). */
   rangesAhead: number;
+  /**
+   * End (exclusive) of the last range this node holds, the current one or the last ready ahead (the
+   * store's max_id as far as this node knows); null before the first range.
+   */
+  heldEnd: bigint | null;
   /** Ranges the prefetch keeps ready ahead now: 1 (Leaf's double buffer) up to `prefetch.maxDepth`. */
   depth: number;
   /** Requests that found no id ready (they waited for a load, or failed with -3 on the sync path). */
@@ -79,6 +84,7 @@ export function snapshotOf(b: TagBuffer): TagSnapshot {
     loading: b.loading,
     idsLeft: b.currentLeft() + b.aheadLeft(),
     rangesAhead: b.ahead.length,
+    heldEnd: b.ahead.length > 0 ? b.ahead[b.ahead.length - 1]!.end : (current?.max ?? null),
     depth: b.depth,
     starvations: b.starvations,
     step: b.lastStep,

@@ -15,6 +15,7 @@ import { answerClientError, answerWrongMethod, registerRouteRules } from "./rout
 import { registerAdminRoutes } from "./routes-admin";
 import { type RouteConfig, registerIdRoutes, wantsJson } from "./routes-ids";
 import { registerOpsRoutes } from "./routes-ops";
+import { registerRangeRoutes } from "./routes-ranges";
 
 /** Options of {@link buildApp}. */
 export interface BuildAppOptions {
@@ -110,6 +111,7 @@ export function buildApp(ctx: AppContext, options: BuildAppOptions = {}): Fastif
 
   registerObservability(app, ctx);
   registerIdRoutes(app, ctx, sources, tokens, () => sequenceFormat);
+  registerRangeRoutes(app, sources, ctx.metrics, tokens);
   registerAdminRoutes(app, sources, admin);
   registerOpsRoutes(app, ctx, sources);
   return app;

@@ -35,7 +35,7 @@ export interface LayoutCapacity {
 /** The registry's worker-id space. */
 export interface WorkerIdCapacity {
   registry: string;
-  /** normal, recycle (zk); fixed, lease (mysql); configured (local). */
+  /** normal, recycle (zk); fixed, lease (mysql); lease (redis); configured (local). */
   mode: string;
   /** Worker ids the layout holds: 2^workerBits. */
   space: number;
@@ -184,7 +184,7 @@ export class CapacityWatch {
     if (segment) {
       for (const snap of segment.generator.snapshots()) {
         let maxId = this.storeMaxIds.get(snap.tag) ?? 0n;
-        for (const range of snap.segments) if (range && range.max > maxId) maxId = range.max;
+        if (snap.heldEnd !== null && snap.heldEnd > maxId) maxId = snap.heldEnd;
         const headroom = maxId >= MAX_ID ? 0n : MAX_ID - maxId;
         const rate = this.activity.idsPerSecond("segment", snap.tag, LONG_RATE_SECONDS);
         const tag: TagCapacity = {
@@ -215,7 +215,12 @@ export class CapacityWatch {
   private workerIds(ctx: ServerView): WorkerIdCapacity {
     const settings = ctx.config.snowflake!;
     const registry = settings.registry;
-    const mode = registry.kind === "local" ? "configured" : registry.mode;
+    const mode =
+      registry.kind === "local"
+        ? "configured"
+        : registry.kind === "redis" || registry.kind === "etcd"
+          ? "lease"
+          : registry.mode;
     const reused = mode === "recycle" || mode === "lease";
     const space = settings.layout.maxWorkerId + 1;
     const worker = ctx.services?.snowflake?.worker;

@@ -4,12 +4,13 @@ import { defineLayout, isLeafError, type Layout, layouts } from "@leaf/core";
 import { SequenceIdFormat } from "@leaf/redis-sequence";
 import { loadConfig } from "./config";
 import { DECODE_LAYOUTS, type DecodeLayoutName, decodeId } from "./decode";
+import { decodeInput, ID_FORMATS } from "./id-formats";
 import { type LeafServer, startServer, VERSION } from "./server";
 
 const USAGE = `Usage:
   leaf-server [--config FILE] [--check]   run the Leaf id service
-  leaf decode ID [--epoch MS] [--layout NAME] [--time-zone TZ] [--config FILE] [--json]
-                                          take an id apart
+  leaf decode ID [--epoch MS] [--layout NAME] [--format F [--prefix P]] [--time-zone TZ]
+                 [--config FILE] [--json]  take an id apart
   leaf-server --help | --version
 
 The configuration comes from FILE (leaf.properties, .json, .yaml or .yml; also LEAF_CONFIG),
@@ -17,6 +18,8 @@ then from LEAF_* environment variables, which win. Without any, the server start
 127.0.0.1:8080 with the embedded segment store in ./.leaf-data and the local registry.
 --check validates the configuration and exits.
 Layouts for decode: ${DECODE_LAYOUTS.join(", ")} (default leaf; --epoch overrides its epoch).
+--format: the string form ID is in, as the JSON API writes it for the layout: ${ID_FORMATS.join(", ")}
+(default decimal); --prefix: the prefix written before it (e.g. ord_).
 --time-zone: the zone a redis-sequence string id was made in ("UTC", "+08:00", "Asia/Shanghai");
 default redisSequence.timeZone from --config FILE or LEAF_REDIS_SEQUENCE_TIME_ZONE, else UTC.`;
 
@@ -51,9 +54,17 @@ function decode(args: string[]): number {
   let json = false;
   let timeZone: string | undefined;
   let configFile: string | undefined;
+  const form: { format?: string; prefix?: string } = {};
   for (let i = 0; i < args.length; i++) {
     const arg = args[i]!;
-    if (arg === "--epoch") {
+    if (arg === "--format") {
+      const raw = takeValue(args, i++, "--format");
+      if (!(ID_FORMATS as readonly string[]).includes(raw)) {
+        throw new UsageError(`--format must be one of ${ID_FORMATS.join(", ")}, got "${raw}"`);
+      }
+      form.format = raw;
+    } else if (arg === "--prefix") form.prefix = takeValue(args, i++, "--prefix");
+    else if (arg === "--epoch") {
       const raw = takeValue(args, i++, "--epoch");
       if (!/^[0-9]{1,16}$/.test(raw))
         throw new UsageError(`--epoch must be ms since 1970 (digits), got "${raw}"`);
@@ -87,13 +98,14 @@ function decode(args: string[]): number {
     layoutName === "redis-sequence"
       ? sequenceFormat(timeZone ?? configuredTimeZone(configFile), timeZone !== undefined)
       : undefined;
-  const answer = decodeId(id, epoch !== undefined ? "snowflake" : layoutName, layout, format);
+  const decodeAs = epoch !== undefined ? "snowflake" : layoutName;
+  const answer = decodeId(decodeInput(id, form, decodeAs, layout), decodeAs, layout, format);
   if (json) {
     console.log(JSON.stringify(answer, null, 2));
     return 0;
   }
   const rows: [string, string][] = [
-    ["id", answer.id],
+    ["id", form.format === undefined ? answer.id : `${answer.id} (${form.format} ${id})`],
     [
       "layout",
       `${answer.layout} (${answer.bits.timestamp}/${answer.bits.worker}/${answer.bits.sequence} bits, ` +

@@ -8,6 +8,7 @@ import {
   adminToken,
   anyText,
   boolean,
+  etcdUrl,
   host,
   integer,
   json,
@@ -244,6 +245,18 @@ export const CONFIG_KEYS = [
     doc: "Leaf's dynamic step (double under 15 minutes per range, halve over 30).",
     read: boolean,
   }),
+  def("segment.prefetchMaxDepth", {
+    type: "1 to 64",
+    default: 8,
+    doc: "Most ranges a tag keeps ready ahead: the depth grows while a burst outruns the loads and shrinks when idle; 1 is Java Leaf's double buffer. A crash loses up to this many ranges plus one.",
+    read: integer(1, 64),
+  }),
+  def("segment.giveBackOnClose", {
+    type: "boolean",
+    default: true,
+    doc: "On a graceful stop, give the ids this node holds and never handed out back to the store (only when no other node took a range since), so a restart skips none.",
+    read: boolean,
+  }),
   def("segment.load", {
     type: "eager | lazy | recent",
     default: "recent" as "eager" | "lazy" | "recent",
@@ -272,7 +285,7 @@ export const CONFIG_KEYS = [
   }),
   def("snowflake.registry", {
     aliases: ["leaf.snowflake.mode"],
-    type: "local | zk | mysql | zk_normal | zk_recycle",
+    type: "local | zk | mysql | redis | etcd | zk_normal | zk_recycle",
     defaultText: "zk when a ZooKeeper address is set, else local",
     doc: "Where the worker id comes from (the fork's `leaf.snowflake.mode`; `zk_recycle` is zk with `snowflake.zk.mode=recycle`).",
     read: registry,
@@ -291,10 +304,10 @@ export const CONFIG_KEYS = [
     read: integer(1, 65535),
   }),
   def("snowflake.layout", {
-    type: "leaf | sonyflake | baidu",
+    type: "leaf | sonyflake | baidu | safe53ms | safe53s",
     default: "leaf",
-    doc: "Bit layout of snowflake ids (leaf: 41 bits of ms, 10 worker, 12 sequence).",
-    read: oneOf(["leaf", "sonyflake", "baidu"] as const),
+    doc: "Bit layout of snowflake ids (leaf: 41 bits of ms, 10 worker, 12 sequence). safe53ms (41/4/8, ms) and safe53s (31/10/12, s) make ids of at most 53 bits, which JS numbers and JSON numbers hold exactly.",
+    read: oneOf(["leaf", "sonyflake", "baidu", "safe53ms", "safe53s"] as const),
   }),
   def("snowflake.epoch", {
     type: "ms since 1970",
@@ -351,6 +364,18 @@ export const CONFIG_KEYS = [
     defaultText: "(none)",
     doc: 'Local registry: the fork\'s map of nodes to worker ids, `{"10.1.46.33:8080":1,"10.1.46.33:8081":2}`.',
     read: json('a JSON object like {"10.1.46.33:8080": 1, "10.1.46.33:8081": 2}'),
+  }),
+  def("snowflake.local.statefulSet", {
+    type: "boolean",
+    default: false,
+    doc: "Local registry on Kubernetes: the worker id is this pod's StatefulSet ordinal (from HOSTNAME, `leaf-3` is 3) plus snowflake.local.statefulSetOffset. Put snowflake.local.dir on the pod's volume.",
+    read: boolean,
+  }),
+  def("snowflake.local.statefulSetOffset", {
+    type: "integer",
+    default: 0,
+    doc: "Local registry on Kubernetes: added to the pod's ordinal, so that several StatefulSets share one worker-id space.",
+    read: integer(0, 4_194_303),
   }),
   def("snowflake.local.dir", {
     type: "folder path",
@@ -419,6 +444,43 @@ export const CONFIG_KEYS = [
     default: false,
     doc: "MySQL registry: create its table at start when missing.",
     read: boolean,
+  }),
+  def("snowflake.redis.url", {
+    type: "redis:// URL",
+    defaultText: "redisSequence.url",
+    doc: "Redis registry: the Redis that leases worker ids (`rediss://` for TLS).",
+    secret: true,
+    read: redisUrl,
+  }),
+  def("snowflake.redis.keyPrefix", {
+    type: "string without { }",
+    defaultText: "leaf:registry:",
+    doc: "Redis registry: prefix of its keys (`<prefix>{<name>}:leases`, `:stamps`, `:marker`).",
+    read: nonEmpty("a key prefix", 200),
+  }),
+  def("snowflake.redis.leaseMs", {
+    type: "500 to 600,000",
+    defaultText: "30000",
+    doc: "Redis registry: how long a lease lasts without renewal, by Redis's clock. The holder fences itself at leaseMs - leaseMs / 5 after the last renewal Redis confirmed; after Redis loses its data no id is granted for leaseMs.",
+    read: integer(500, 600_000),
+  }),
+  def("snowflake.etcd.url", {
+    type: "http://host:port[,...]",
+    defaultText: "(none)",
+    doc: "etcd registry: etcd's client URLs, comma-separated (`https://` is checked against the system's CA roots).",
+    read: etcdUrl,
+  }),
+  def("snowflake.etcd.prefix", {
+    type: "key prefix starting with /",
+    defaultText: "/leaf/worker-ids",
+    doc: "etcd registry: prefix of its keys (`<prefix>/<name>/holder/<id>`, `/id/<id>`).",
+    read: nonEmpty("a key prefix", 200),
+  }),
+  def("snowflake.etcd.leaseTtlSeconds", {
+    type: "1 to 3,600",
+    defaultText: "10",
+    doc: "etcd registry: TTL of the etcd lease a node holds its worker id under. The holder fences itself at min(1 s, TTL / 4) before it could expire, counted from the last renewal etcd confirmed.",
+    read: integer(1, 3600),
   }),
   def("redisSequence.enabled", {
     type: "boolean",

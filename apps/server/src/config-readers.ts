@@ -125,6 +125,28 @@ export function redisUrl(raw: unknown): string {
   return t!;
 }
 
+/** Reads etcd client URLs: http://host:port[,http://host:port...] (https:// too). */
+export function etcdUrl(raw: unknown): string {
+  const t = text(raw);
+  const ok =
+    t?.split(",").every((part) => {
+      try {
+        const url = new URL(part.trim());
+        return (
+          (url.protocol === "http:" || url.protocol === "https:") &&
+          url.hostname !== "" &&
+          url.pathname === "/" &&
+          url.search === "" &&
+          url.hash === ""
+        );
+      } catch {
+        return false;
+      }
+    }) === true;
+  if (!ok) throw new Expected("etcd client URLs: http://host:2379[,http://host:2379...]");
+  return t!;
+}
+
 /** Reads ZooKeeper servers: host:port[,host:port...][/chroot]. */
 export function zkAddress(raw: unknown): string {
   const t = text(raw);
@@ -218,13 +240,15 @@ export function adminToken(raw: unknown): string {
 
 /** Reads the snowflake registry, with the fork's zk_normal and zk_recycle. */
 export function registry(raw: unknown): {
-  registry: "local" | "zk" | "mysql";
+  registry: "local" | "zk" | "mysql" | "redis" | "etcd";
   zkMode?: "normal" | "recycle";
 } {
   const t = text(raw);
   switch (t) {
     case "local":
     case "mysql":
+    case "redis":
+    case "etcd":
     case "zk":
       return { registry: t };
     case "zk_normal":
@@ -232,7 +256,9 @@ export function registry(raw: unknown): {
     case "zk_recycle":
       return { registry: "zk", zkMode: "recycle" };
     default:
-      throw new Expected("one of local, zk, mysql (or the fork's zk_normal, zk_recycle)");
+      throw new Expected(
+        "one of local, zk, mysql, redis, etcd (or the fork's zk_normal, zk_recycle)",
+      );
   }
 }
 

@@ -62,6 +62,8 @@ export function segmentSettings(v: ConfigValues, at: Placement): SegmentSettings
     refreshIntervalMs: v.get("segment.refreshIntervalMs"),
     exhaustedWaitMs: v.get("segment.exhaustedWaitMs"),
     dynamicStep: v.get("segment.dynamicStep"),
+    prefetchMaxDepth: v.get("segment.prefetchMaxDepth"),
+    giveBackOnClose: v.get("segment.giveBackOnClose"),
     load: v.get("segment.load"),
     eagerTags: v.get("segment.eagerTags"),
     recentMs: v.get("segment.recentMs"),

@@ -10,6 +10,8 @@ const EXTERNAL_KEYS: readonly ConfigKey[] = [
   "segment.mysql.url",
   "snowflake.zk.address",
   "snowflake.mysql.url",
+  "snowflake.redis.url",
+  "snowflake.etcd.url",
   "redisSequence.url",
 ];
 

@@ -2,7 +2,12 @@
 // refused when two nodes could get the same id, and the bit layout with its overrides.
 import { resolve } from "node:path";
 import { defineLayout, isLeafError, type Layout, layouts } from "@leaf/core";
-import { parseWorkIdMap, type WorkIdMap } from "@leaf/registry-local";
+import {
+  parseWorkIdMap,
+  type StatefulSetId,
+  statefulSetWorkerId,
+  type WorkIdMap,
+} from "@leaf/registry-local";
 import type { ConfigKey } from "./config-keys";
 import { mysqlSettings } from "./config-mysql";
 import type { Placement } from "./config-segment";
@@ -35,7 +40,9 @@ export function snowflakeSettings(v: ConfigValues, at: Placement): SnowflakeSett
 function registrySettings(v: ConfigValues, at: Placement): RegistrySettings | undefined {
   const chosenRegistry = v.optional("snowflake.registry");
   const kind = chosenRegistry?.registry ?? (v.named("snowflake.zk.address") ? "zk" : "local");
-  const explicitLocalId = v.has("snowflake.local.workerId") || v.has("snowflake.local.workIdMap");
+  const statefulSet = v.get("snowflake.local.statefulSet");
+  const explicitLocalId =
+    v.has("snowflake.local.workerId") || v.has("snowflake.local.workIdMap") || statefulSet;
   if (kind === "local" && v.javaLeafFile && !chosenRegistry) {
     v.problem(
       "snowflake.zk.address",
@@ -64,10 +71,26 @@ function registrySettings(v: ConfigValues, at: Placement): RegistrySettings | un
         v.invalid("snowflake.local.workIdMap", error);
       }
     }
+    let pod: StatefulSetId | undefined;
+    if (statefulSet) {
+      if (workIdMap !== undefined || v.has("snowflake.local.workerId")) {
+        v.problem(
+          "snowflake.local.statefulSet",
+          `${v.label("snowflake.local.statefulSet")} takes the worker id from the pod's name; remove ${workIdMap !== undefined ? v.label("snowflake.local.workIdMap") : v.label("snowflake.local.workerId")}`,
+        );
+      }
+      try {
+        pod = statefulSetWorkerId({ offset: v.get("snowflake.local.statefulSetOffset") }, v.env);
+      } catch (error) {
+        v.invalid("snowflake.local.statefulSet", error);
+      }
+    }
     return {
       kind,
-      workerId: workIdMap === undefined ? v.get("snowflake.local.workerId") : undefined,
-      workIdMap,
+      workerId:
+        pod?.workerId ?? (workIdMap === undefined ? v.get("snowflake.local.workerId") : undefined),
+      workIdMap: pod ? undefined : workIdMap,
+      pod: pod && { hostname: pod.hostname, offset: pod.offset },
       dir: resolve(
         v.cwd,
         v.optional("snowflake.local.dir") ?? resolve(at.dataDir, "registry-local"),
@@ -91,6 +114,53 @@ function registrySettings(v: ConfigValues, at: Placement): RegistrySettings | un
       mode: v.optional("snowflake.zk.mode") ?? chosenRegistry?.zkMode ?? v.get("snowflake.zk.mode"),
       sessionTimeoutMs: v.get("snowflake.zk.sessionTimeoutMs"),
       stopWithoutSession: v.get("snowflake.zk.stopWithoutSession"),
+    };
+  }
+  if (kind === "redis") {
+    // Its own URL, else the redis sequence's Redis.
+    const urlKey = v.has("snowflake.redis.url") ? "snowflake.redis.url" : "redisSequence.url";
+    const url = v.optional(urlKey);
+    if (url === undefined) {
+      if (!v.named(urlKey)) {
+        v.missing(
+          "snowflake.redis.url",
+          "the snowflake registry is redis, so Redis's URL is needed (snowflake.redis.url, or redisSequence.url)",
+        );
+      }
+      return undefined;
+    }
+    const keyPrefix = v.optional("snowflake.redis.keyPrefix");
+    if (keyPrefix !== undefined && /[{}]/.test(keyPrefix)) {
+      v.problem(
+        "snowflake.redis.keyPrefix",
+        `invalid ${v.label("snowflake.redis.keyPrefix")}: ${JSON.stringify(keyPrefix)}; expected no { or } (the service name is the keys' Redis Cluster hash tag)`,
+      );
+    }
+    return { kind, url, keyPrefix, leaseMs: v.optional("snowflake.redis.leaseMs") };
+  }
+  if (kind === "etcd") {
+    const url = v.optional("snowflake.etcd.url");
+    if (url === undefined) {
+      if (!v.named("snowflake.etcd.url")) {
+        v.missing(
+          "snowflake.etcd.url",
+          "the snowflake registry is etcd, so etcd's client URL is needed",
+        );
+      }
+      return undefined;
+    }
+    const prefix = v.optional("snowflake.etcd.prefix");
+    if (prefix !== undefined && !/^\/\S*[^/\s]$/.test(prefix)) {
+      v.problem(
+        "snowflake.etcd.prefix",
+        `invalid ${v.label("snowflake.etcd.prefix")}: ${JSON.stringify(prefix)}; expected a key prefix starting with "/", not ending with "/", without spaces`,
+      );
+    }
+    return {
+      kind,
+      url,
+      prefix,
+      leaseTtlSeconds: v.optional("snowflake.etcd.leaseTtlSeconds"),
     };
   }
   // The MySQL registry: its own database keys, else the segment store's.

@@ -26,6 +26,10 @@ export interface SegmentSettings {
   refreshIntervalMs: number;
   exhaustedWaitMs: number;
   dynamicStep: boolean;
+  /** Most ranges ready ahead per tag (1: Java Leaf's double buffer). */
+  prefetchMaxDepth: number;
+  /** Give unused ids back to the store on a graceful stop. */
+  giveBackOnClose: boolean;
   /** When first ranges are taken (`segment.load`), the hot tags and the recent window. */
   load: "eager" | "lazy" | "recent";
   eagerTags: string[];
@@ -34,7 +38,14 @@ export interface SegmentSettings {
 
 /** Where the snowflake worker id comes from. */
 export type RegistrySettings =
-  | { kind: "local"; workerId: number | undefined; workIdMap: unknown; dir: string }
+  | {
+      kind: "local";
+      workerId: number | undefined;
+      workIdMap: unknown;
+      dir: string;
+      /** The pod when the worker id is its StatefulSet ordinal (plus the offset). */
+      pod?: { hostname: string; offset: number };
+    }
   | {
       kind: "zk";
       address: string;
@@ -42,7 +53,14 @@ export type RegistrySettings =
       sessionTimeoutMs: number;
       stopWithoutSession: boolean;
     }
-  | ({ kind: "mysql"; mode: "fixed" | "lease"; leaseMs: number | undefined } & MysqlSettings);
+  | ({ kind: "mysql"; mode: "fixed" | "lease"; leaseMs: number | undefined } & MysqlSettings)
+  | { kind: "redis"; url: string; keyPrefix: string | undefined; leaseMs: number | undefined }
+  | {
+      kind: "etcd";
+      url: string;
+      prefix: string | undefined;
+      leaseTtlSeconds: number | undefined;
+    };
 
 /** Snowflake mode settings. */
 export interface SnowflakeSettings {

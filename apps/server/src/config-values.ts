@@ -47,6 +47,8 @@ export class ConfigValues {
     readonly cwd: string,
     /** True when the file is Java Leaf's own leaf.properties: its defaults apply. */
     readonly javaLeafFile: boolean,
+    /** The environment of this load (HOSTNAME names a StatefulSet's pod). */
+    readonly env: Readonly<Record<string, string | undefined>> = {},
   ) {}
 
   /** The key's value, or the key table's default when it is not set. */

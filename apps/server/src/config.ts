@@ -104,7 +104,7 @@ export function loadConfig(options: LoadConfigOptions = {}): ServerConfig {
     }
   }
 
-  const config = build(new ConfigValues(values, chosen, problems, cwd, javaLeafFile));
+  const config = build(new ConfigValues(values, chosen, problems, cwd, javaLeafFile, env));
   if (problems.length > 0) throw configProblems(problems);
   config.sources = sources;
   config.warnings = warnings;

@@ -11,11 +11,19 @@ export const DECODE_LAYOUTS = [
   "leaf",
   "sonyflake",
   "baidu",
+  "safe53ms",
+  "safe53s",
   "redis-sequence",
 ] as const;
 
 /** One of {@link DECODE_LAYOUTS}. */
 export type DecodeLayoutName = (typeof DECODE_LAYOUTS)[number];
+
+/** The layout a decode name stands for ("snowflake": the server's configured one). */
+export function layoutNamed(name: DecodeLayoutName, snowflakeLayout: Layout): Layout {
+  if (name === "snowflake") return snowflakeLayout;
+  return name === "redis-sequence" ? layouts.redisSequence : layouts[name];
+}
 
 /** `yyyy-MM-dd HH:mm:ss.SSS` in the process's time zone, as Java's SimpleDateFormat writes it. */
 export function javaDateText(ms: number): string {
@@ -84,7 +92,7 @@ export function decodeId(
       bits: bits(layout),
     };
   }
-  const layout = layoutName === "snowflake" ? snowflakeLayout : layouts[layoutName];
+  const layout = layoutNamed(layoutName, snowflakeLayout);
   const parts: DecodedId = layout.decompose(parseId(id));
   return {
     id: parts.id.toString(),

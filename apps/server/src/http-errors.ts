@@ -62,6 +62,8 @@ const STATUS: Record<ErrorCode, number> = {
   LAYOUT_EXHAUSTED: 500,
   // A tag refused until an operator fixes its row: unavailable, not a server bug.
   CORRUPT_DATA: 503,
+  // The server answers ids as strings and never asks for a JS number: reaching this is a bug.
+  UNSAFE_INTEGER: 500,
 };
 
 /** fastify's parser says only "not valid JSON", also for the keys it refuses on purpose. */

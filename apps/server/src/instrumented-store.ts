@@ -1,5 +1,6 @@
 // A SegmentStore decorator that times every range taken and counts every failed operation, so that
-// the metrics see each load exactly (the generator's snapshots only show the last one).
+// the metrics see each load exactly (the generator's snapshots only show the last one). The
+// contract's optional calls (start, giveBack) pass through exactly when the store has them.
 import { performance } from "node:perf_hooks";
 import { isLeafError } from "@leaf/core";
 import type { NewTag, SegmentRange, SegmentStore, TagRecord } from "@leaf/segment";
@@ -28,11 +29,23 @@ export class InstrumentedStore implements SegmentStore {
   private lastFailureAt: number | null = null;
   private lastFailure: string | null = null;
 
+  /** The store's own start-up work, when it has some (the embedded store opens its folder). */
+  readonly start?: () => Promise<void>;
+  /** Give-back on close, when the store offers it: without it a graceful stop would skip ids. */
+  readonly giveBack?: (tag: string, from: bigint, end: bigint) => Promise<boolean>;
+
   constructor(
     private readonly store: SegmentStore,
     private readonly metrics: StoreMetrics,
   ) {
     this.kind = store.kind;
+    // The optional parts of the contract are passed through only where the store has them.
+    const { start, giveBack } = store;
+    if (start) this.start = () => this.count("start", start.call(store));
+    if (giveBack) {
+      this.giveBack = (tag, from, end) =>
+        this.count("giveBack", giveBack.call(store, tag, from, end));
+    }
   }
 
   async takeRange(tag: string, step?: number): Promise<SegmentRange> {

@@ -8,9 +8,8 @@ import {
   LeafError,
   localIPv4,
   type NodeIdentity,
-  type SnowflakeWorker,
+  SnowflakeWorker,
   type SnowflakeWorkerEvent,
-  startSnowflakeWorker,
   type WorkerIdRegistry,
 } from "@leaf/core";
 import type { RedisSequence } from "@leaf/redis-sequence";
@@ -84,7 +83,7 @@ async function startSegment(
   let raw: SegmentStore;
   if (settings.store === "embedded") {
     try {
-      raw = await EmbeddedSegmentStore.open({
+      const embedded = new EmbeddedSegmentStore({
         dir: settings.dir,
         // A write that could not be stored (disk full, journal replaced): no range is handed out
         // until the journal is verified again; an operator has to look.
@@ -94,6 +93,8 @@ async function startSegment(
             "embedded segment store refuses ranges: a journal write failed or the folder is no longer this process's",
           ),
       });
+      await embedded.start();
+      raw = embedded;
     } catch (error) {
       throw startFailure(`segment mode (embedded store in ${settings.dir})`, error);
     }
@@ -122,6 +123,8 @@ async function startSegment(
     refreshIntervalMs: settings.refreshIntervalMs,
     exhaustedWaitMs: settings.exhaustedWaitMs,
     dynamicStep: settings.dynamicStep,
+    prefetch: { maxDepth: settings.prefetchMaxDepth },
+    giveBackOnClose: settings.giveBackOnClose,
     loadOnStart:
       settings.load === "eager"
         ? true
@@ -246,7 +249,7 @@ async function startSnowflake(
   };
   let worker: SnowflakeWorker;
   try {
-    worker = await startSnowflakeWorker({
+    worker = new SnowflakeWorker({
       registry,
       node,
       layout: settings.layout,
@@ -255,6 +258,7 @@ async function startSnowflake(
       generator: { rollbackToleranceMs: settings.toleranceMs, onClockRollback },
       onEvent,
     });
+    await worker.start();
   } catch (error) {
     throw startFailure(
       `snowflake mode (${registry.kind} registry, node ${node.ip}:${node.port})`,
@@ -277,9 +281,11 @@ async function createRegistry(config: ServerConfig): Promise<WorkerIdRegistry> {
       return new LocalRegistry({
         dir: settings.dir,
         toleranceMs: config.snowflake!.toleranceMs,
-        ...(settings.workIdMap !== undefined
-          ? { workIdMap: settings.workIdMap as Record<string, number> }
-          : { workerId: settings.workerId ?? 0 }),
+        ...(settings.pod
+          ? { statefulSet: settings.pod }
+          : settings.workIdMap !== undefined
+            ? { workIdMap: settings.workIdMap as Record<string, number> }
+            : { workerId: settings.workerId ?? 0 }),
       });
     }
     case "zk": {
@@ -312,6 +318,25 @@ async function createRegistry(config: ServerConfig): Promise<WorkerIdRegistry> {
         }
       }
       return registry;
+    }
+    case "redis": {
+      const { RedisRegistry } = await import("@leaf/registry-redis");
+      return new RedisRegistry({
+        url: settings.url,
+        ...(settings.keyPrefix !== undefined ? { keyPrefix: settings.keyPrefix } : {}),
+        ...(settings.leaseMs !== undefined ? { leaseMs: settings.leaseMs } : {}),
+        toleranceMs: config.snowflake!.toleranceMs,
+      });
+    }
+    case "etcd": {
+      const { EtcdRegistry } = await import("@leaf/registry-etcd");
+      return new EtcdRegistry({
+        url: settings.url,
+        ...(settings.prefix !== undefined ? { prefix: settings.prefix } : {}),
+        ...(settings.leaseTtlSeconds !== undefined
+          ? { leaseTtlSeconds: settings.leaseTtlSeconds }
+          : {}),
+      });
     }
   }
 }

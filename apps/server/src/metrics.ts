@@ -107,6 +107,8 @@ export class ServerMetrics {
   readonly segmentLoads: Counter<"tag" | "result">;
   /** Time to take a range from the store, by tag. */
   readonly segmentLoadSeconds: Histogram<"tag">;
+  /** Ranges handed to clients by `/api/v1/segment/:tag/range`, by tag. */
+  readonly segmentRanges: Counter<"tag">;
   /** Store and registry operations that failed, by component and operation. */
   readonly storeErrors: Counter<"store" | "operation">;
   /** Clock-rollback events of the snowflake generator, by what it did. */
@@ -182,6 +184,12 @@ export class ServerMetrics {
       help: "Time to take one segment range from the store.",
       labelNames: ["tag"],
       buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+      registers,
+    });
+    this.segmentRanges = new Counter({
+      name: "leaf_segment_ranges_total",
+      help: "Ranges of segment ids handed to clients (/api/v1/segment/{tag}/range), by tag; their ids count in leaf_ids_issued_total.",
+      labelNames: ["tag"],
       registers,
     });
     this.storeErrors = new Counter({

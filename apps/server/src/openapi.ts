@@ -1,5 +1,7 @@
 // The OpenAPI 3.1 document of the HTTP API, served at /openapi.json. A test checks that every
 // route the server registers is described here and that nothing described is missing.
+import { DECODE_LAYOUTS } from "./decode";
+import { ID_FORMATS } from "./id-formats";
 
 const idString = {
   type: "string",
@@ -92,6 +94,22 @@ const prefixParam = {
     "Prefix of the string form (format=string only), up to 64 characters without spaces.",
   schema: { type: "string", maxLength: 64 },
 };
+const idFormatParam = {
+  name: "format",
+  in: "query",
+  required: false,
+  description:
+    "The string form of the ids: `decimal` (default); `base62`, `base36`, `base32` (Crockford): fixed width (segment ids: that of 63 bits; snowflake ids: that of the configured layout), sorting as the ids do; `friendly` (snowflake ids only): yyyyMMddHHmmssSSS-worker-sequence, UTC. The answer then has `format`.",
+  schema: { type: "string", enum: [...ID_FORMATS] },
+};
+const idPrefixParam = {
+  name: "prefix",
+  in: "query",
+  required: false,
+  description:
+    "Written before every id (e.g. `ord_`), with a format other than decimal: up to 32 letters, digits, `_`, `-`, `.` or `:`.",
+  schema: { type: "string", maxLength: 32, pattern: "^[A-Za-z0-9_.:-]*$" },
+};
 /** Java Leaf's body: any content type, read and ignored (parameters come from the query string). */
 const anyBody = {
   required: false,
@@ -128,10 +146,26 @@ const text = (description: string) => ({
   description,
   content: { "text/plain": { schema: { type: "string" } } },
 });
-const ids = {
+/** An id of the JSON API's id routes: decimal, or in the string form `format` asked for. */
+const formattedId = {
+  type: "string",
+  description:
+    "The id as a decimal string, or in the string form `format` asked for (the answer then has `format`).",
+  examples: ["1256557484213448722", "2LMsBBgGSCe", "20200502121344602-0619-0018"],
+};
+const formatName = {
+  type: "string",
+  description: "The string form of the ids, when `format` asked for one other than decimal.",
+  enum: ID_FORMATS.filter((name) => name !== "decimal"),
+};
+const formattedIds = {
   type: "object",
   required: ["count", "ids"],
-  properties: { count: { type: "integer" }, ids: { type: "array", items: idString } },
+  properties: {
+    count: { type: "integer" },
+    ids: { type: "array", items: formattedId },
+    format: formatName,
+  },
 };
 const bearer = [{ adminToken: [] }];
 const tagRecord = {
@@ -203,9 +237,12 @@ export function openApiDocument(version: string) {
         get: {
           tags: ["Ids"],
           summary: "One segment id",
-          parameters: [tagParam("tag"), tokenParam],
+          parameters: [tagParam("tag"), idFormatParam, idPrefixParam, tokenParam],
           responses: {
-            "200": json({ type: "object", properties: { tag: { type: "string" }, id: idString } }),
+            "200": json({
+              type: "object",
+              properties: { tag: { type: "string" }, id: formattedId, format: formatName },
+            }),
             ...errors(400, 401, 403, 404, 503),
           },
         },
@@ -214,8 +251,40 @@ export function openApiDocument(version: string) {
         get: {
           tags: ["Ids"],
           summary: "Consecutive segment ids",
-          parameters: [tagParam("tag"), countParam, tokenParam],
-          responses: { "200": json(ids), ...errors(400, 401, 403, 404, 503) },
+          parameters: [tagParam("tag"), countParam, idFormatParam, idPrefixParam, tokenParam],
+          responses: { "200": json(formattedIds), ...errors(400, 401, 403, 404, 503) },
+        },
+      },
+      "/api/v1/segment/{tag}/range": {
+        get: {
+          tags: ["Ids"],
+          summary: "A range of consecutive segment ids, for clients that hand ids out themselves",
+          description:
+            "The ids from start (included) to end (excluded), taken from the server's double buffer: no database round trip while it holds ids. The range is cut where the server's current segment ends, so it may hold fewer than count ids (at least one): ask again for more. Every id of the range is the caller's; ids it leaves unused are a gap, never handed out again.",
+          parameters: [
+            tagParam("tag"),
+            {
+              name: "count",
+              in: "query",
+              required: true,
+              description: "The most ids the range may hold, 1 to 2,147,483,647.",
+              schema: { type: "integer", minimum: 1, maximum: 2_147_483_647 },
+            },
+            tokenParam,
+          ],
+          responses: {
+            "200": json({
+              type: "object",
+              required: ["tag", "start", "end", "count"],
+              properties: {
+                tag: { type: "string" },
+                start: { ...idString, description: "The first id of the range." },
+                end: { ...idString, description: "One past the last id of the range." },
+                count: { type: "integer", description: "Ids in the range: end - start." },
+              },
+            }),
+            ...errors(400, 401, 403, 404, 503),
+          },
         },
       },
       "/api/v1/snowflake/id": {
@@ -230,10 +299,12 @@ export function openApiDocument(version: string) {
               description: "Only selects the access token.",
               schema: { type: "string" },
             },
+            idFormatParam,
+            idPrefixParam,
             tokenParam,
           ],
           responses: {
-            "200": json({ type: "object", properties: { id: idString } }),
+            "200": json({ type: "object", properties: { id: formattedId, format: formatName } }),
             ...errors(400, 401, 403, 404, 503),
           },
         },
@@ -251,9 +322,11 @@ export function openApiDocument(version: string) {
               description: "Only selects the access token.",
               schema: { type: "string" },
             },
+            idFormatParam,
+            idPrefixParam,
             tokenParam,
           ],
-          responses: { "200": json(ids), ...errors(400, 401, 403, 404, 503) },
+          responses: { "200": json(formattedIds), ...errors(400, 401, 403, 404, 503) },
         },
       },
       "/api/v1/redis-sequence/id": {
@@ -302,7 +375,8 @@ export function openApiDocument(version: string) {
               name: "id",
               in: "path",
               required: true,
-              description: "Decimal id (or a redis sequence string form).",
+              description:
+                "Decimal id, a redis sequence string form, or the id in the string form `format` names.",
               schema: { type: "string" },
             },
             {
@@ -310,12 +384,15 @@ export function openApiDocument(version: string) {
               in: "query",
               required: false,
               description:
-                "snowflake (this server's configured layout, default), leaf, sonyflake, baidu, redis-sequence.",
-              schema: {
-                type: "string",
-                enum: ["snowflake", "leaf", "sonyflake", "baidu", "redis-sequence"],
-              },
+                "snowflake (this server's configured layout, default), leaf, sonyflake, baidu, safe53ms, safe53s, redis-sequence.",
+              schema: { type: "string", enum: [...DECODE_LAYOUTS] },
             },
+            {
+              ...idFormatParam,
+              description:
+                "The string form `{id}` is in, with the widths of the layout named (not with redis-sequence): decimal (default), base62, base36, base32, friendly.",
+            },
+            idPrefixParam,
             {
               name: "timeZone",
               in: "query",

@@ -6,6 +6,15 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { AccessTokens } from "./access-tokens";
 import { DECODE_LAYOUTS, decodeId, describeLayout, javaDecode, readLayoutName } from "./decode";
 import { badParameter } from "./http-errors";
+import {
+  decodeInput,
+  formatField,
+  type IdKind,
+  jsonId,
+  jsonIdsIn,
+  readIdForm,
+  SEGMENT_IDS,
+} from "./id-formats";
 import type { AppContext, IdSources } from "./id-sources";
 import {
   type Query,
@@ -75,6 +84,7 @@ export function registerIdRoutes(
 ): void {
   const maxBatch = ctx.config.server.maxBatch;
   const snowflakeLayout = ctx.config.snowflake?.layout ?? layouts.leaf;
+  const snowflakeIds: IdKind = { kind: "snowflake", layout: snowflakeLayout };
   const java: RouteConfig = { java: true };
 
   // ---- Java Leaf's paths ----------------------------------------------------------------------
@@ -144,55 +154,64 @@ export function registerIdRoutes(
 
   app.get(
     "/api/v1/segment/:tag/id",
-    { config: { mode: "segment", query: ["token"] } },
+    { config: { mode: "segment", query: ["format", "prefix", "token"] } },
     (request: Req, reply: FastifyReply) => {
       const tag = readTag(request.params.tag);
       if (tokens) tokens.check(request, tag, `tag ${JSON.stringify(tag)}`);
+      const form = readIdForm(request.query, SEGMENT_IDS);
       const id = sources.segmentId(tag);
       const answer = (value: bigint) =>
         reply
           .type("application/json; charset=utf-8")
-          .send(`{"tag":${JSON.stringify(tag)},"id":"${value}"}`);
+          .send(`{"tag":${JSON.stringify(tag)},"id":${jsonId(value, form)}${formatField(form)}}`);
       return typeof id === "bigint" ? answer(id) : id.then(answer);
     },
   );
 
   app.get(
     "/api/v1/segment/:tag/ids",
-    { config: { mode: "segment", query: ["count", "token"] } },
+    { config: { mode: "segment", query: ["count", "format", "prefix", "token"] } },
     async (request: Req, reply: FastifyReply) => {
       const tag = readTag(request.params.tag);
       if (tokens) tokens.check(request, tag, `tag ${JSON.stringify(tag)}`);
       const count = readCount(request.query, maxBatch) ?? 1;
+      const form = readIdForm(request.query, SEGMENT_IDS);
       const ids = await sources.segmentIds(tag, count);
+      const body = form === undefined ? jsonIds(ids) : jsonIdsIn(ids, form);
       return reply
         .type("application/json; charset=utf-8")
-        .send(`{"tag":${JSON.stringify(tag)},"count":${count},"ids":${jsonIds(ids)}}`);
+        .send(`{"tag":${JSON.stringify(tag)},"count":${count},"ids":${body}${formatField(form)}}`);
     },
   );
 
   app.get(
     "/api/v1/snowflake/id",
-    { config: { mode: "snowflake", query: ["key", "token"] } },
+    { config: { mode: "snowflake", query: ["key", "format", "prefix", "token"] } },
     (request: Req, reply: FastifyReply) => {
       checkSnowflakeToken(request);
+      const form = readIdForm(request.query, snowflakeIds);
       const id = sources.snowflakeId();
-      return reply.type("application/json; charset=utf-8").send(`{"id":"${id}"}`);
+      return reply
+        .type("application/json; charset=utf-8")
+        .send(`{"id":${jsonId(id, form)}${formatField(form)}}`);
     },
   );
 
   app.get(
     "/api/v1/snowflake/ids",
-    { config: { mode: "snowflake", query: ["count", "key", "token"] } },
+    { config: { mode: "snowflake", query: ["count", "key", "format", "prefix", "token"] } },
     (request: Req, reply: FastifyReply) => {
       checkSnowflakeToken(request);
       const count = readCount(request.query, maxBatch) ?? 1;
+      const form = readIdForm(request.query, snowflakeIds);
       return sources
         .snowflakeIds(count)
         .then((ids) =>
           reply
             .type("application/json; charset=utf-8")
-            .send(`{"count":${count},"ids":${jsonIds(ids)}}`),
+            .send(
+              `{"count":${count},"ids":${form === undefined ? jsonIds(ids) : jsonIdsIn(ids, form)}${formatField(form)}}`,
+            ),
         );
     },
   );
@@ -257,9 +276,10 @@ export function registerIdRoutes(
 
   app.get(
     "/api/v1/decode/:id",
-    { config: { query: ["layout", "timeZone"] } },
+    { config: { query: ["layout", "timeZone", "format", "prefix"] } },
     (request: Req, reply: FastifyReply) => {
       const layout = readLayoutName(single(request.query, "layout"));
+      const id = decodeInput(request.params.id!, request.query, layout, snowflakeLayout);
       const timeZone = single(request.query, "timeZone");
       if (timeZone !== undefined && layout !== "redis-sequence") {
         throw badParameter(
@@ -269,7 +289,7 @@ export function registerIdRoutes(
         );
       }
       const format = timeZone === undefined ? sequenceFormat() : formatIn(timeZone);
-      return reply.send(decodeId(request.params.id!, layout, snowflakeLayout, format));
+      return reply.send(decodeId(id, layout, snowflakeLayout, format));
     },
   );
 

@@ -17,6 +17,11 @@ const DATABASE = "mysql://leaf:secret@127.0.0.1:3306/leaf";
 const plain = load({});
 const zk = load({ segment: { enabled: false }, snowflake: { zk: { address: "127.0.0.1:2181" } } });
 const mysql = load({ segment: { mysql: { url: DATABASE } }, snowflake: { registry: "mysql" } });
+const pod = loadConfig({
+  values: { segment: { enabled: false }, snowflake: { local: { statefulSet: true } } },
+  env: { HOSTNAME: "leaf-2" },
+  cwd: dir,
+});
 const redis = load({
   segment: { enabled: false },
   snowflake: { enabled: false },
@@ -40,6 +45,8 @@ const WHERE: Record<string, () => unknown> = {
   "segment.refreshIntervalMs": () => plain.segment?.refreshIntervalMs,
   "segment.exhaustedWaitMs": () => plain.segment?.exhaustedWaitMs,
   "segment.dynamicStep": () => plain.segment?.dynamicStep,
+  "segment.prefetchMaxDepth": () => plain.segment?.prefetchMaxDepth,
+  "segment.giveBackOnClose": () => plain.segment?.giveBackOnClose,
   "segment.load": () => plain.segment?.load,
   "segment.eagerTags": () => plain.segment?.eagerTags,
   "segment.recentMs": () => plain.segment?.recentMs,
@@ -48,6 +55,8 @@ const WHERE: Record<string, () => unknown> = {
   "snowflake.clockToleranceMs": () => plain.snowflake?.toleranceMs,
   "snowflake.backups": () => plain.snowflake?.backups,
   "snowflake.local.workerId": () => registry(plain, "local")?.workerId,
+  "snowflake.local.statefulSet": () => registry(plain, "local")?.pod !== undefined,
+  "snowflake.local.statefulSetOffset": () => registry(pod, "local")?.pod?.offset,
   "snowflake.zk.mode": () => registry(zk, "zk")?.mode,
   "snowflake.zk.sessionTimeoutMs": () => registry(zk, "zk")?.sessionTimeoutMs,
   "snowflake.zk.stopWithoutSession": () => registry(zk, "zk")?.stopWithoutSession,

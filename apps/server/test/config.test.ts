@@ -399,6 +399,39 @@ describe("safe defaults for a real deployment", () => {
     expect(error.message).toContain("leaf.snowflake.enable=false");
   });
 
+  it("takes the worker id from a StatefulSet pod's name, with its offset, and refuses a name without an ordinal", () => {
+    const pod = loadConfig({
+      env: {
+        HOSTNAME: "leaf-4",
+        LEAF_SNOWFLAKE_LOCAL_STATEFUL_SET: "true",
+        LEAF_SNOWFLAKE_LOCAL_STATEFUL_SET_OFFSET: "100",
+        LEAF_SERVER_HOST: "0.0.0.0",
+        LEAF_SEGMENT_ENABLED: "false",
+      },
+      cwd: dir,
+    });
+    expect(pod.snowflake?.registry).toMatchObject({
+      kind: "local",
+      workerId: 104,
+      pod: { hostname: "leaf-4", offset: 100 },
+    });
+    const deployment = configError({
+      env: { HOSTNAME: "leaf-7f9c8d5b-x2x9z", LEAF_SNOWFLAKE_LOCAL_STATEFUL_SET: "true" },
+      cwd: dir,
+    });
+    expect(deployment.message).toContain("LEAF_SNOWFLAKE_LOCAL_STATEFUL_SET (environment)");
+    expect(deployment.message).toContain('"leaf-7f9c8d5b-x2x9z"');
+    const both = configError({
+      env: {
+        HOSTNAME: "leaf-1",
+        LEAF_SNOWFLAKE_LOCAL_STATEFUL_SET: "true",
+        LEAF_SNOWFLAKE_LOCAL_WORKER_ID: "3",
+      },
+      cwd: dir,
+    });
+    expect(both.message).toContain("takes the worker id from the pod's name");
+  });
+
   it("refuses the local registry's default worker id off loopback unless the id is set", () => {
     const error = configError({
       env: { LEAF_SERVER_HOST: "0.0.0.0", LEAF_SEGMENT_STORE: "embedded" },

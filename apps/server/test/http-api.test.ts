@@ -298,6 +298,8 @@ describe("the JSON API", () => {
       "leaf",
       "sonyflake",
       "baidu",
+      "safe53ms",
+      "safe53s",
       "redis-sequence",
     ]);
     expect(body.layouts[0]).toMatchObject({

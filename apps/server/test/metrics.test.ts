@@ -116,11 +116,17 @@ describe("metrics of a running server", () => {
   });
 
   it("shows each tag's max_id and its headroom below 2^63 - 1", async () => {
-    const rows = (await test.server.services.segment!.store.describeTags()).filter(
-      (r) => r.tag === TAG,
-    );
-    const maxId = rows[0]!.maxId;
-    const text = await scrape();
+    // The prefetch may still be taking ranges in the background (the earlier tests drew ids): read
+    // until the store and the scrape agree, so that both describe the same max_id.
+    let maxId = 0n;
+    let text = "";
+    for (let attempt = 0; attempt < 50; attempt++) {
+      const rows = await test.server.services.segment!.store.describeTags();
+      maxId = rows.find((r) => r.tag === TAG)!.maxId;
+      text = await scrape();
+      if (sample(text, "leaf_segment_max_id", `tag="${TAG}"`) === Number(maxId)) break;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
     expect(sample(text, "leaf_segment_max_id", `tag="${TAG}"`)).toBe(Number(maxId));
     expect(sample(text, "leaf_segment_max_id_headroom", `tag="${TAG}"`)).toBe(
       Number(MAX_ID - maxId),

@@ -1,0 +1,60 @@
+// The range endpoint: a whole run of consecutive segment ids in one answer, taken from the server's
+// double buffer, for clients that hand ids out themselves (`@leaf/client`).
+import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
+import type { AccessTokens } from "./access-tokens";
+import { badParameter } from "./http-errors";
+import type { IdSources } from "./id-sources";
+import type { ServerMetrics } from "./metrics";
+import { type Query, readTag, single } from "./request-params";
+
+/** Largest range a caller may ask for: the `int` step column's maximum, as the generator's. */
+export const MAX_RANGE = 2_147_483_647;
+
+const DIGITS = /^[0-9]{1,10}$/;
+
+type Req = FastifyRequest<{ Params: Record<string, string>; Querystring: Query }>;
+
+/** `count` of a range request: 1 to {@link MAX_RANGE}, digits only (required). */
+function readRangeCount(query: Query): number {
+  const raw = single(query, "count");
+  const value = raw !== undefined && DIGITS.test(raw) ? Number(raw) : Number.NaN;
+  if (!(value >= 1 && value <= MAX_RANGE)) {
+    throw badParameter(
+      "count",
+      raw,
+      `an integer from 1 to ${MAX_RANGE.toLocaleString("en-US")}: the most ids the range may hold`,
+    );
+  }
+  return value;
+}
+
+/**
+ * Registers `GET /api/v1/segment/:tag/range?count=N`: `{"tag","start","end","count"}`, the ids
+ * `start` (included) to `end` (excluded) as decimal strings. The range is cut where the server's
+ * current segment ends, so it may hold fewer than `count` ids (never more, never none); no store
+ * round trip while the server's buffers hold ids. Counted in `leaf_ids_issued_total` (every id of
+ * the range) and `leaf_segment_ranges_total`.
+ */
+export function registerRangeRoutes(
+  app: FastifyInstance,
+  sources: IdSources,
+  metrics: ServerMetrics,
+  tokens: AccessTokens | undefined,
+): void {
+  app.get(
+    "/api/v1/segment/:tag/range",
+    { config: { mode: "segment", query: ["count", "token"] } },
+    async (request: Req, reply: FastifyReply) => {
+      const tag = readTag(request.params.tag);
+      if (tokens) tokens.check(request, tag, `tag ${JSON.stringify(tag)}`);
+      const count = readRangeCount(request.query);
+      const { start, end } = await sources.segment().generator.nextRange(tag, count);
+      const n = Number(end - start);
+      metrics.tally("segment", tag).n += n;
+      metrics.segmentRanges.inc({ tag });
+      return reply
+        .type("application/json; charset=utf-8")
+        .send(`{"tag":${JSON.stringify(tag)},"start":"${start}","end":"${end}","count":${n}}`);
+    },
+  );
+}

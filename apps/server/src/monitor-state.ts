@@ -4,7 +4,7 @@ import type { TagRecord } from "@leaf/segment";
 import { configSummary } from "./config-summary";
 import type { AppContext } from "./id-sources";
 import { InstrumentedStore } from "./instrumented-store";
-import { registryState } from "./metrics";
+import { registryState } from "./metrics-gauges";
 import { tagJson } from "./routes-admin";
 
 /** What `/api/v1/monitor` answers. */

@@ -1,185 +1,28 @@
 // The OpenAPI 3.1 document of the HTTP API, served at /openapi.json. A test checks that every
 // route the server registers is described here and that nothing described is missing.
 import { DECODE_LAYOUTS } from "./decode";
-import { ID_FORMATS } from "./id-formats";
+import {
+  bearer,
+  countParam,
+  errorBody,
+  errors,
+  formatName,
+  formatParam,
+  formattedId,
+  formattedIds,
+  idFormatParam,
+  idPrefixParam,
+  idString,
+  javaOperations,
+  json,
+  prefixParam,
+  shardParam,
+  tagParam,
+  tagRecord,
+  text,
+  tokenParam,
+} from "./openapi-parts";
 
-const idString = {
-  type: "string",
-  pattern: "^[0-9]{1,19}$",
-  description: "A 64-bit id as a decimal string (never a JSON number: ids pass 2^53).",
-  examples: ["1256557484213448722"],
-};
-
-const errorBody = {
-  type: "object",
-  required: ["status", "code", "message"],
-  properties: {
-    status: { type: "integer", description: "The HTTP status, repeated." },
-    code: {
-      type: "string",
-      description:
-        "Stable code: INVALID_ARGUMENT, INVALID_ID, UNKNOWN_TAG, NOT_INITIALIZED, SEGMENTS_EXHAUSTED, UNAVAILABLE, LEASE_LOST, CLOCK_BEHIND, CLOCK_MOVED_BACKWARDS, SEQUENCE_EXHAUSTED, CLOCK_SKEW, MODE_DISABLED, NOT_FOUND, METHOD_NOT_ALLOWED, UNAUTHORIZED, FORBIDDEN, ALREADY_EXISTS, BAD_REQUEST, SHUTTING_DOWN, INTERNAL, ...",
-    },
-    leafCode: {
-      type: "integer",
-      description: "Java Leaf's numeric code (-1 .. -4) where the condition has one.",
-    },
-    message: { type: "string", description: "What happened, the value seen and what to do." },
-    details: { type: "object", additionalProperties: true },
-  },
-};
-
-const errors = (...statuses: number[]) =>
-  Object.fromEntries(
-    statuses.map((status) => [
-      String(status),
-      {
-        description: ERROR_TEXT[status] ?? "Error",
-        content: { "application/json": { schema: { $ref: "#/components/schemas/Error" } } },
-      },
-    ]),
-  );
-
-const ERROR_TEXT: Record<number, string> = {
-  400: "Bad input: the message names the parameter, the value seen and what is expected; an unknown query parameter is named, with the ones the route takes (INVALID_ARGUMENT).",
-  401: "An access token is needed (per-tag tokens, or the admin token).",
-  403: "The token is not valid here.",
-  404: "Unknown tag (Leaf code -2), a disabled mode (MODE_DISABLED), or no such route.",
-  409: "The tag exists already.",
-  503: "Not ready (Leaf code -1), both segments used up (-3), lease lost (-4), clock behind (-1/-3), Redis unavailable, or shutting down.",
-};
-
-const countParam = {
-  name: "count",
-  in: "query",
-  required: false,
-  description: "How many ids, 1 to server.maxBatch (default 10,000).",
-  schema: { type: "integer", minimum: 1 },
-};
-const tokenParam = {
-  name: "token",
-  in: "query",
-  required: false,
-  description:
-    "Access token, when the tag has tokens (also `Authorization: Bearer` or `X-Leaf-Token`).",
-  schema: { type: "string" },
-};
-const tagParam = (name: string) => ({
-  name,
-  in: "path",
-  required: true,
-  description: "Segment tag (`biz_tag`): 1 to 128 characters, no control characters.",
-  schema: { type: "string", minLength: 1, maxLength: 128 },
-});
-const shardParam = {
-  name: "shard",
-  in: "query",
-  required: false,
-  description: "Shard, 0 to the layout's largest (4095 by default); default 0.",
-  schema: { type: "integer", minimum: 0 },
-};
-const formatParam = {
-  name: "format",
-  in: "query",
-  required: false,
-  description:
-    "`long`: the 64-bit id as a decimal string (default); `string`: prefix + yyyyMMddHHmmss + 6-digit sequence + 4-digit shard.",
-  schema: { type: "string", enum: ["long", "string"] },
-};
-const prefixParam = {
-  name: "prefix",
-  in: "query",
-  required: false,
-  description:
-    "Prefix of the string form (format=string only), up to 64 characters without spaces.",
-  schema: { type: "string", maxLength: 64 },
-};
-const idFormatParam = {
-  name: "format",
-  in: "query",
-  required: false,
-  description:
-    "The string form of the ids: `decimal` (default); `base62`, `base36`, `base32` (Crockford): fixed width (segment ids: that of 63 bits; snowflake ids: that of the configured layout), sorting as the ids do; `friendly` (snowflake ids only): yyyyMMddHHmmssSSS-worker-sequence, UTC. The answer then has `format`.",
-  schema: { type: "string", enum: [...ID_FORMATS] },
-};
-const idPrefixParam = {
-  name: "prefix",
-  in: "query",
-  required: false,
-  description:
-    "Written before every id (e.g. `ord_`), with a format other than decimal: up to 32 letters, digits, `_`, `-`, `.` or `:`.",
-  schema: { type: "string", maxLength: 32, pattern: "^[A-Za-z0-9_.:-]*$" },
-};
-/** Java Leaf's body: any content type, read and ignored (parameters come from the query string). */
-const anyBody = {
-  required: false,
-  description:
-    "Any body of any content type (form fields, JSON, text, nothing): read and ignored, as Java Leaf's handlers ignore it. Parameters are read from the query string only.",
-  content: { "*/*": { schema: {} } },
-};
-
-/**
- * The operations of one Java Leaf path: GET, and the same for POST, PUT, PATCH and DELETE, which
- * Spring's `@RequestMapping` without a method answers too. (No HEAD: it would take an id for
- * nothing.)
- */
-function javaOperations(get: { summary: string } & Record<string, unknown>) {
-  const same = (method: string) => ({
-    ...get,
-    summary: `${get.summary}, by ${method} (as Java Leaf's @RequestMapping answers every method)`,
-    requestBody: anyBody,
-  });
-  return {
-    get,
-    post: same("POST"),
-    put: same("PUT"),
-    patch: same("PATCH"),
-    delete: same("DELETE"),
-  };
-}
-
-const json = (schema: unknown, description = "OK") => ({
-  description,
-  content: { "application/json": { schema } },
-});
-const text = (description: string) => ({
-  description,
-  content: { "text/plain": { schema: { type: "string" } } },
-});
-/** An id of the JSON API's id routes: decimal, or in the string form `format` asked for. */
-const formattedId = {
-  type: "string",
-  description:
-    "The id as a decimal string, or in the string form `format` asked for (the answer then has `format`).",
-  examples: ["1256557484213448722", "2LMsBBgGSCe", "20200502121344602-0619-0018"],
-};
-const formatName = {
-  type: "string",
-  description: "The string form of the ids, when `format` asked for one other than decimal.",
-  enum: ID_FORMATS.filter((name) => name !== "decimal"),
-};
-const formattedIds = {
-  type: "object",
-  required: ["count", "ids"],
-  properties: {
-    count: { type: "integer" },
-    ids: { type: "array", items: formattedId },
-    format: formatName,
-  },
-};
-const bearer = [{ adminToken: [] }];
-const tagRecord = {
-  type: "object",
-  properties: {
-    tag: { type: "string" },
-    maxId: idString,
-    step: { type: "integer" },
-    description: { type: ["string", "null"] },
-    updatedAt: { type: ["string", "null"], format: "date-time" },
-  },
-};
-
-/** The document, for the server's version. */
 export function openApiDocument(version: string) {
   return {
     openapi: "3.1.0",

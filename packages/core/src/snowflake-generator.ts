@@ -1,6 +1,8 @@
 // The snowflake generator for one worker id: time | worker | sequence, with Leaf's random sequence
 // start, clock-rollback handling (wait within tolerance, backup worker ids beyond it, else refuse),
 // bounded waits, refusal past the layout's last instant, and fencing when the lease is lost.
+// Over 450 lines because it is one class: the id paths (one, a batch, a number) share the clock
+// state, the backup ids and the fence, and must be read together to see that no id repeats.
 import { type Clock, systemClock } from "./clock";
 import { argumentError, ErrorCodes, LeafCodes, LeafError } from "./errors";
 import { type DecodedId, type Layout, layouts } from "./layout";

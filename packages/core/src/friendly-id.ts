@@ -2,12 +2,11 @@
 // Unlike CosId's, worker and sequence are zero-padded to the layout's widths, so the strings of one
 // layout sort as the ids do, and the time is always UTC, so a string means one instant everywhere.
 import { argumentError } from "./errors";
-import { type IdStringForm, malformedId } from "./id-encoding";
+import { checkIdPrefix, type IdStringForm, malformedId } from "./id-encoding";
 import type { Layout } from "./layout";
 import { parseId } from "./layout";
 
 const COMPONENT = "core";
-const PREFIX = /^[A-Za-z0-9_.:-]{0,32}$/;
 /** 9999-12-31T23:59:59.999Z: the last instant with a four-digit year. */
 const LAST_FOUR_DIGIT_YEAR_MS = 253_402_300_799_999;
 
@@ -49,15 +48,7 @@ export class FriendlyIdFormat implements IdStringForm {
         "a layout (layouts.leaf, defineLayout(...))",
       );
     }
-    const prefix = options.prefix ?? "";
-    if (typeof prefix !== "string" || !PREFIX.test(prefix)) {
-      throw argumentError(
-        COMPONENT,
-        "prefix",
-        prefix,
-        "up to 32 characters, each a letter, a digit, _, -, . or :",
-      );
-    }
+    const prefix = checkIdPrefix(options.prefix);
     this.layout = layout;
     this.prefix = prefix;
     this.workerWidth = String(layout.maxWorkerId).length;

@@ -50,6 +50,20 @@ const ALPHABETS: Record<IdAlphabet, AlphabetSpec> = {
 };
 
 const PREFIX = /^[A-Za-z0-9_.:-]{0,32}$/;
+
+/** Checks a string form's prefix (default ""): INVALID_ARGUMENT naming it unless it is allowed. */
+export function checkIdPrefix(value: unknown): string {
+  const prefix = value ?? "";
+  if (typeof prefix !== "string" || !PREFIX.test(prefix)) {
+    throw argumentError(
+      COMPONENT,
+      "prefix",
+      prefix,
+      "up to 32 characters, each a letter, a digit, _, -, . or :",
+    );
+  }
+  return prefix;
+}
 const MAX_SAFE = Number.MAX_SAFE_INTEGER;
 
 /** Options of {@link IdEncoding}. */
@@ -126,15 +140,7 @@ export class IdEncoding implements IdStringForm {
         "an integer from 1 to 63 (bits of the largest id)",
       );
     }
-    const prefix = options.prefix ?? "";
-    if (typeof prefix !== "string" || !PREFIX.test(prefix)) {
-      throw argumentError(
-        COMPONENT,
-        "prefix",
-        prefix,
-        "up to 32 characters, each a letter, a digit, _, -, . or :",
-      );
-    }
+    const prefix = checkIdPrefix(options.prefix);
     this.name = alphabet;
     this.alphabet = alphabet;
     this.prefix = prefix;

@@ -58,7 +58,6 @@ describe("SnowflakeWorker", () => {
     expect(store.spaces.get(node.name)?.get(worker.lease!.workerId)?.holder).toBeUndefined();
   });
 
-
   it("refuses to start when the clock is behind the lease's last timestamp, with both times", async () => {
     const store = new MemoryRegistryStore();
     const clock = new ManualClock(Date.UTC(2026, 0, 1));

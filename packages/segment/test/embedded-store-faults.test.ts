@@ -176,7 +176,9 @@ describe("EmbeddedSegmentStore on a full disk", () => {
   it("refuses every call while a tmpfs is full, naming the journal, and serves on from the last range once space is freed", async () => {
     const dir = mountTmpfs("256k");
     const failures: LeafError[] = [];
-    const store = await started(new EmbeddedSegmentStore({ dir, onFailure: (e) => failures.push(e) }));
+    const store = await started(
+      new EmbeddedSegmentStore({ dir, onFailure: (e) => failures.push(e) }),
+    );
     await store.createTag({ tag: "t", step: 100, startId: 1n });
     const filler = fillDisk(dir);
     const handedOut: Range[] = [];
@@ -280,7 +282,9 @@ describe("EmbeddedSegmentStore when compaction cannot reopen the journal", () =>
       }
       return open(path, "a");
     };
-    const store = await started(new EmbeddedSegmentStore({ dir, compactAfterRecords: 10, openFile }));
+    const store = await started(
+      new EmbeddedSegmentStore({ dir, compactAfterRecords: 10, openFile }),
+    );
     await store.createTag({ tag: "t", step: 10, startId: 0n });
     failing = true;
     const handedOut: Range[] = [];
@@ -312,7 +316,9 @@ describe("EmbeddedSegmentStore and other processes on its folder", () => {
   it("stops handing out ranges once its lock file is no longer its own, and leaves the new one alone", async () => {
     const dir = folder();
     const failures: LeafError[] = [];
-    const store = await started(new EmbeddedSegmentStore({ dir, onFailure: (e) => failures.push(e) }));
+    const store = await started(
+      new EmbeddedSegmentStore({ dir, onFailure: (e) => failures.push(e) }),
+    );
     await store.createTag({ tag: "t", step: 10, startId: 0n });
     await store.takeRange("t");
     const lock = join(dir, LOCK_FILE);

@@ -1,6 +1,5 @@
 // The chaos suite's harness, for the short form's test and for anyone composing their own faults.
-export { FakeClock, findLibfaketime } from "./faketime";
-export { type HttpAnswer, httpGet, NoAnswer } from "./http-get";
+export { FakeClock, findLibfaketime, type HttpAnswer, httpGet, NoAnswer } from "@leaf/testkit";
 export { IdColumn, IdRecorder, type SpaceSummary, summarizeColumn } from "./id-recorder";
 export {
   LeafProcess,

@@ -3,7 +3,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { findLibfaketime } from "./faketime";
+import { findLibfaketime } from "@leaf/testkit";
 import { serverBuildTime } from "./leaf-process";
 import {
   type ChaosReport,

@@ -5,10 +5,10 @@ import { rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type Layout, layouts } from "@leaf/core";
-import { FakeClock } from "./faketime";
+import { FakeClock } from "@leaf/testkit";
 import { httpGet, keepAliveAgent, NoAnswer } from "./http-get";
 import { IdRecorder, type SpaceSummary } from "./id-recorder";
-import { LeafProcess, type LeafProcessOptions } from "./leaf-process";
+import { LeafProcess, type LeafProcessOptions, serverCli } from "./leaf-process";
 import {
   type LoadDriver as Driver,
   errorCode,
@@ -135,10 +135,10 @@ export class ScenarioRun {
           "(apt-get install faketime), or set LEAF_CHAOS_LIBFAKETIME to libfaketimeMT.so.1",
       );
     }
-    return new FakeClock(
-      join(this.ctx.dir, `${this.name}-clock-${++this.clocks}.rc`),
-      this.ctx.libfaketime,
-    );
+    return new FakeClock({
+      file: join(this.ctx.dir, `${this.name}-clock-${++this.clocks}.rc`),
+      library: this.ctx.libfaketime,
+    });
   }
 
   /** Creates (does not start) a server process; it is stopped when the scenario ends. */
@@ -150,6 +150,7 @@ export class ScenarioRun {
     options: Pick<LeafProcessOptions, "dataDir" | "pidNamespace"> = {},
   ): LeafProcess {
     const server = new LeafProcess({
+      cli: serverCli(),
       label,
       dir: join(this.ctx.dir, this.name),
       port,

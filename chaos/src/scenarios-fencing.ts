@@ -23,7 +23,7 @@ import { type ScenarioRun, sleep } from "./scenario-run";
 import { segmentOff, serverConfig, snowflakeOn } from "./server-configs";
 
 /** The servers' layout here: Leaf's with no worker-id bits, so worker id 0 is the only one. */
-const ONE_ID = defineLayout({ ...layouts.leaf, name: "leaf, workerBits 0", workerBits: 0 });
+export const ONE_ID = defineLayout({ ...layouts.leaf, name: "leaf, workerBits 0", workerBits: 0 });
 
 /** The mysql lease (the holder fences at 4/5 of it) and the ZooKeeper session, short. */
 const LEASE_MS = 3000;
@@ -33,7 +33,7 @@ const SESSION_MS = 2000;
  * Starts `b` again and again until it starts (it is refused while the worker id is held) or
  * `timeoutMs` passes; the refused attempts and the last outcome.
  */
-async function startWhenFree(
+export async function startWhenFree(
   b: LeafProcess,
   timeoutMs: number,
 ): Promise<{ outcome: StartOutcome; refused: number; firstRefusal: string | undefined }> {
@@ -57,7 +57,12 @@ const tickOf = (id: bigint | undefined) =>
  * Checks that every id `a` issued is below every id `b` issued: under one worker id, ids order by
  * time, so `a` stopped issuing before `b` began (the fence came first).
  */
-function expectFencedFirst(s: ScenarioRun, a: LeafProcess, b: LeafProcess, extra = 0n): void {
+export function expectFencedFirst(
+  s: ScenarioRun,
+  a: LeafProcess,
+  b: LeafProcess,
+  extra = 0n,
+): void {
   const fromA = s.load.idRange(loopsOfServer(a));
   let highestA = extra;
   if (fromA.highest !== undefined && fromA.highest > highestA) highestA = fromA.highest;

@@ -9,8 +9,10 @@ import {
   clockRestartBehindReport,
 } from "./scenarios-clock";
 import { fullDisk, mysqlSplitBrain, sharedFolder } from "./scenarios-data";
+import { etcdRegistry } from "./scenarios-etcd-registry";
 import { processPause, zookeeperPartition } from "./scenarios-fencing";
 import { sigkillRestart } from "./scenarios-process";
+import { redisRegistry } from "./scenarios-redis-registry";
 import {
   mariadbKill,
   mariadbPause,
@@ -39,6 +41,8 @@ export const SCENARIOS: readonly Scenario[] = [
   zookeeperFault("pause", true),
   zookeeperPartition,
   redisKill,
+  redisRegistry,
+  etcdRegistry,
   clockBack(["3ms", "2s", "1h", "restart-behind"], true),
   clockBackup,
   clockRestartBehind("local"),

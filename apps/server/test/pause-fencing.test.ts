@@ -21,7 +21,7 @@ import {
   countDuplicates,
   idsOf,
   Load,
-  ServerProcess,
+  serverProcess,
   sleep,
   until,
 } from "./fault-servers";
@@ -63,8 +63,8 @@ async function pauseTrial(registry: Record<string, unknown>, trial: number): Pro
     // One worker id in all: whoever issues, issues under worker id 0.
     snowflake: { enabled: true, ip: "127.0.0.1", workerBits: 0, ...registry },
   };
-  const a = new ServerProcess("A", dir, await freePort(), config);
-  const b = new ServerProcess("B", dir, await freePort(), config);
+  const a = serverProcess("A", dir, await freePort(), config);
+  const b = serverProcess("B", dir, await freePort(), config);
   const queued: Array<Promise<Answer[]>> = [];
   let loadA: Load | undefined;
   let loadB: Load | undefined;
@@ -81,7 +81,7 @@ async function pauseTrial(registry: Record<string, unknown>, trial: number): Pro
     await sleep(Math.floor(Math.random() * 50));
     a.pause();
     // B starts once A's lease (or session) has run out; until then its start is refused.
-    await until("server B taking the worker id", () => b.tryStart(), 120_000);
+    await until("server B taking the worker id", async () => (await b.tryStart()).started, 120_000);
     loadB = new Load(b.port, BATCH);
     singlesB = new Load(b.port, SINGLE, 2, 32);
     await until("server B under load", () => loadB!.ids >= 200_000);

@@ -5,9 +5,9 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { freePort, type MysqlHandle, startMysql, stopAll } from "@leaf/testkit";
+import { FakeClock, freePort, type MysqlHandle, startMysql, stopAll } from "@leaf/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { countDuplicates, FakeClock, Load, ServerProcess, sleep, until } from "./fault-servers";
+import { countDuplicates, Load, reportsOf, serverProcess, sleep, until } from "./fault-servers";
 
 const dirs: string[] = [];
 let mysql: MysqlHandle;
@@ -27,24 +27,24 @@ const SINGLE = "/api/snowflake/get/restart";
 async function restartBehind(registry: Record<string, unknown>) {
   const dir = mkdtempSync(join(tmpdir(), "leaf-restart-"));
   dirs.push(dir);
-  const clock = new FakeClock(dir);
+  const clock = new FakeClock({ file: join(dir, "faketime.offset") });
   const config = {
     name: `restart-${Math.random().toString(36).slice(2, 8)}`,
     segment: { enabled: false },
     snowflake: { enabled: true, ip: "127.0.0.1", ...registry },
   };
-  const server = new ServerProcess("S", dir, await freePort(), config, clock);
+  const server = serverProcess("S", dir, await freePort(), config, clock);
   const batches = new Load(server.port, BATCH, 3, 4);
   const singles = new Load(server.port, SINGLE, 1, 32);
   try {
     await server.start();
     // Wait for a report, then 2.5 s of ids after it.
-    const first = (await server.reports()) ?? 0;
+    const first = (await reportsOf(server)) ?? 0;
     let reportSeenAt = 0;
     await until(
       "a timestamp report",
       async () => {
-        const n = await server.reports();
+        const n = await reportsOf(server);
         if (n !== undefined && n > first) reportSeenAt = performance.now();
         return reportSeenAt > 0;
       },
@@ -55,7 +55,7 @@ async function restartBehind(registry: Record<string, unknown>) {
     await server.kill();
     clock.set(-2000);
     const restartedAt = performance.now();
-    const started = await server.tryStart();
+    const { started } = await server.tryStart();
     const restartMs = performance.now() - restartedAt;
     if (started) {
       const after = batches.ids + singles.ids;

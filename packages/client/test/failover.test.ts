@@ -4,10 +4,10 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { type MysqlHandle, startMysql, stopAll } from "@leaf/testkit";
+import { type LeafServerProcess, type MysqlHandle, startMysql, stopAll } from "@leaf/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { isLeafClientError, LeafClient, type SegmentIds } from "../src/index";
-import { LeafProcess } from "./leaf-processes";
+import { leafProcess } from "./leaf-processes";
 
 const ADMIN = "client-failover-admin";
 const TAG = "load";
@@ -25,8 +25,8 @@ const DATABASE_PAUSE_MS = 1500;
 
 let mysql: MysqlHandle;
 let dir: string;
-let a: LeafProcess;
-let b: LeafProcess;
+let a: LeafServerProcess;
+let b: LeafServerProcess;
 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
@@ -47,8 +47,8 @@ beforeAll(async () => {
     },
     snowflake: { enabled: false },
   };
-  a = await LeafProcess.create("a", dir, config);
-  b = await LeafProcess.create("b", dir, config);
+  a = await leafProcess("a", dir, config);
+  b = await leafProcess("b", dir, config);
   await a.start();
   const created = await fetch(`${a.url}/api/v1/admin/tags`, {
     method: "POST",

@@ -1,12 +1,9 @@
-// Holders in separate processes against a private etcd: a race of eight processes for ids, a
-// holder killed with SIGKILL, and a holder whose clock runs 3 s ahead (libfaketime) cut off from
-// etcd while it issues. Every id a child prints counts as issued; all are checked for duplicates.
-import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { ErrorCodes, isLeafError, SnowflakeWorker } from "@leaf/core";
 import {
   ChildLines,
   type EtcdHandle,
+  findLibfaketime,
   spawnNode,
   startEtcd,
   started,
@@ -18,10 +15,7 @@ import { EtcdRegistry } from "../src/index";
 import { ONE_WORKER, REGISTRY, WORKER } from "./fixtures/one-worker";
 
 const HOLDER = fileURLToPath(new URL("./fixtures/holder.ts", import.meta.url));
-const LIBFAKETIME = [
-  "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1",
-  "/usr/lib/aarch64-linux-gnu/faketime/libfaketimeMT.so.1",
-].find((path) => existsSync(path));
+const LIBFAKETIME = findLibfaketime();
 
 let etcd: EtcdHandle;
 

@@ -1,10 +1,19 @@
 // Public entry of @leaf/testkit: private MariaDB, Redis, ZooKeeper and etcd servers for tests, faults on
-// demand, separate node processes, and cleanup that survives a killed test process.
+// demand, separate node processes, Leaf servers as real processes (optionally under a fake clock),
+// and cleanup that survives a killed test process.
 export { ChildLines } from "./child-lines";
 export { stopAll } from "./cleanup";
 export { TestkitError, type TestkitErrorCode } from "./errors";
 export { type EtcdHandle, type EtcdOptions, startEtcd } from "./etcd";
+export { FakeClock, type FakeClockOptions, findLibfaketime } from "./faketime";
 export { isExternal } from "./handle";
+export { type GetOptions, type HttpAnswer, httpGet, keepAliveAgent, NoAnswer } from "./http-get";
+export {
+  LeafServerProcess,
+  type LeafServerProcessOptions,
+  type ProcessExit,
+  type StartOutcome,
+} from "./leaf-server-process";
 export { startMysql } from "./mysql";
 export {
   type MysqlReplicaPair,

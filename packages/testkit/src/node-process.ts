@@ -16,6 +16,11 @@ export interface SpawnNodeOptions {
   stdio?: SpawnOptions["stdio"];
   /** Extra flags for node itself, before the script (e.g. "--expose-gc"). */
   nodeArgs?: string[];
+  /**
+   * A command that runs node (e.g. `["unshare", "--pid", "--fork", "--kill-child"]`): the child is
+   * then that command, with node and its arguments after it. Signals reach the wrapper, not node.
+   */
+  wrapper?: string[];
 }
 
 /** Options of runNode(). */
@@ -63,7 +68,9 @@ export function spawnNode(
   args: string[] = [],
   options: SpawnNodeOptions = {},
 ): ChildProcess {
-  const child = spawn(process.execPath, nodeCommand(script, args, options.nodeArgs ?? []), {
+  const command = [process.execPath, ...nodeCommand(script, args, options.nodeArgs ?? [])];
+  const [file, ...rest] = [...(options.wrapper ?? []), ...command];
+  const child = spawn(file!, rest, {
     cwd: options.cwd,
     env: { ...process.env, ...options.env },
     stdio: options.stdio ?? ["pipe", "pipe", "pipe"],

@@ -1,5 +1,6 @@
-// `@leaf/core/adapter`: what registry and store adapters build on (the lease core, request checks,
-// lock files, lease cache files, MySQL URLs and errors). Not for applications: `@leaf/core` is their entry.
+// `@leaf/core/adapter`: what registry and store adapters build on (the lease core, the renewing lease
+// and its timing checks, request checks, lock files, lease cache files, MySQL URLs and errors). Not
+// for applications: `@leaf/core` is their entry.
 export {
   type AcquireRequestLimits,
   type CheckedAcquireRequest,
@@ -64,3 +65,13 @@ export {
   TimeLimitError,
   withTimeLimit,
 } from "./redis-link";
+export {
+  checkLeaseTimings,
+  type FenceReason,
+  type LeaseTimingOptions,
+  type LeaseTimings,
+  type RenewalConfirmed,
+  type RenewalSchedule,
+  RenewingLease,
+} from "./renewing-lease";
+export { type SoonestLease, workerIdsExhaustedError } from "./worker-ids-exhausted";

@@ -1,8 +1,8 @@
 // One node's hold on its worker ids: an etcd lease it renews itself, holder keys attached to it, and
 // every write guarded by "my holder keys still hold my token". It fences on its own monotonic clock,
 // from the send time of the last renewal etcd confirmed, before etcd can expire the lease.
-import type { BackupWorker } from "@leaf/core";
-import { LeaseCore } from "@leaf/core/adapter";
+import type { BackupWorker, LeafError } from "@leaf/core";
+import { type FenceReason, type RenewalConfirmed, RenewingLease } from "@leaf/core/adapter";
 import type { IResponseOp } from "etcd3";
 import type { EtcdCalls, GrantedLease } from "./etcd-calls";
 import { COMPONENT, encodeRecord, type IdRecord, type Keyspace } from "./etcd-keys";
@@ -33,49 +33,47 @@ export interface EtcdLeaseInit {
   onEnd(lease: EtcdLease): void;
 }
 
-/** The ids of one acquire, held under one etcd lease. */
-export class EtcdLease extends LeaseCore {
+/**
+ * The ids of one acquire, held under one etcd lease. etcd expires the lease no earlier than its TTL
+ * after it received the last keepalive, which is after this holder sent it: fencing at send time +
+ * TTL - margin (RenewingLease's deadline, with the TTL etcd applied) is before etcd can give the id
+ * to anyone. The margin covers clock rate differences and the generator's last tick.
+ */
+export class EtcdLease extends RenewingLease {
   readonly #calls: EtcdCalls;
   readonly #keys: Keyspace;
   readonly #etcdLease: GrantedLease;
   readonly #holderText: string;
-  readonly #renewIntervalMs: number;
-  readonly #fenceMarginMs: number;
   readonly #onEnd: (lease: EtcdLease) => void;
   /** Each held id's record as this holder last wrote it (nobody else writes it while held). */
   readonly #records = new Map<number, IdRecord>();
-  /** performance.now() when the last renewal etcd confirmed (or the grant) was sent. */
-  #renewedAt: number;
-  /** The TTL etcd applied at the last confirmed renewal. */
-  #ttlMs: number;
-  #renewTimer: NodeJS.Timeout | undefined;
-  #fenceTimer: NodeJS.Timeout | undefined;
-  #lastRenewError: unknown;
   /** True when the registry was closed: nothing is revoked, the lease is left to expire. */
   #leftToExpire = false;
 
   constructor(init: EtcdLeaseInit) {
     const [primary, ...backups] = init.claimed;
-    super({
-      component: COMPONENT,
-      workerId: primary!.workerId,
-      lastTimestamp: primary!.lastTimestamp,
-      backups: backups.map(
-        (b): BackupWorker => ({ workerId: b.workerId, lastTimestamp: b.lastTimestamp }),
-      ),
-    });
+    super(
+      {
+        component: COMPONENT,
+        workerId: primary!.workerId,
+        lastTimestamp: primary!.lastTimestamp,
+        backups: backups.map(
+          (b): BackupWorker => ({ workerId: b.workerId, lastTimestamp: b.lastTimestamp }),
+        ),
+      },
+      {
+        leaseMs: init.etcdLease.ttlMs,
+        safetyMarginMs: init.fenceMarginMs,
+        renewIntervalMs: init.renewIntervalMs,
+        sentAt: init.grantSentAt,
+      },
+    );
     this.#calls = init.calls;
     this.#keys = init.keys;
     this.#etcdLease = init.etcdLease;
     this.#holderText = init.holderText;
-    this.#renewIntervalMs = init.renewIntervalMs;
-    this.#fenceMarginMs = init.fenceMarginMs;
     this.#onEnd = init.onEnd;
-    this.#renewedAt = init.grantSentAt;
-    this.#ttlMs = init.etcdLease.ttlMs;
     for (const c of init.claimed) this.#records.set(c.workerId, c.record);
-    this.#scheduleRenewal();
-    this.#armFence();
   }
 
   /** The etcd lease id (decimal) the holder keys are attached to. */
@@ -85,21 +83,12 @@ export class EtcdLease extends LeaseCore {
 
   /** performance.now() when the last renewal etcd confirmed was sent (the grant's, at first). */
   get renewedAt(): number {
-    return this.#renewedAt;
+    return this.lastRenewedAt;
   }
 
   /** The TTL (ms) etcd applied at the last confirmed renewal. */
   get ttlMs(): number {
-    return this.#ttlMs;
-  }
-
-  /**
-   * etcd expires the lease no earlier than TTL after it received the last keepalive, which is
-   * after this holder sent it: stopping at send time + TTL - margin is before etcd can give the
-   * id to anyone. The margin covers clock rate differences and the generator's last tick.
-   */
-  protected override liveFenceAt(): number {
-    return this.#renewedAt + this.#ttlMs - this.#fenceMarginMs;
+    return this.leaseMs;
   }
 
   /** Ends the lease when the registry closes: no renewals any more, so etcd will expire it. */
@@ -108,7 +97,8 @@ export class EtcdLease extends LeaseCore {
     this.lose("the registry was closed, so nothing renews its etcd lease any more");
   }
 
-  protected async store(reported: ReadonlyMap<number, number>): Promise<void> {
+  /** A report writes the records' timestamps apart from the renewals (which move horizons). */
+  protected override async store(reported: ReadonlyMap<number, number>): Promise<void> {
     const next = new Map<number, IdRecord>();
     for (const workerId of reported.keys()) {
       const record = this.#records.get(workerId)!;
@@ -120,9 +110,11 @@ export class EtcdLease extends LeaseCore {
     await this.#write("store the reported timestamps", next);
   }
 
-  protected async free(finalTimestampMs: number | undefined): Promise<void> {
-    this.#stopTimers();
-    if (this.lost.aborted) return;
+  /**
+   * Deletes the holder keys and writes each record's timestamp; the horizon drops to what a final
+   * report covers (nothing beyond it) or to now. Then revokes the etcd lease.
+   */
+  protected async releaseOnce(finalTimestampMs: number | undefined): Promise<void> {
     const now = Date.now();
     const next = new Map<number, IdRecord>();
     for (const workerId of this.heldIds()) {
@@ -144,13 +136,48 @@ export class EtcdLease extends LeaseCore {
     await this.#calls.revoke(this.#etcdLease.id).catch(() => {});
   }
 
-  protected override onLost(): void {
-    this.#stopTimers();
+  protected override onLost(reason: LeafError): void {
+    super.onLost(reason);
     this.#onEnd(this);
     if (!this.#leftToExpire) {
       // Frees the ids sooner when etcd is still reachable; the records keep this holder's horizon.
       void this.#calls.revoke(this.#etcdLease.id).catch(() => {});
     }
+  }
+
+  /**
+   * One renewal: a keepalive, then the records' horizons moved to what the new deadline allows.
+   * It is confirmed (the fence moves) only when both succeeded, so no id is ever issued beyond a
+   * stored horizon. Resolves with the TTL etcd applied.
+   */
+  protected async renewOnce(): Promise<RenewalConfirmed | undefined> {
+    const wallAt = Date.now();
+    const ttlMs = await this.#calls.keepAlive(this.#etcdLease.id);
+    if (this.lost.aborted) throw this.lost.reason;
+    if (this.released) return undefined;
+    if (ttlMs <= 0) {
+      throw this.lose(
+        `etcd says its lease ${this.#etcdLease.id} no longer exists (it expired or was revoked)`,
+      );
+    }
+    const horizon = wallAt + ttlMs - this.safetyMarginMs;
+    const next = new Map<number, IdRecord>();
+    for (const workerId of this.heldIds()) {
+      const record = this.#records.get(workerId)!;
+      next.set(workerId, { ...record, horizon: Math.max(record.horizon, horizon) });
+    }
+    await this.#write("renew the worker ids", next);
+    return { leaseMs: ttlMs };
+  }
+
+  /** No renewal confirmed for TTL - margin: etcd may expire the lease soon. */
+  protected fenced(silentMs: number): FenceReason {
+    return {
+      why:
+        `no renewal confirmed by etcd for ${silentMs} ms (lease TTL ${this.leaseMs} ms, fence ` +
+        `margin ${this.safetyMarginMs} ms), so etcd may soon give the id to another node`,
+      details: { etcdLease: this.#etcdLease.id, ttlMs: this.leaseMs },
+    };
   }
 
   /**
@@ -201,88 +228,6 @@ export class EtcdLease extends LeaseCore {
         ? "its holder key in etcd is gone (the etcd lease expired or was revoked, or the key was deleted)"
         : "its holder key in etcd names another holder";
     throw this.lose(why, { workerId, details: { key: this.#keys.holder(workerId) } });
-  }
-
-  /**
-   * One renewal: a keepalive, then the records' horizons moved to what the new deadline allows.
-   * The fence moves only when both succeeded, so no id is ever issued beyond a stored horizon.
-   */
-  async #renew(): Promise<void> {
-    if (this.lost.aborted || this.released) return;
-    const sentAt = performance.now();
-    const wallAt = Date.now();
-    let ttlMs: number;
-    try {
-      ttlMs = await this.#calls.keepAlive(this.#etcdLease.id);
-    } catch (error) {
-      this.#lastRenewError = error;
-      return;
-    }
-    if (this.lost.aborted || this.released) return;
-    if (ttlMs <= 0) {
-      throw this.lose(
-        `etcd says its lease ${this.#etcdLease.id} no longer exists (it expired or was revoked)`,
-      );
-    }
-    const horizon = wallAt + ttlMs - this.#fenceMarginMs;
-    const next = new Map<number, IdRecord>();
-    for (const workerId of this.heldIds()) {
-      const record = this.#records.get(workerId)!;
-      next.set(workerId, { ...record, horizon: Math.max(record.horizon, horizon) });
-    }
-    try {
-      await this.#write("renew the worker ids", next);
-    } catch (error) {
-      this.#lastRenewError = error;
-      return;
-    }
-    this.#renewedAt = Math.max(this.#renewedAt, sentAt);
-    this.#ttlMs = ttlMs;
-    this.#lastRenewError = undefined;
-    this.#armFence();
-  }
-
-  #scheduleRenewal(): void {
-    clearTimeout(this.#renewTimer);
-    this.#renewTimer = setTimeout(() => {
-      this.serial(() => this.#renew())
-        .catch(() => {})
-        .finally(() => {
-          if (!this.lost.aborted && !this.released) this.#scheduleRenewal();
-        });
-    }, this.#renewIntervalMs);
-    this.#renewTimer.unref();
-  }
-
-  /** Loses the lease at the fence instant unless a renewal moves it first. */
-  #armFence(): void {
-    clearTimeout(this.#fenceTimer);
-    const wait = Math.max(0, this.liveFenceAt() - performance.now());
-    this.#fenceTimer = setTimeout(() => {
-      if (this.lost.aborted || this.released) return;
-      if (performance.now() < this.liveFenceAt()) {
-        this.#armFence();
-        return;
-      }
-      const last = this.#lastRenewError;
-      this.lose(
-        `no renewal confirmed by etcd for ${Math.round(performance.now() - this.#renewedAt)} ms ` +
-          `(lease TTL ${this.#ttlMs} ms, fence margin ${this.#fenceMarginMs} ms), so etcd may soon ` +
-          "give the id to another node",
-        {
-          cause: last,
-          details: { etcdLease: this.#etcdLease.id, ttlMs: this.#ttlMs },
-        },
-      );
-    }, wait);
-    this.#fenceTimer.unref();
-  }
-
-  #stopTimers(): void {
-    clearTimeout(this.#renewTimer);
-    clearTimeout(this.#fenceTimer);
-    this.#renewTimer = undefined;
-    this.#fenceTimer = undefined;
   }
 }
 

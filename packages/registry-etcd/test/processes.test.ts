@@ -140,9 +140,11 @@ describe("registry-etcd with holders in separate processes", () => {
 
       proxy.cutOff();
       await child.until((l) => l.some((x) => x.includes("refused")), "the cut-off child fencing");
+      // Read before the next holder starts: parsing millions of printed ids blocks the event loop
+      // for about a second, longer than the new holder's lease margin (the child has fenced).
+      const aheadIds = printedIds(child);
       // Waits (up to 10 s) for its clock to pass the stored horizon instead of refusing to start.
       const worker = await startWhenFree(registry, "ahead", 10_000);
-      const aheadIds = printedIds(child);
       expect(child.json<{ refused?: string }>().find((l) => l.refused)!.refused).toBe("LEASE_LOST");
       const lastTimestamp = worker.lease!.lastTimestamp;
       const ids = await issue(worker, 2000);

@@ -13,19 +13,23 @@ import {
   LeafError,
   type NodeIdentity,
 } from "@leaf/core";
-import { type CheckedAcquireRequest, checkClockNotBehind, LeaseCore } from "@leaf/core/adapter";
+import {
+  type CheckedAcquireRequest,
+  checkClockNotBehind,
+  type FenceReason,
+  type LeaseTimings,
+  RenewingLease,
+  workerIdsExhaustedError,
+} from "@leaf/core/adapter";
 import type { ResultSetHeader, RowDataPacket } from "mysql2/promise";
 import { COMPONENT, type Database, isUnreachable, toMs } from "./database";
 
-/** What lease mode needs from the registry. */
-export interface LeaseSettings {
+/** What lease mode needs from the registry (with the checked lease timings). */
+export interface LeaseSettings extends LeaseTimings {
   db: Database;
   table: string;
   clock: Clock;
   toleranceMs: number;
-  leaseMs: number;
-  safetyMarginMs: number;
-  renewIntervalMs: number;
   /** Called when a lease ends (released or lost), so the registry stops tracking it. */
   forget(lease: LeasedLease): void;
 }
@@ -123,7 +127,7 @@ export async function acquireLeased(
         await takeNew(id);
       }
     }
-    if (taken.length < need) throw await exhausted(settings, request, need);
+    if (taken.length < need) throw await exhausted(settings, request);
     const rows = await db.query<RowDataPacket[]>(
       `SELECT worker_id, last_timestamp FROM \`${table}\` WHERE leaf_name = ? AND holder = ?`,
       [name, token],
@@ -189,10 +193,10 @@ async function giveBack(settings: LeaseSettings, name: string, token: string): P
   );
 }
 
+/** WORKER_IDS_EXHAUSTED naming the lease that ends soonest, by the database's clock. */
 async function exhausted(
   settings: LeaseSettings,
   request: CheckedAcquireRequest,
-  need: number,
 ): Promise<LeafError> {
   const [soonest] = await settings.db.query<RowDataPacket[]>(
     "SELECT worker_id, holder_ip, holder_port, " +
@@ -202,30 +206,23 @@ async function exhausted(
     [request.node.name, request.maxWorkerId],
     "looking for the next lease to end",
   );
-  const next = soonest
-    ? `; the soonest lease to end is worker id ${soonest.worker_id} (${soonest.holder_ip}:${soonest.holder_port}) in ${soonest.ms} ms unless renewed`
-    : "";
-  return new LeafError({
-    component: COMPONENT,
-    code: ErrorCodes.WORKER_IDS_EXHAUSTED,
-    message:
-      `no ${need === 1 ? "free worker id" : `${need} free worker ids`} in 0..${request.maxWorkerId} ` +
-      `for ${request.key} (service ${request.node.name}): all are leased${next}. Ids come back ` +
-      `${settings.leaseMs} ms after their holder stops renewing; use a layout with more worker bits ` +
-      "if the fleet is larger than the range",
-    details: { maxWorkerId: request.maxWorkerId, node: request.key, backups: need - 1 },
-  });
+  return workerIdsExhaustedError(
+    COMPONENT,
+    request,
+    settings.leaseMs,
+    soonest && {
+      workerId: soonest.worker_id,
+      ip: soonest.holder_ip,
+      port: soonest.holder_port,
+      ms: soonest.ms,
+    },
+  );
 }
 
 /** Worker ids leased through {@link MysqlRegistry} in lease mode. */
-export class LeasedLease extends LeaseCore {
+export class LeasedLease extends RenewingLease {
   /** This lease's holder token in the table's `holder` column. */
   readonly token: string;
-  /** performance.now() at which the lease fences itself unless renewed. */
-  private deadline: number;
-  private fenceTimer: NodeJS.Timeout | undefined;
-  private renewTimer: NodeJS.Timeout | undefined;
-  private lastRenewedAt: number;
 
   constructor(
     private readonly settings: LeaseSettings,
@@ -234,49 +231,22 @@ export class LeasedLease extends LeaseCore {
     held: BackupWorker[],
     sentAt: number,
   ) {
-    super({ component: COMPONENT, ...held[0]!, backups: held.slice(1) });
+    const { leaseMs, safetyMarginMs, renewIntervalMs, clock } = settings;
+    super(
+      { component: COMPONENT, ...held[0]!, backups: held.slice(1) },
+      { leaseMs, safetyMarginMs, renewIntervalMs, sentAt, clock },
+    );
     this.token = token;
-    this.lastRenewedAt = sentAt;
-    this.deadline = sentAt + settings.leaseMs - settings.safetyMarginMs;
-    this.armFence();
-    this.scheduleRenewal();
-  }
-
-  /**
-   * When this lease fences itself unless a renewal succeeds first, in performance.now() ms: the send
-   * time of the last successful renewal + leaseMs - safetyMarginMs. (0 once lost or released.)
-   */
-  protected override liveFenceAt(): number {
-    return this.deadline;
-  }
-
-  /**
-   * Records the timestamps and renews the lease at once. Rejects with UNAVAILABLE when MySQL cannot
-   * be reached (the lease fences itself if that lasts until the deadline), or with LEASE_LOST when
-   * the id was taken away.
-   */
-  protected async store(): Promise<void> {
-    await this.renew();
   }
 
   /**
    * Frees the ids for other nodes: writes the final timestamp (default: the later of the last report
-   * and the clock), clears the holder. Idempotent. Rejects with UNAVAILABLE when MySQL cannot be
-   * reached; the ids then come back when the lease ends, and the stored horizon still covers every id
-   * this holder could have issued.
+   * and the clock), clears the holder. Rejects with UNAVAILABLE when MySQL cannot be reached; the
+   * ids then come back when the lease ends, and the stored horizon still covers every id this
+   * holder could have issued.
    */
-  override release(finalTimestampMs?: number): Promise<void> {
-    this.stopTimers();
-    return super.release(finalTimestampMs);
-  }
-
-  protected async free(finalTimestampMs: number | undefined): Promise<void> {
+  protected async releaseOnce(): Promise<void> {
     try {
-      if (this.lost.aborted) return;
-      if (finalTimestampMs === undefined) {
-        const now = this.settings.clock.now();
-        for (const workerId of this.heldIds()) this.raise(workerId, now);
-      }
       for (const workerId of this.heldIds()) {
         await this.settings.db.query<ResultSetHeader>(
           `UPDATE \`${this.settings.table}\` SET holder = NULL, lease_until = NULL, issue_horizon = 0, ` +
@@ -291,17 +261,11 @@ export class LeasedLease extends LeaseCore {
     }
   }
 
-  /** Ends the lease without releasing it (the registry is closing): it is lost from here on. */
-  abandon(why: string): void {
-    this.stopTimers();
-    if (!this.released) this.lose(why);
-  }
-
-  /** Extends the lease of every held id by one guarded UPDATE each; moves the deadline on success. */
-  private async renew(): Promise<void> {
-    if (this.lost.aborted) throw this.lost.reason;
-    if (performance.now() >= this.deadline) throw this.fence();
-    const sentAt = performance.now();
+  /**
+   * Extends the lease of every held id by one guarded UPDATE each (the deadline moves only when all
+   * succeeded); loses the lease when a row no longer carries this holder's token.
+   */
+  protected async renewOnce(): Promise<undefined> {
     // Past the latest timestamp this holder may issue if this is its last successful renewal: it
     // fences at lease - margin, and the margin absorbs a late fence timer. Reported timestamps count
     // too, in case the generator reads a clock ahead of this registry's.
@@ -331,53 +295,20 @@ export class LeasedLease extends LeaseCore {
         );
       }
     }
-    if (this.lost.aborted || this.released) return;
-    this.lastRenewedAt = sentAt;
-    this.deadline = sentAt + this.settings.leaseMs - this.settings.safetyMarginMs;
-    this.armFence();
-  }
-
-  private scheduleRenewal(): void {
-    clearTimeout(this.renewTimer);
-    this.renewTimer = setTimeout(() => {
-      this.serial(() => this.renew())
-        .catch(() => {})
-        .finally(() => {
-          if (!this.lost.aborted && !this.released) this.scheduleRenewal();
-        });
-    }, this.settings.renewIntervalMs);
-    this.renewTimer.unref();
-  }
-
-  private armFence(): void {
-    clearTimeout(this.fenceTimer);
-    this.fenceTimer = setTimeout(
-      () => {
-        if (performance.now() >= this.deadline) this.fence();
-        else this.armFence();
-      },
-      Math.max(0, this.deadline - performance.now()),
-    );
-    this.fenceTimer.unref();
   }
 
   /** No successful renewal for lease - margin: stop before the database may give the id away. */
-  private fence(): LeafError {
-    const silentMs = Math.round(performance.now() - this.lastRenewedAt);
-    return this.lose(
-      `no successful renewal for ${silentMs} ms (lease ${this.settings.leaseMs} ms, safety margin ` +
+  protected fenced(silentMs: number): FenceReason {
+    return {
+      why:
+        `no successful renewal for ${silentMs} ms (lease ${this.settings.leaseMs} ms, safety margin ` +
         `${this.settings.safetyMarginMs} ms): fenced before the database may give the id to another node`,
-    );
+    };
   }
 
   /** The lease is lost: no more renewals, and the registry stops tracking it. */
-  protected override onLost(): void {
-    this.stopTimers();
+  protected override onLost(reason: LeafError): void {
+    super.onLost(reason);
     this.settings.forget(this);
-  }
-
-  private stopTimers(): void {
-    clearTimeout(this.fenceTimer);
-    clearTimeout(this.renewTimer);
   }
 }

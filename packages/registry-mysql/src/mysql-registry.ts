@@ -11,7 +11,7 @@ import {
   systemClock,
   type WorkerIdRegistry,
 } from "@leaf/core";
-import { checkAcquireRequest, checkBackend } from "@leaf/core/adapter";
+import { checkAcquireRequest, checkBackend, checkLeaseTimings } from "@leaf/core/adapter";
 import type { Pool, PoolOptions } from "mysql2/promise";
 import { COMPONENT, Database, isPool } from "./database";
 import type { FixedLease } from "./fixed-lease";
@@ -122,32 +122,9 @@ export class MysqlRegistry<M extends RegistryMode = RegistryMode> implements Wor
     this.clock = options.clock ?? systemClock;
     let queryTimeoutMs: number;
     if (this.mode === "lease") {
-      const leaseMs = positive("leaseMs", options.leaseMs ?? 60_000);
-      if (leaseMs < 500) throw configError(COMPONENT, "leaseMs", leaseMs, "at least 500 ms");
-      const safetyMarginMs = positive(
-        "safetyMarginMs",
-        options.safetyMarginMs ?? Math.round(leaseMs / 5),
-      );
-      if (safetyMarginMs >= leaseMs) {
-        throw configError(
-          COMPONENT,
-          "safetyMarginMs",
-          safetyMarginMs,
-          `less than leaseMs (${leaseMs})`,
-        );
-      }
-      const renewIntervalMs = positive(
-        "renewIntervalMs",
-        options.renewIntervalMs ?? Math.min(3000, Math.floor((leaseMs - safetyMarginMs) / 4)),
-      );
-      if (renewIntervalMs >= leaseMs - safetyMarginMs) {
-        throw configError(
-          COMPONENT,
-          "renewIntervalMs",
-          renewIntervalMs,
-          `less than leaseMs - safetyMarginMs (${leaseMs - safetyMarginMs}), so a lease is renewed before it fences`,
-        );
-      }
+      const { leaseMs, safetyMarginMs, renewIntervalMs } = checkLeaseTimings(COMPONENT, options, {
+        leaseMs: 60_000,
+      });
       queryTimeoutMs = positive(
         "queryTimeoutMs",
         options.queryTimeoutMs ?? Math.max(1000, Math.min(5000, renewIntervalMs)),

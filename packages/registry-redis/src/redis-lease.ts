@@ -7,11 +7,17 @@ import {
   type BackupWorker,
   type Clock,
   delay,
-  ErrorCodes,
-  LeafError,
+  type LeafError,
   type NodeIdentity,
 } from "@leaf/core";
-import { type CheckedAcquireRequest, checkClockNotBehind, LeaseCore } from "@leaf/core/adapter";
+import {
+  type CheckedAcquireRequest,
+  checkClockNotBehind,
+  type FenceReason,
+  type LeaseTimings,
+  RenewingLease,
+  workerIdsExhaustedError,
+} from "@leaf/core/adapter";
 import { COMPONENT, type RedisLink } from "./connection";
 import { ACQUIRE_SCRIPT, RELEASE_SCRIPT, RENEW_SCRIPT } from "./lua-scripts";
 
@@ -31,15 +37,12 @@ export function registryKeys(keyPrefix: string, name: string): RegistryKeys {
   return { leases: `${base}:leases`, stamps: `${base}:stamps`, marker: `${base}:marker` };
 }
 
-/** What a lease needs from its registry. */
-export interface LeaseSettings {
+/** What a lease needs from its registry (with the checked lease timings). */
+export interface LeaseSettings extends LeaseTimings {
   link: RedisLink;
   keyPrefix: string;
   clock: Clock;
   toleranceMs: number;
-  leaseMs: number;
-  safetyMarginMs: number;
-  renewIntervalMs: number;
   /** Called when a lease ends (released or lost), so the registry stops tracking it. */
   forget(lease: RedisLease): void;
 }
@@ -74,7 +77,17 @@ export async function acquireRedisLease(
       await delay(Number(reply[1]) + 1, request.signal);
       continue;
     }
-    if (reply[0] === "exhausted") throw exhausted(settings, request, need, reply);
+    if (reply[0] === "exhausted") {
+      // ["exhausted"] or ["exhausted", soonest id, ms left, ip, port]
+      throw workerIdsExhaustedError(
+        COMPONENT,
+        request,
+        settings.leaseMs,
+        reply.length > 1
+          ? { workerId: reply[1]!, ms: reply[2]!, ip: reply[3]!, port: reply[4]! }
+          : undefined,
+      );
+    }
     const held: BackupWorker[] = [];
     for (let i = 2; i < reply.length; i += 2) {
       held.push({ workerId: Number(reply[i]), lastTimestamp: Number(reply[i + 1]) });
@@ -110,30 +123,8 @@ export async function acquireRedisLease(
   }
 }
 
-function exhausted(
-  settings: LeaseSettings,
-  request: CheckedAcquireRequest,
-  need: number,
-  reply: string[],
-): LeafError {
-  const next =
-    reply.length > 1
-      ? `; the soonest lease to end is worker id ${reply[1]} (${reply[3]}:${reply[4]}) in ${reply[2]} ms unless renewed`
-      : "";
-  return new LeafError({
-    component: COMPONENT,
-    code: ErrorCodes.WORKER_IDS_EXHAUSTED,
-    message:
-      `no ${need === 1 ? "free worker id" : `${need} free worker ids`} in 0..${request.maxWorkerId} ` +
-      `for ${request.key} (service ${request.node.name}): all are leased${next}. Ids come back ` +
-      `${settings.leaseMs} ms after their holder stops renewing; use a layout with more worker bits ` +
-      "if the fleet is larger than the range",
-    details: { maxWorkerId: request.maxWorkerId, node: request.key, backups: need - 1 },
-  });
-}
-
 /** Worker ids leased from Redis by {@link RedisRegistry}. */
-export class RedisLease extends LeaseCore {
+export class RedisLease extends RenewingLease {
   /** This holder's fencing token, stored with each of its ids. */
   readonly token: string;
   /** The Redis keys of this lease's service name. */
@@ -143,10 +134,6 @@ export class RedisLease extends LeaseCore {
    * restarted without its data or failed over, when every id starts at or after it.
    */
   readonly floor: number;
-  /** performance.now() of the send time of the last renewal Redis confirmed (or of the acquire). */
-  private renewedAt: number;
-  private fenceTimer: NodeJS.Timeout | undefined;
-  private renewTimer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly settings: LeaseSettings,
@@ -157,31 +144,14 @@ export class RedisLease extends LeaseCore {
     sentAt: number,
     floor: number,
   ) {
-    super({ component: COMPONENT, ...held[0]!, backups: held.slice(1) });
+    const { leaseMs, safetyMarginMs, renewIntervalMs, clock } = settings;
+    super(
+      { component: COMPONENT, ...held[0]!, backups: held.slice(1) },
+      { leaseMs, safetyMarginMs, renewIntervalMs, sentAt, clock },
+    );
     this.token = token;
     this.keys = keys;
     this.floor = floor;
-    this.renewedAt = sentAt;
-    this.armFence();
-    this.scheduleRenewal();
-  }
-
-  /**
-   * When this lease fences itself unless a renewal succeeds first, in performance.now() ms: the send
-   * time of the last renewal Redis confirmed + leaseMs - safetyMarginMs. (0 once lost or released.)
-   */
-  protected override liveFenceAt(): number {
-    return this.renewedAt + this.settings.leaseMs - this.settings.safetyMarginMs;
-  }
-
-  /** The last renewal Redis confirmed, as performance.now() of its send time. */
-  get lastRenewedAt(): number {
-    return this.renewedAt;
-  }
-
-  /** Records the timestamps and renews at once (UNAVAILABLE when Redis does not answer). */
-  protected async store(): Promise<void> {
-    await this.renew();
   }
 
   /**
@@ -189,18 +159,8 @@ export class RedisLease extends LeaseCore {
    * each stamp, the leases are removed. Rejects with UNAVAILABLE when Redis does not answer; the ids
    * then come back when the lease ends, and their stored horizon covers every id issued under them.
    */
-  override release(finalTimestampMs?: number): Promise<void> {
-    this.stopTimers();
-    return super.release(finalTimestampMs);
-  }
-
-  protected async free(finalTimestampMs: number | undefined): Promise<void> {
+  protected async releaseOnce(): Promise<void> {
     try {
-      if (this.lost.aborted) return;
-      if (finalTimestampMs === undefined) {
-        const now = this.settings.clock.now();
-        for (const workerId of this.heldIds()) this.raise(workerId, now);
-      }
       await this.settings.link.run(
         RELEASE_SCRIPT,
         [this.keys.leases, this.keys.stamps, this.keys.marker],
@@ -212,17 +172,8 @@ export class RedisLease extends LeaseCore {
     }
   }
 
-  /** Ends the lease without releasing it (the registry is closing): it is lost from here on. */
-  abandon(why: string): void {
-    this.stopTimers();
-    if (!this.released) this.lose(why);
-  }
-
   /** Renews every held id in one script, only while each still carries this lease's token. */
-  private async renew(): Promise<void> {
-    if (this.lost.aborted) throw this.lost.reason;
-    if (performance.now() >= this.liveFenceAt()) throw this.fence();
-    const sentAt = performance.now();
+  protected async renewOnce(): Promise<undefined> {
     const ids = this.heldIds();
     // The latest timestamp this holder may issue if this is its last confirmed renewal: it fences
     // at lease - margin, the margin absorbs a late fence timer. Reports count too, in case the
@@ -245,52 +196,20 @@ export class RedisLease extends LeaseCore {
           : `worker id ${id} no longer carries this node's token in Redis (released by hand, or Redis lost its data)`;
       throw this.lose(why, { workerId: id, details: { token: this.token } });
     }
-    if (this.released) return;
-    this.renewedAt = sentAt;
-    this.armFence();
-  }
-
-  private scheduleRenewal(): void {
-    clearTimeout(this.renewTimer);
-    this.renewTimer = setTimeout(() => {
-      this.serial(() => this.renew())
-        .catch(() => {})
-        .finally(() => {
-          if (!this.lost.aborted && !this.released) this.scheduleRenewal();
-        });
-    }, this.settings.renewIntervalMs);
-    this.renewTimer.unref();
-  }
-
-  private armFence(): void {
-    clearTimeout(this.fenceTimer);
-    this.fenceTimer = setTimeout(
-      () => {
-        if (performance.now() >= this.liveFenceAt()) this.fence();
-        else this.armFence();
-      },
-      Math.max(0, this.liveFenceAt() - performance.now()),
-    );
-    this.fenceTimer.unref();
   }
 
   /** No confirmed renewal for lease - margin: stop before Redis may give the id to another node. */
-  private fence(): LeafError {
-    const silentMs = Math.round(performance.now() - this.renewedAt);
-    return this.lose(
-      `no renewal confirmed by Redis for ${silentMs} ms (lease ${this.settings.leaseMs} ms, safety ` +
+  protected fenced(silentMs: number): FenceReason {
+    return {
+      why:
+        `no renewal confirmed by Redis for ${silentMs} ms (lease ${this.settings.leaseMs} ms, safety ` +
         `margin ${this.settings.safetyMarginMs} ms): fenced before Redis may give the id to another node`,
-    );
+    };
   }
 
   /** The lease is lost: no more renewals, and the registry stops tracking it. */
-  protected override onLost(): void {
-    this.stopTimers();
+  protected override onLost(reason: LeafError): void {
+    super.onLost(reason);
     this.settings.forget(this);
-  }
-
-  private stopTimers(): void {
-    clearTimeout(this.fenceTimer);
-    clearTimeout(this.renewTimer);
   }
 }

@@ -9,7 +9,7 @@ import {
   systemClock,
   type WorkerIdRegistry,
 } from "@leaf/core";
-import { checkAcquireRequest } from "@leaf/core/adapter";
+import { checkAcquireRequest, checkLeaseTimings } from "@leaf/core/adapter";
 import type { Cluster, ClusterOptions, Redis, RedisOptions } from "ioredis";
 import { COMPONENT, RedisLink } from "./connection";
 import { acquireRedisLease, type RedisLease } from "./redis-lease";
@@ -108,32 +108,9 @@ export class RedisRegistry implements WorkerIdRegistry {
       );
     }
     this.keyPrefix = keyPrefix;
-    const leaseMs = positive("leaseMs", options.leaseMs ?? 30_000);
-    if (leaseMs < 500) throw configError(COMPONENT, "leaseMs", leaseMs, "at least 500 ms");
-    const safetyMarginMs = positive(
-      "safetyMarginMs",
-      options.safetyMarginMs ?? Math.round(leaseMs / 5),
-    );
-    if (safetyMarginMs >= leaseMs) {
-      throw configError(
-        COMPONENT,
-        "safetyMarginMs",
-        safetyMarginMs,
-        `less than leaseMs (${leaseMs})`,
-      );
-    }
-    const renewIntervalMs = positive(
-      "renewIntervalMs",
-      options.renewIntervalMs ?? Math.min(3000, Math.floor((leaseMs - safetyMarginMs) / 4)),
-    );
-    if (renewIntervalMs >= leaseMs - safetyMarginMs) {
-      throw configError(
-        COMPONENT,
-        "renewIntervalMs",
-        renewIntervalMs,
-        `less than leaseMs - safetyMarginMs (${leaseMs - safetyMarginMs}), so a lease is renewed before it fences`,
-      );
-    }
+    const { leaseMs, safetyMarginMs, renewIntervalMs } = checkLeaseTimings(COMPONENT, options, {
+      leaseMs: 30_000,
+    });
     const commandTimeoutMs = positive(
       "commandTimeoutMs",
       options.commandTimeoutMs ?? Math.max(1000, Math.min(5000, renewIntervalMs)),

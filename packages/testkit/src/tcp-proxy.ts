@@ -1,8 +1,9 @@
 // A TCP proxy on 127.0.0.1 in front of one server port, for network faults between real processes:
 // every chunk can be held for a delay (order kept), held while paused (a stall: nothing lost), or
-// dropped while cut (a partition: the connections stay open, nothing gets through either way, and
-// new connections are accepted and never answered). After a cut, heal() resets every connection
-// that lost bytes, as a real network's peers would after their timeouts, and forwards again.
+// dropped while cut (a partition: the connections stay open, nothing gets through either way, not
+// even a close, and new connections are accepted and never answered). After a cut, heal() resets
+// every connection that lost bytes, as a real network's peers would after their timeouts, and
+// forwards again.
 import net from "node:net";
 import { performance } from "node:perf_hooks";
 import { TestkitError } from "./errors";
@@ -200,8 +201,8 @@ export class TcpProxy {
     this.connections++;
     const link: Link = { client, upstream: undefined, pipes: [], lostBytes: false };
     this.links.add(link);
-    client.on("close", () => this.end(link));
-    client.on("error", () => this.end(link));
+    client.on("close", () => this.sideClosed(link));
+    client.on("error", () => this.sideClosed(link));
     if (this.cut) {
       // A partition answers nothing: no upstream, every byte dropped.
       link.lostBytes = true;
@@ -211,8 +212,18 @@ export class TcpProxy {
     const upstream = net.connect({ host: this.targetHost, port: this.targetPort });
     link.upstream = upstream;
     link.pipes.push(new Pipe(client, upstream, this, link), new Pipe(upstream, client, this, link));
-    upstream.on("close", () => this.end(link));
-    upstream.on("error", () => this.end(link));
+    upstream.on("close", () => this.sideClosed(link));
+    upstream.on("error", () => this.sideClosed(link));
+  }
+
+  /**
+   * One side closed or failed. A partition carries no FIN or RST either: while cut, the other side
+   * keeps its end open (a server keeps a dead client's session, locks and all, until its own
+   * timeouts), and heal() resets it. Otherwise the close goes through.
+   */
+  private sideClosed(link: Link): void {
+    if (this.cut && link.lostBytes) return;
+    this.end(link);
   }
 
   private end(link: Link): void {

@@ -1,0 +1,73 @@
+// The TCP proxy's cut is a partition: nothing crosses it either way, not even a close. A server
+// behind it keeps a vanished client's connection (and what hangs on it, such as a MySQL named lock)
+// until the cut heals; without a cut a close goes through at once.
+import net from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { TcpProxy } from "../src/index";
+
+let server: net.Server;
+let port = 0;
+const serverSides: net.Socket[] = [];
+
+beforeAll(async () => {
+  server = net.createServer((socket) => {
+    serverSides.push(socket);
+    socket.on("data", (chunk) => socket.write(chunk));
+    socket.on("error", () => {});
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  port = (server.address() as net.AddressInfo).port;
+});
+afterAll(async () => {
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+});
+
+/** Connects through `proxy`, checks one echo, and returns the client and the server's side. */
+async function connected(proxy: TcpProxy): Promise<{ client: net.Socket; far: net.Socket }> {
+  const before = serverSides.length;
+  const client = net.connect(proxy.port, "127.0.0.1");
+  client.on("error", () => {});
+  await new Promise<void>((resolve) => client.once("connect", () => resolve()));
+  client.write("ping");
+  await new Promise<void>((resolve) => client.once("data", () => resolve()));
+  expect(serverSides.length).toBe(before + 1);
+  return { client, far: serverSides[serverSides.length - 1]! };
+}
+
+const closed = (socket: net.Socket, withinMs: number) =>
+  new Promise<boolean>((resolve) => {
+    if (socket.destroyed) return resolve(true);
+    const timer = setTimeout(() => resolve(false), withinMs);
+    socket.once("close", () => {
+      clearTimeout(timer);
+      resolve(true);
+    });
+  });
+
+describe("TcpProxy", () => {
+  it("passes a client's close to the server at once when not cut", async () => {
+    const proxy = await TcpProxy.start({ targetPort: port });
+    try {
+      const { client, far } = await connected(proxy);
+      client.destroy();
+      expect(await closed(far, 2000)).toBe(true);
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it("keeps the server's side open when the client closes during a cut, and resets it on heal", async () => {
+    const proxy = await TcpProxy.start({ targetPort: port });
+    try {
+      const { client, far } = await connected(proxy);
+      proxy.cutOff();
+      client.destroy();
+      // A partition: the server hears nothing of the close.
+      expect(await closed(far, 500)).toBe(false);
+      proxy.heal();
+      expect(await closed(far, 2000)).toBe(true);
+    } finally {
+      await proxy.close();
+    }
+  });
+});

@@ -248,7 +248,13 @@ describe("a Java Leaf deployment moved to this server", () => {
     );
     const before = await maxIds();
     // TMPDIR: where Java Leaf's {java.io.tmpdir}/{leaf.name}/leafconf/{port}/ cache folder lives.
-    const server = await startProbed(file, port, { LEAF_DATA_DIR: join(dir, "data"), TMPDIR: dir });
+    // segment.prefetchMaxDepth=1: Java Leaf's double buffer, so that the ranges below are Java's (the
+    // deeper prefetch is a documented difference; see the server README).
+    const server = await startProbed(file, port, {
+      LEAF_DATA_DIR: join(dir, "data"),
+      TMPDIR: dir,
+      LEAF_SEGMENT_PREFETCH_MAX_DEPTH: "1",
+    });
     try {
       // 1. The port opens only when both modes serve: every probe was refused or answered 200.
       expect(server.seen.filter((s) => s !== "ECONNREFUSED" && s !== "200")).toEqual([]);
@@ -325,7 +331,13 @@ describe("a Java Leaf deployment moved to this server", () => {
         snowflakePort: port,
       }),
     );
-    const server = await startProbed(file, port, { LEAF_DATA_DIR: join(dir, "data"), TMPDIR: dir });
+    // segment.prefetchMaxDepth=1: Java Leaf's double buffer, so that the ranges below are Java's (the
+    // deeper prefetch is a documented difference; see the server README).
+    const server = await startProbed(file, port, {
+      LEAF_DATA_DIR: join(dir, "data"),
+      TMPDIR: dir,
+      LEAF_SEGMENT_PREFETCH_MAX_DEPTH: "1",
+    });
     try {
       const id = await (await fetch(`${server.base}/api/snowflake/get/x`)).text();
       expect(layouts.leaf.decompose(id).workerId).toBe(9);

@@ -1,23 +1,34 @@
 // The server outside this repository: the packages are packed as they would be published, installed
 // with npm into an empty folder, and run from there (`npx @leaf/server`, `leaf decode`).
 import { execFileSync, spawn } from "node:child_process";
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { freePort } from "@leaf/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 const root = new URL("../../..", import.meta.url).pathname;
-/** What the server needs at run time, in the order npm will see them. */
-const PACKAGES = [
-  "packages/core",
-  "packages/segment",
-  "packages/registry-local",
-  "packages/registry-mysql",
-  "packages/registry-zk",
-  "packages/redis-sequence",
-  "apps/server",
-];
+
+/** The server and every @leaf package it depends on (read from the manifests, so none is missed). */
+const PACKAGES = serverAndItsPackages();
+
+function serverAndItsPackages(): string[] {
+  const manifest = (dir: string) =>
+    JSON.parse(readFileSync(join(root, dir, "package.json"), "utf8")) as {
+      name: string;
+      dependencies?: Record<string, string>;
+    };
+  const byName = new Map(
+    readdirSync(join(root, "packages")).map((d) => [
+      manifest(`packages/${d}`).name,
+      `packages/${d}`,
+    ]),
+  );
+  const deps = Object.keys(manifest("apps/server").dependencies ?? {}).filter((n) =>
+    n.startsWith("@leaf/"),
+  );
+  return [...deps.map((n) => byName.get(n)!), "apps/server"];
+}
 let work: string;
 let app: string;
 

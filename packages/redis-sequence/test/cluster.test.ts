@@ -1,61 +1,17 @@
 // Redis Cluster: three masters started through the test kit with --cluster-enabled. All keys of an
 // allocation carry the hash tag {namespace}, so they live in one slot on one master.
-import { spawnSync } from "node:child_process";
-import { freePort, type RedisHandle, started, startRedis } from "@leaf/testkit";
+import { type RedisHandle, started, startRedisCluster } from "@leaf/testkit";
 import { Cluster, Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RedisSequence } from "../src/index";
-import { duplicates, freshNamespace, sleep } from "./helpers";
+import { duplicates, freshNamespace } from "./helpers";
 
 const nodes: RedisHandle[] = [];
 const open: RedisSequence[] = [];
 let cluster: Cluster | undefined;
 
-async function clusterReady(): Promise<void> {
-  for (let attempt = 0; attempt < 100; attempt++) {
-    const states = await Promise.all(
-      nodes.map(async (node) => {
-        const client = new Redis(node.url, { lazyConnect: true });
-        try {
-          await client.connect();
-          return /cluster_state:ok/.test(await client.cluster("INFO"));
-        } finally {
-          client.disconnect();
-        }
-      }),
-    );
-    if (states.every(Boolean)) return;
-    await sleep(100);
-  }
-  throw new Error("the test cluster did not reach cluster_state:ok");
-}
-
 beforeAll(async () => {
-  for (let i = 0; i < 3; i++) {
-    const busPort = await freePort();
-    nodes.push(
-      await startRedis({
-        useEnv: false,
-        args: ["--cluster-enabled", "yes", "--cluster-port", String(busPort)],
-      }),
-    );
-  }
-  const created = spawnSync(
-    "redis-cli",
-    [
-      "--cluster",
-      "create",
-      ...nodes.map((n) => `127.0.0.1:${n.port}`),
-      "--cluster-replicas",
-      "0",
-      "--cluster-yes",
-    ],
-    { encoding: "utf8", timeout: 30_000 },
-  );
-  if (created.status !== 0) {
-    throw new Error(`redis-cli --cluster create failed: ${created.stdout}${created.stderr}`);
-  }
-  await clusterReady();
+  nodes.push(...(await startRedisCluster()));
 });
 
 afterAll(async () => {

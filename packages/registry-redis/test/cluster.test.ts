@@ -1,7 +1,6 @@
 // Redis Cluster: three masters started through the test kit with --cluster-enabled. Every key of a
 // service name carries the hash tag {name}, so each script touches one slot on one master.
-import { spawnSync } from "node:child_process";
-import { freePort, type RedisHandle, startRedis } from "@leaf/testkit";
+import { type RedisHandle, startRedisCluster } from "@leaf/testkit";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RedisRegistry, registryKeys } from "../src/index";
@@ -9,45 +8,7 @@ import { RedisRegistry, registryKeys } from "../src/index";
 const nodes: RedisHandle[] = [];
 
 beforeAll(async () => {
-  for (let i = 0; i < 3; i++) {
-    const busPort = await freePort();
-    nodes.push(
-      await startRedis({
-        useEnv: false,
-        args: ["--cluster-enabled", "yes", "--cluster-port", String(busPort)],
-      }),
-    );
-  }
-  const created = spawnSync(
-    "redis-cli",
-    [
-      "--cluster",
-      "create",
-      ...nodes.map((n) => `127.0.0.1:${n.port}`),
-      "--cluster-replicas",
-      "0",
-      "--cluster-yes",
-    ],
-    { encoding: "utf8", timeout: 30_000 },
-  );
-  if (created.status !== 0)
-    throw new Error(`redis-cli --cluster create failed: ${created.stdout}${created.stderr}`);
-  for (let attempt = 0; ; attempt++) {
-    const states = await Promise.all(
-      nodes.map(async (node) => {
-        const client = new Redis(node.url, { lazyConnect: true });
-        try {
-          await client.connect();
-          return /cluster_state:ok/.test(await client.cluster("INFO"));
-        } finally {
-          client.disconnect();
-        }
-      }),
-    );
-    if (states.every(Boolean)) break;
-    if (attempt > 100) throw new Error("the test cluster did not reach cluster_state:ok");
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
+  nodes.push(...(await startRedisCluster()));
 });
 
 afterAll(async () => {

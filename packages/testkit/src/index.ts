@@ -30,6 +30,7 @@ export {
 export { type PipelinedAnswer, PipelinedConnection } from "./pipelined";
 export { freePort } from "./ports";
 export { startRedis } from "./redis";
+export { startRedisCluster } from "./redis-cluster";
 export { started } from "./started";
 export { TcpProxy, type TcpProxyOptions } from "./tcp-proxy";
 export type {

@@ -6,7 +6,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/ensure-services.sh || exit 1
 log=$(mktemp -t leaf-test-XXXXXX.log)
-pnpm exec turbo run test --concurrency=1 "$@" 2>&1 | tee "$log"
+pnpm exec turbo run test --concurrency=1 --continue "$@" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 node scripts/test-summary.mjs "$log" "$status"
 summary_status=$?

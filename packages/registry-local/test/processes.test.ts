@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { layouts } from "@leaf/core";
 import { readLeaseCache, readLockFile } from "@leaf/core/adapter";
-import { ChildLines, spawnNode, stopAll } from "@leaf/testkit";
+import { ChildLines, spawnNode, stopAll, waitUntilStopped } from "@leaf/testkit";
 import { afterAll, describe, expect, it } from "vitest";
 
 const root = mkdtempSync(join(tmpdir(), "leaf-local-proc-"));
@@ -208,6 +208,7 @@ describe("worker id locks across a container restart (a new PID namespace)", () 
     a.child.stdin!.write("long\n");
     await a.until((lines) => lines.includes('{"longBatch":true}'), "a long batch under way");
     process.kill(aPid, "SIGSTOP");
+    waitUntilStopped(aPid, false, "holder A");
     const b = issuer("10.0.6.2", files[1]!);
     await b.until(
       (lines) => lines.some((l) => l.startsWith('{"ok":true')),

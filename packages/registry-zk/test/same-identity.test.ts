@@ -9,7 +9,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { ErrorCodes, layouts } from "@leaf/core";
-import { ChildLines, spawnNode, startZookeeper, type ZookeeperHandle } from "@leaf/testkit";
+import {
+  ChildLines,
+  spawnNode,
+  startZookeeper,
+  waitUntilStopped,
+  type ZookeeperHandle,
+} from "@leaf/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { uniqueName } from "./helpers";
 
@@ -116,6 +122,7 @@ async function frozenHolderScenario(fencing: Fencing): Promise<Outcome> {
     // Freeze the first past its session timeout while it issues: its marker goes.
     await sleep(500);
     first.lines.child.kill("SIGSTOP");
+    waitUntilStopped(first.lines.child.pid!, false, "the first holder");
     const second = startHolder(name, "second", fencing);
     holders.push(second);
     expect(await answer(second, "workerId")).toEqual({ workerId });

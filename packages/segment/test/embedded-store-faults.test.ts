@@ -21,7 +21,7 @@ import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { segmentStoreDurabilityConformance } from "@leaf/conformance/segment-store";
 import { ErrorCodes, type LeafError, readLockFile } from "@leaf/core";
-import { ChildLines, started } from "@leaf/testkit";
+import { ChildLines, started, waitUntilStopped } from "@leaf/testkit";
 import { afterAll, describe, expect, it, test } from "vitest";
 import { EmbeddedSegmentStore, JOURNAL_FILE, LOCK_FILE, type SegmentRange } from "../src/index";
 
@@ -370,6 +370,7 @@ describe("EmbeddedSegmentStore and other processes on its folder", () => {
     const holder = startTaker(dir, settings);
     await holder.until((lines) => rangesIn(lines).length >= 30, "the holder's ranges");
     process.kill(holder.child.pid!, "SIGSTOP");
+    waitUntilStopped(holder.child.pid!, false, "the holder");
     const otherHost = [
       "unshare",
       "--uts",

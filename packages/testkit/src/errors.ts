@@ -8,7 +8,8 @@ export type TestkitErrorCode =
   | "TESTKIT_NOT_RUNNING"
   | "TESTKIT_BAD_ENV"
   | "TESTKIT_DISPOSED"
-  | "TESTKIT_BAD_OPTION";
+  | "TESTKIT_BAD_OPTION"
+  | "TESTKIT_PAUSE_FAILED";
 
 /**
  * Raised by the test kit. The message starts with `[leaf] [testkit]`, says what happened and what

@@ -29,6 +29,7 @@ export {
 } from "./node-process";
 export { type PipelinedAnswer, PipelinedConnection } from "./pipelined";
 export { freePort } from "./ports";
+export { waitUntilStopped } from "./process-state";
 export { startRedis } from "./redis";
 export { startRedisCluster } from "./redis-cluster";
 export { started } from "./started";

@@ -10,6 +10,7 @@ import { TestkitError } from "./errors";
 import type { FakeClock } from "./faketime";
 import { httpGet, NoAnswer } from "./http-get";
 import { spawnNode } from "./node-process";
+import { waitUntilStopped } from "./process-state";
 
 /** Options of a {@link LeafServerProcess}. */
 export interface LeafServerProcessOptions {
@@ -156,7 +157,10 @@ export class LeafServerProcess {
     return this.child !== undefined;
   }
 
-  /** SIGSTOP: the process stops where it is; connections stay open, requests queue in its sockets. */
+  /**
+   * SIGSTOP: the process stops where it is; connections stay open, requests queue in its sockets.
+   * Returns once every thread of it has stopped (kill(2) only queues the signal).
+   */
   pause(): void {
     if (this.options.pidNamespace) {
       throw new TestkitError(
@@ -167,6 +171,7 @@ export class LeafServerProcess {
     }
     process.kill(this.pid, "SIGSTOP");
     this.paused = true;
+    waitUntilStopped(this.pid, false, `Leaf server ${this.label}`);
   }
 
   /** SIGCONT: undoes pause(). */

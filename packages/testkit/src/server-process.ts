@@ -5,6 +5,7 @@ import { closeSync, existsSync, openSync, readFileSync, statSync } from "node:fs
 import { forgetPid, killTree, watchPid } from "./cleanup";
 import { TestkitError } from "./errors";
 import { freePort } from "./ports";
+import { waitUntilStopped } from "./process-state";
 import type { ServiceKind } from "./types";
 
 /** How to run one kind of server. */
@@ -218,11 +219,19 @@ export class ServerProcess {
     }
   }
 
-  /** SIGSTOP: the server keeps its connections but answers nothing until resume(). */
+  /**
+   * SIGSTOP: the server keeps its connections but answers nothing until resume(). Returns once every
+   * thread of it has stopped (kill(2) only queues the signal).
+   */
   pause(): void {
     this.requireRunning("pause");
     killTree(this.child!.pid!, "SIGSTOP");
     this.paused = true;
+    waitUntilStopped(
+      this.child!.pid!,
+      true,
+      `the ${this.spec.kind} server on 127.0.0.1:${this.portValue}`,
+    );
   }
 
   /** SIGCONT after pause(). */

@@ -1,3 +1,4 @@
+import { readdirSync, readFileSync } from "node:fs";
 import { createConnection } from "mysql2/promise";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type MysqlHandle, startMysql } from "../src/index";
@@ -62,6 +63,23 @@ describe("startMysql", () => {
     expect(mysql.port).toBe(port);
     const rows = await query<{ max_id: number }>("SELECT max_id FROM alloc", database);
     expect(rows.map((row) => Number(row.max_id))).toEqual([4000]);
+  });
+
+  it("pause() returns only once every thread of mariadbd has stopped (kill(2) only queues SIGSTOP)", () => {
+    const pid = mysql.pid!;
+    const running = () =>
+      readdirSync(`/proc/${pid}/task`).filter((tid) => {
+        const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, "utf8");
+        return stat.slice(stat.lastIndexOf(")") + 2, stat.lastIndexOf(")") + 3) !== "T";
+      });
+    for (let round = 0; round < 30; round++) {
+      mysql.pause();
+      try {
+        expect(running()).toEqual([]);
+      } finally {
+        mysql.resume();
+      }
+    }
   });
 
   it("times out queries while paused and answers again after resume()", async () => {

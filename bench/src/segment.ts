@@ -85,6 +85,36 @@ function bareNumberLoop(): number {
   return IN_PROCESS_IDS / seconds;
 }
 
+/** A counter that checks a bound: the state a range needs, in an object field, and nothing else. */
+class BoundedCounter {
+  value = 0;
+  limit = Number.MAX_SAFE_INTEGER;
+  next(): number {
+    const v = this.value;
+    if (v < this.limit) {
+      this.value = v + 1;
+      return v;
+    }
+    throw new Error("bound reached");
+  }
+}
+
+/**
+ * The least any generator that hands out numbers from a range does per id: load the position from
+ * the heap, compare it with the range's end, store it back. The bare loop keeps its counter in a
+ * register; this row shows what keeping it in an object costs.
+ */
+function boundedCounterLoop(counter: BoundedCounter): number {
+  let last = 0;
+  const started = performance.now();
+  for (let done = 0; done < IN_PROCESS_IDS; done += CHUNK) {
+    for (let i = 0; i < CHUNK; i++) last = counter.next();
+  }
+  const seconds = (performance.now() - started) / 1000;
+  numberSink += last;
+  return IN_PROCESS_IDS / seconds;
+}
+
 async function numberSyncPath(generator: SegmentIdGenerator): Promise<number> {
   let last = 0;
   const started = performance.now();
@@ -123,11 +153,14 @@ async function numberRows(syncBigint: number): Promise<BenchRow[]> {
   bareNumberLoop();
   await numberSyncPath(generator);
   const bare = await best(async () => bareNumberLoop());
+  const counter = new BoundedCounter();
+  const bounded = await best(async () => boundedCounterLoop(counter));
   const sync = await best(() => numberSyncPath(generator));
   const asyncRate = await best(() => numberAsyncPath(generator));
   await generator.close();
   const ratios = (rate: number) => ({
     ratioToBareNumber: Number((rate / bare).toFixed(2)),
+    ratioToBoundedCounter: Number((rate / bounded).toFixed(2)),
     ratioToNextIdSync: Number((rate / syncBigint).toFixed(2)),
   });
   return [
@@ -135,6 +168,11 @@ async function numberRows(syncBigint: number): Promise<BenchRow[]> {
       name: "bare number x++ counter (reference)",
       idsPerSecond: Math.round(bare),
       ...ratios(bare),
+    },
+    {
+      name: "number counter with a bound check, in an object field (the least a range needs)",
+      idsPerSecond: Math.round(bounded),
+      ...ratios(bounded),
     },
     {
       name: "nextNumberSync, in process (memory store)",
@@ -310,7 +348,8 @@ async function main(): Promise<void> {
     `In process: best of ${ROUNDS} runs of ${IN_PROCESS_IDS.toLocaleString("en-US")} ids (async: a fifth), ` +
       `an event-loop turn every ${CHUNK.toLocaleString("en-US")} ids. MariaDB (private server on this machine): ` +
       `${MYSQL_IDS.toLocaleString("en-US")} ids per row; latency rows time each call, with an event-loop turn every ${MYSQL_CHUNK} ids; ` +
-      `ratioToBareNumber / ratioToNextIdSync: the number paths against the bare number x++ loop and nextIdSync of the same run; ` +
+      `ratioToBareNumber / ratioToBoundedCounter / ratioToNextIdSync: the number paths against the bare number x++ loop (a register), ` +
+      `a counter with a bound check in an object field, and nextIdSync, all of the same run; ` +
       `switch* columns are the calls that switched to the next range; syncMisses counts sync calls that found ` +
       `no id ready (then served by nextId, waiting for the load). Round trips include start-up.` +
       ` (${(2 * MYSQL_WARMUP_IDS).toLocaleString("en-US")} ids drawn first, unmeasured.)` +

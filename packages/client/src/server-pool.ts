@@ -89,6 +89,29 @@ function failsOver(status: number, code: string): boolean {
   return status === 404 && code === "MODE_DISABLED";
 }
 
+/**
+ * A server that has not read a tag yet (created on another server since its last tag refresh)
+ * answers UNKNOWN_TAG while the others may know it: the rest of the round is asked before the
+ * caller sees it. The server is up, so its breaker is not touched.
+ */
+function isUnknownTag(error: unknown): error is LeafClientError {
+  return error instanceof LeafClientError && error.status === 404 && error.code === "UNKNOWN_TAG";
+}
+
+/** `error` with the failures of the servers that could not be asked in the same round. */
+function withAttempts(error: LeafClientError, attempts: LeafClientError[]): LeafClientError {
+  if (attempts.length === 0) return error;
+  return new LeafClientError({
+    code: error.code,
+    leafCode: error.leafCode,
+    status: error.status,
+    server: error.server,
+    message: `${error.message.replace(/^\[leaf\] \[client\] /, "")}; the other servers could not be asked${summary(attempts)}`,
+    attempts,
+    cause: error.cause,
+  });
+}
+
 /** Asks the servers in turn until one answers, within the call's deadline. */
 export class ServerPool {
   private readonly list: Server[];
@@ -115,14 +138,17 @@ export class ServerPool {
   /**
    * The answer of the first server that gives one. A server that fails (network error, timeout,
    * 5xx) is skipped for the next; after a round over every usable server, a jittered backoff, up to
-   * `retries` more rounds. A 4xx answer (bad tag, token) is thrown at once: every server would
-   * give it. Fails with TIMEOUT at the deadline, UNAVAILABLE when the rounds are used up, ABORTED
+   * `retries` more rounds. A 4xx answer (bad argument, token) is thrown at once: every server would
+   * give it. UNKNOWN_TAG is thrown once every other server of the round said so too or failed
+   * (a server may not have read a new tag yet). Fails with TIMEOUT at the deadline, UNAVAILABLE when the rounds are used up, ABORTED
    * when the signal fires; the last failure of each attempt is in `attempts`.
    */
   async request<T>(req: PoolRequest<T>): Promise<T> {
     const attempts: LeafClientError[] = [];
     for (let round = 0; ; round++) {
       if (req.signal?.aborted) throw abortedError(req.signal);
+      /** An UNKNOWN_TAG answer in this round: thrown when no other server knows the tag either. */
+      let unknown: LeafClientError | undefined;
       for (const server of this.order()) {
         if (performance.now() >= req.deadline) throw this.gaveUp(req, attempts, true);
         if (!this.admit(server)) continue;
@@ -130,10 +156,15 @@ export class ServerPool {
           return await this.once(server, req);
         } catch (error) {
           if (req.signal?.aborted) throw abortedError(req.signal);
+          if (isUnknownTag(error)) {
+            unknown ??= error;
+            continue;
+          }
           if (!this.countsAgainst(error)) throw error;
           attempts.push(error as LeafClientError);
         }
       }
+      if (unknown !== undefined) throw withAttempts(unknown, attempts);
       if (round >= this.settings.retries) throw this.gaveUp(req, attempts, false);
       const base = Math.min(this.settings.retryMaxMs, this.settings.retryBaseMs * 2 ** round);
       // Full jitter: clients that failed together do not come back together.

@@ -141,7 +141,7 @@ describe("segment ids", () => {
     await client.close();
   });
 
-  it("rejects an unknown tag with the server's code and Leaf's -2, without retrying it elsewhere", async () => {
+  it("rejects an unknown tag with the server's code and Leaf's -2, and leaves the breaker closed", async () => {
     const client = new LeafClient({ servers: [server.url] });
     const error = await failure(client.segment("no-such-tag").nextId());
     expect(error.code).toBe("UNKNOWN_TAG");

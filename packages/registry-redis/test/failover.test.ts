@@ -1,0 +1,434 @@
+// A real Sentinel failover that loses the last writes: a master, a replica that replicates through a
+// TCP proxy, and a real `redis-server --sentinel` (quorum 1). The replication link is cut (the
+// replica hears nothing more, as across a partition), node A takes the service's only worker id on
+// the master and issues ids, the master is killed (SIGKILL) and Sentinel promotes the replica, which
+// never saw A's lease. Node A is cut off from the replica too (its Sentinel client reaches the
+// replica through a cut proxy), so it keeps issuing until it fences on its own clock. Node B then
+// asks for the id through Sentinel. Every id A and B issue is kept and checked for duplicates.
+//
+// Why a cut proxy and not SIGSTOP of the replica: on loopback the master's writes still land in the
+// stopped replica's socket buffer, and it applies them after SIGCONT, master dead or not.
+import { type ChildProcess, spawn } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { performance } from "node:perf_hooks";
+import { defineLayout, isLeafError, layouts, SnowflakeWorker } from "@leaf/core";
+import { freePort, type RedisHandle, startRedis, stopAll, TcpProxy } from "@leaf/testkit";
+import { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  type RedisLease,
+  RedisRegistry,
+  type RedisRegistryOptions,
+  registryKeys,
+} from "../src/index";
+
+/** Longer than a failover takes (about 2 to 5 s here), so A would still be issuing when B asks. */
+const LEASE_MS = 12_000;
+const timings: Partial<RedisRegistryOptions> = {
+  leaseMs: LEASE_MS,
+  safetyMarginMs: 2400,
+  renewIntervalMs: 1000,
+  commandTimeoutMs: 800,
+};
+const TEST_MS = 120_000;
+
+/** One worker id (0) per service: B can only get the id A holds. */
+const oneWorker = defineLayout({
+  name: "one-worker",
+  timestampBits: 41,
+  workerBits: 0,
+  sequenceBits: 12,
+  unitMillis: 1,
+  epoch: layouts.leaf.epoch,
+});
+
+/** A master, a replica replicating through `replication`, and a Sentinel watching the master. */
+interface FailoverSet {
+  master: RedisHandle;
+  replica: RedisHandle;
+  /** Between the replica and the master: cutOff() and the replica hears nothing more. */
+  replication: TcpProxy;
+  /** Sentinel's name of the master. */
+  name: string;
+  sentinelPort: number;
+}
+
+const sets: FailoverSet[] = [];
+const sentinels: ChildProcess[] = [];
+const closers: (() => Promise<unknown>)[] = [];
+const dir = mkdtempSync(join(tmpdir(), "leaf-failover-"));
+
+beforeAll(async () => {
+  // Both sets start at once: each test waits until its Redis servers have run for over a lease.
+  sets.push(...(await Promise.all([startSet("leafa"), startSet("leafb")])));
+}, TEST_MS);
+
+afterAll(async () => {
+  for (const close of closers.reverse()) await close().catch(() => {});
+  for (const sentinel of sentinels) sentinel.kill("SIGKILL");
+  await stopAll();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+async function startSet(name: string): Promise<FailoverSet> {
+  const master = await startRedis({ useEnv: false });
+  const replication = await TcpProxy.start({ targetPort: master.port });
+  closers.push(() => replication.close());
+  const replica = await startRedis({
+    useEnv: false,
+    args: ["--replicaof", "127.0.0.1", String(replication.port)],
+  });
+  await waitForAsync(`the replica of ${name} to be in sync`, async () =>
+    /master_link_status:up/.test(await info(replica.port, "replication")),
+  );
+  const sentinelPort = await freePort();
+  const config = join(dir, `sentinel-${name}.conf`);
+  writeFileSync(
+    config,
+    [
+      `port ${sentinelPort}`,
+      "bind 127.0.0.1",
+      `dir ${dir}`,
+      `sentinel monitor ${name} 127.0.0.1 ${master.port} 1`,
+      `sentinel down-after-milliseconds ${name} 1000`,
+      // Sentinel also "fixes" a replica whose master address is not the master's (this one
+      // replicates through the proxy) once failover-timeout has passed: not within this file.
+      `sentinel failover-timeout ${name} 600000`,
+      "",
+    ].join("\n"),
+  );
+  sentinels.push(spawn("redis-server", [config, "--sentinel"], { stdio: "ignore" }));
+  // Ready once Sentinel names the master and knows the replica (it finds it in the master's INFO).
+  await waitForAsync(`Sentinel of ${name} to know the master and the replica`, async () => {
+    const replicas = (await sentinelCall(sentinelPort, "replicas", name)) as string[][] | undefined;
+    return (
+      replicas?.some((fields) => {
+        const flags = fields[fields.indexOf("flags") + 1] ?? "";
+        return fields[fields.indexOf("port") + 1] === String(replica.port) && flags === "slave";
+      }) === true
+    );
+  });
+  return { master, replica, replication, name, sentinelPort };
+}
+
+/** One command on a short-lived connection; undefined when nothing answers. */
+async function once(port: number, ...args: string[]): Promise<unknown> {
+  const client = new Redis({
+    port,
+    host: "127.0.0.1",
+    lazyConnect: true,
+    retryStrategy: () => null,
+  });
+  client.on("error", () => {});
+  try {
+    await client.connect();
+    return await client.call(args[0]!, ...args.slice(1));
+  } catch {
+    return undefined;
+  } finally {
+    client.disconnect();
+  }
+}
+
+async function info(port: number, section: string): Promise<string> {
+  return String((await once(port, "INFO", section)) ?? "");
+}
+
+async function sentinelCall(port: number, ...args: string[]): Promise<unknown> {
+  return await once(port, "SENTINEL", ...args);
+}
+
+/** A client that finds the master through Sentinel; `natMap` moves addresses (A's cut-off path). */
+function sentinelClient(set: FailoverSet, natMap?: Record<string, { host: string; port: number }>) {
+  const client = new Redis({
+    sentinels: [{ host: "127.0.0.1", port: set.sentinelPort }],
+    name: set.name,
+    natMap,
+    maxRetriesPerRequest: 1,
+    retryStrategy: () => 100,
+    sentinelRetryStrategy: () => 100,
+  });
+  client.on("error", () => {});
+  closers.push(async () => client.disconnect());
+  return client;
+}
+
+function registry(client: Redis): RedisRegistry {
+  const r = new RedisRegistry({ client, ...timings });
+  closers.push(() => r.close());
+  return r;
+}
+
+function worker(r: RedisRegistry, name: string, port: number): SnowflakeWorker {
+  const w = new SnowflakeWorker({
+    registry: r,
+    node: { name, ip: "127.0.0.1", port },
+    layout: oneWorker,
+    reacquire: false,
+    reportIntervalMs: 500,
+    firstReportDelayMs: 200,
+  });
+  closers.push(() => w.close());
+  return w;
+}
+
+/** Starts `w`, retrying while Redis is out of reach or the id is leased; when it was granted. */
+async function startWhenGranted(w: SnowflakeWorker): Promise<number> {
+  for (;;) {
+    try {
+      await w.start();
+      return performance.now();
+    } catch (error) {
+      if (!(isLeafError(error) && ["WORKER_IDS_EXHAUSTED", "UNAVAILABLE"].includes(error.code))) {
+        throw error;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  }
+}
+
+/**
+ * Issues 20 ids from `w` every millisecond or so until `stop()`; keeps every id. Paced: the test runs
+ * for tens of seconds, and both nodes issue within the same milliseconds at sequence 0 up, so ids
+ * collide if they ever share the worker id at once.
+ */
+function issue(w: SnowflakeWorker, ids: bigint[]): { stop(): Promise<void>; refusals: string[] } {
+  const refusals: string[] = [];
+  let running = true;
+  const loop = (async () => {
+    while (running) {
+      try {
+        ids.push(...w.nextIds(20));
+      } catch (error) {
+        if (!isLeafError(error)) throw error;
+        if (!refusals.includes(error.code)) refusals.push(error.code);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 1));
+    }
+  })();
+  return {
+    refusals,
+    async stop() {
+      running = false;
+      await loop;
+    },
+  };
+}
+
+async function waitFor(what: string, check: () => boolean, ms = 60_000): Promise<void> {
+  await waitForAsync(what, async () => check(), ms);
+}
+
+async function waitForAsync(what: string, check: () => Promise<boolean>, ms = 60_000) {
+  const until = performance.now() + ms;
+  while (!(await check())) {
+    if (performance.now() > until) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+/** Until Redis on `port` has run for longer than a lease (a young Redis is itself a quarantine). */
+async function olderThanALease(port: number): Promise<void> {
+  await waitForAsync(
+    `Redis on ${port} to run for more than a lease`,
+    async () => {
+      const uptime = /uptime_in_seconds:(\d+)/.exec(await info(port, "server"));
+      return uptime !== null && Number(uptime[1]) * 1000 > LEASE_MS + 1000;
+    },
+    LEASE_MS * 4,
+  );
+}
+
+function expectNoDuplicates(ids: bigint[]): void {
+  const seen = new Set<bigint>();
+  const twice: bigint[] = [];
+  for (const id of ids) {
+    if (seen.has(id)) twice.push(id);
+    seen.add(id);
+  }
+  expect({ duplicates: twice.length, first: twice.slice(0, 3) }).toEqual({
+    duplicates: 0,
+    first: [],
+  });
+}
+
+function timestamps(ids: bigint[]): { first: number; last: number } {
+  let first = Number.POSITIVE_INFINITY;
+  let last = 0;
+  for (const id of ids) {
+    const ms = oneWorker.decompose(id).timestampMs;
+    if (ms < first) first = ms;
+    if (ms > last) last = ms;
+  }
+  return { first, last };
+}
+
+interface Outcome {
+  idsA: bigint[];
+  idsB: bigint[];
+  /** performance.now() of A's loss, B's first ask and B's grant. */
+  aLostAt: number;
+  bAskedAt: number;
+  bGrantedAt: number;
+  aReason: string;
+  aRefusals: string[];
+  b: SnowflakeWorker;
+  /** The marker hash on the promoted replica after B's grant. */
+  marker: Record<string, string>;
+}
+
+/**
+ * The failover itself: cut the replication, A takes id 0 on the master and issues (with renewals
+ * and reports confirmed), the master is SIGKILLed, Sentinel promotes the replica, B asks for the id
+ * through Sentinel and issues. `service` names the registry's service.
+ */
+async function failOverUnderA(set: FailoverSet, service: string): Promise<Outcome> {
+  // Still replicating through the proxy, and in sync.
+  const before = await info(set.replica.port, "replication");
+  expect(before).toContain(`master_port:${set.replication.port}`);
+  expect(before).toContain("master_link_status:up");
+  set.replication.cutOff();
+  // A reaches the master directly and the replica only through a cut proxy: partitioned from it.
+  const aToReplica = await TcpProxy.start({ targetPort: set.replica.port });
+  closers.push(() => aToReplica.close());
+  aToReplica.cutOff();
+  const a = worker(
+    registry(
+      sentinelClient(set, {
+        [`127.0.0.1:${set.replica.port}`]: { host: "127.0.0.1", port: aToReplica.port },
+      }),
+    ),
+    service,
+    1,
+  );
+  await startWhenGranted(a);
+  expect(a.lease!.workerId).toBe(0);
+  const leaseA = a.lease as RedisLease;
+  const grantedAt = leaseA.lastRenewedAt;
+  const idsA: bigint[] = [];
+  const issuingA = issue(a, idsA);
+  let aLostAt = 0;
+  leaseA.lost.addEventListener("abort", () => {
+    aLostAt = performance.now();
+  });
+  // Renewals and reports confirmed by the master, none of them seen by the replica.
+  await waitFor(
+    "A to issue ids and renew its lease",
+    () => idsA.length > 1000 && leaseA.lastRenewedAt > grantedAt + 1000,
+  );
+
+  await set.master.kill();
+  await waitForAsync("Sentinel to promote the replica", async () => {
+    const master = (await sentinelCall(set.sentinelPort, "get-master-addr-by-name", set.name)) as
+      | string[]
+      | undefined;
+    return (
+      master?.[1] === String(set.replica.port) &&
+      /role:master/.test(await info(set.replica.port, "replication"))
+    );
+  });
+  expect(leaseA.lost.aborted).toBe(false); // A is still issuing: the dangerous window is open
+
+  const idsB: bigint[] = [];
+  const b = worker(registry(sentinelClient(set)), service, 2);
+  const bAskedAt = performance.now();
+  const bGrantedAt = await startWhenGranted(b);
+  const issuingB = issue(b, idsB);
+  await waitFor("B to issue ids", () => idsB.length > 1000);
+  await waitFor("A to fence", () => leaseA.lost.aborted, LEASE_MS * 2);
+  await issuingB.stop();
+  await issuingA.stop();
+  const marker = (await once(
+    set.replica.port,
+    "HGETALL",
+    registryKeys("leaf:registry:", service).marker,
+  )) as string[];
+  return {
+    idsA,
+    idsB,
+    aLostAt,
+    bAskedAt,
+    bGrantedAt,
+    aReason: (leaseA.lost.reason as Error).message,
+    aRefusals: issuingA.refusals,
+    b,
+    marker: Object.fromEntries(
+      marker.flatMap((value, i) => (i % 2 === 0 ? [[value, marker[i + 1]!]] : [])),
+    ),
+  };
+}
+
+/** What must hold after every failover: A stopped first, B after all of A's ids, quarantine, floor. */
+function expectSafeHandOver(o: Outcome): void {
+  expectNoDuplicates([...o.idsA, ...o.idsB]);
+  expect(o.b.lease!.workerId).toBe(0);
+  // A fenced on its own clock (it never reached the new master), before B was granted its id.
+  expect(o.aReason).toMatch(/no renewal confirmed by Redis/);
+  expect(o.aRefusals).toContain("LEASE_LOST");
+  expect(o.aLostAt).toBeGreaterThan(0);
+  expect(o.aLostAt).toBeLessThan(o.bGrantedAt);
+  // B's ids start after every id A issued.
+  expect(timestamps(o.idsB).first).toBeGreaterThan(timestamps(o.idsA).last);
+  // The quarantine: B's ask, the first on the promoted replica, was held back for about a lease.
+  expect(o.bGrantedAt - o.bAskedAt).toBeGreaterThan(LEASE_MS - 1500);
+  // The floor: B's lease starts at or after the quarantine's end.
+  const lease = o.b.lease as RedisLease;
+  expect(lease.floor).toBeGreaterThan(0);
+  expect(lease.lastTimestamp).toBeGreaterThanOrEqual(lease.floor);
+  expect(Number(o.marker.floor)).toBe(lease.floor);
+  expect(timestamps(o.idsB).first).toBeGreaterThanOrEqual(lease.floor);
+}
+
+describe("registry-redis across a real Sentinel failover that loses writes", () => {
+  it(
+    "a promoted replica that never saw the name: detected as promoted, A fences before B gets the id",
+    async () => {
+      const set = sets[0]!;
+      await olderThanALease(set.master.port);
+      await olderThanALease(set.replica.port);
+      const service = `promoted-${process.pid}-${Date.now()}`;
+      const o = await failOverUnderA(set, service);
+      expectSafeHandOver(o);
+      expect(o.marker.reason).toBe("promoted");
+    },
+    TEST_MS,
+  );
+
+  it(
+    "a promoted replica with the old master's marker and stamps: detected by the run id, A fences before B gets the id",
+    async () => {
+      const set = sets[1]!;
+      await olderThanALease(set.master.port);
+      await olderThanALease(set.replica.port);
+      const service = `marked-${process.pid}-${Date.now()}`;
+      // An earlier holder W used id 0 and released it; the replica has the marker and W's stamp.
+      const w = worker(registry(sentinelClient(set)), service, 3);
+      await startWhenGranted(w);
+      const idsW: bigint[] = [];
+      const issuingW = issue(w, idsW);
+      await waitFor("W to issue ids", () => idsW.length > 1000);
+      await issuingW.stop();
+      await w.close();
+      const keys = registryKeys("leaf:registry:", service);
+      // The release (the stamp and no lease) is W's last write, after its grant and the marker.
+      await waitForAsync(
+        "the replica to have W's release",
+        async () =>
+          (await once(set.replica.port, "HEXISTS", keys.leases, "0")) === 0 &&
+          (await once(set.replica.port, "HEXISTS", keys.stamps, "0")) === 1,
+      );
+      const markedBy = await once(set.replica.port, "HGET", keys.marker, "run_id");
+      const masterRunId = /run_id:(\w+)/.exec(await info(set.master.port, "server"))?.[1];
+
+      const o = await failOverUnderA(set, service);
+      expectSafeHandOver(o);
+      expectNoDuplicates([...idsW, ...o.idsA, ...o.idsB]);
+      expect(masterRunId).toMatch(/^[0-9a-f]{40}$/);
+      expect(markedBy).toBe(masterRunId);
+      expect(o.marker.reason).toBe("restarted");
+    },
+    TEST_MS,
+  );
+});

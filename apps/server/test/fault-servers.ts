@@ -53,24 +53,6 @@ export function idsOf(answer: Answer): string[] {
   return answer.body.split("\n").filter((line) => line.length > 0);
 }
 
-/** How many ids occur more than once, over all of `batches`. */
-export function countDuplicates(batches: Iterable<string[]>): {
-  total: number;
-  duplicates: number;
-} {
-  const seen = new Set<string>();
-  let total = 0;
-  let duplicates = 0;
-  for (const ids of batches) {
-    for (const id of ids) {
-      total++;
-      if (seen.has(id)) duplicates++;
-      else seen.add(id);
-    }
-  }
-  return { total, duplicates };
-}
-
 /**
  * Keeps `connections` pipelined connections busy with `depth` batch requests each, collecting every
  * id answered, until stopped. Connections that fail (a killed server) are reopened.

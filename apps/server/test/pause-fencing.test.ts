@@ -7,6 +7,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
+  countDuplicates,
   freePort,
   type MysqlHandle,
   PipelinedConnection,
@@ -16,15 +17,7 @@ import {
   type ZookeeperHandle,
 } from "@leaf/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import {
-  type Answer,
-  countDuplicates,
-  idsOf,
-  Load,
-  serverProcess,
-  sleep,
-  until,
-} from "./fault-servers";
+import { type Answer, idsOf, Load, serverProcess, sleep, until } from "./fault-servers";
 
 const dirs: string[] = [];
 let mysql: MysqlHandle;

@@ -5,9 +5,16 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { FakeClock, freePort, type MysqlHandle, startMysql, stopAll } from "@leaf/testkit";
+import {
+  countDuplicates,
+  FakeClock,
+  freePort,
+  type MysqlHandle,
+  startMysql,
+  stopAll,
+} from "@leaf/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { countDuplicates, Load, reportsOf, serverProcess, sleep, until } from "./fault-servers";
+import { Load, reportsOf, serverProcess, sleep, until } from "./fault-servers";
 
 const dirs: string[] = [];
 let mysql: MysqlHandle;

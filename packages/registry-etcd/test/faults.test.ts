@@ -3,7 +3,14 @@
 // (0 worker bits), so the second node can only ever get the first one's id: every id of both is
 // kept and checked for duplicates, and the cut-off holder must fence before the other starts.
 import { ErrorCodes, isLeafError, SnowflakeWorker } from "@leaf/core";
-import { type EtcdHandle, startEtcd, started, stopAll, TcpProxy } from "@leaf/testkit";
+import {
+  countDuplicates,
+  type EtcdHandle,
+  startEtcd,
+  started,
+  stopAll,
+  TcpProxy,
+} from "@leaf/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EtcdRegistry } from "../src/index";
 import { ONE_WORKER, REGISTRY, TTL_SECONDS, WORKER } from "./fixtures/one-worker";
@@ -72,15 +79,9 @@ async function waitFor(check: () => boolean, what: string, ms = 30_000): Promise
 }
 
 function expectNoDuplicates(...lists: bigint[][]): number {
-  const all = lists.flat();
-  const seen = new Set<bigint>();
-  const duplicates: bigint[] = [];
-  for (const id of all) {
-    if (seen.has(id)) duplicates.push(id);
-    seen.add(id);
-  }
-  expect(duplicates.slice(0, 5)).toEqual([]);
-  return all.length;
+  const count = countDuplicates(lists);
+  expect(count.examples).toEqual([]);
+  return count.total;
 }
 
 describe("registry-etcd under real faults", () => {

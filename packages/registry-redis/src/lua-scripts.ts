@@ -20,46 +20,62 @@ local function ms(n) return string.format('%.0f', n) end
 `;
 
 /**
- * The marker (acquire only): the run id of the Redis process that holds the name's leases. When it
- * names another process (a restart or a restore: leases taken since the snapshot are gone) or is
- * missing while this process started less than a lease ago (a restart that lost everything) or was
- * promoted from a replica (a failover that may have missed the last leases), a holder of the old
- * data may still be issuing ids without a trace here. Such a holder fences itself at most one lease
- * after its last renewal, which was before this process took over; so no id is granted until one
- * lease after the takeover (the quarantine), and every id granted after it starts at or after that
- * instant (the floor, ms since the epoch by Redis TIME). ARGV[1] lease ms.
+ * The marker (acquire only): the run id and the replication id of the Redis process that holds the
+ * name's leases. When it names another process (a restart or a restore: leases taken since the
+ * snapshot are gone), or is missing while this process started less than a lease ago (a restart
+ * that lost everything) or was promoted from a replica (a failover that may have missed the last
+ * leases), or names this process with another replication id while this process was promoted from
+ * a replica (a failover away from it and back: it missed the renewals made on the other master
+ * while it was a replica), a holder of the old data may still be issuing ids without a trace here.
+ * Such a holder fences itself at most one lease after its last renewal, which was before this
+ * process took over; so no id is granted until one lease after the takeover (the quarantine), and
+ * every id granted after it starts at or after that instant (the floor, ms since the epoch by Redis
+ * TIME). ARGV[1] lease ms.
+ *
+ * Promoted: `second_repl_offset` is not -1. A promotion (REPLICAOF NO ONE, Sentinel, FAILOVER,
+ * Cluster failover) moves the replication id to `master_replid2` with that offset and takes a new
+ * one; the other changes of a master's replication id (its replication backlog created for its
+ * first replica, or freed after `repl-backlog-ttl` without replicas) clear both, and are no
+ * failover. A marker written before the replication id was stored has none: taken as unchanged.
  */
 const MARKER = `
 local lease_ms = tonumber(ARGV[1])
 local info = redis.call('INFO', 'server')
 local run_id = string.match(info, 'run_id:(%w+)') or 'unknown'
 local uptime_ms = (tonumber(string.match(info, 'uptime_in_seconds:(%d+)')) or 0) * 1000
-local marker = redis.call('HMGET', marker_key, 'run_id', 'floor', 'quarantine_until')
+local replication = redis.call('INFO', 'replication')
+local replid = string.match(replication, 'master_replid:(%w+)') or ''
+local second_offset = string.match(replication, 'second_repl_offset:(%-?%d+)')
+local promoted = second_offset ~= nil and second_offset ~= '-1'
+local marker = redis.call('HMGET', marker_key, 'run_id', 'floor', 'quarantine_until', 'replid')
 local floor = tonumber(marker[2]) or 0
 local quarantine = tonumber(marker[3]) or 0
+local marked_replid = marker[4] or ''
+local reason
 if marker[1] ~= run_id then
-  local reason, until_ms
   if marker[1] then
     reason = 'restarted'
-    until_ms = now_ms + lease_ms
+  elseif promoted then
+    reason = 'promoted'
   else
-    local promoted = string.match(redis.call('INFO', 'replication'), 'second_repl_offset:(%-?%d+)')
-    if promoted and promoted ~= '-1' then
-      reason = 'promoted'
-      until_ms = now_ms + lease_ms
-    else
-      reason = 'missing'
-      until_ms = now_ms - uptime_ms + lease_ms
-    end
+    reason = 'missing'
   end
+elseif promoted and replid ~= '' and marked_replid ~= '' and replid ~= marked_replid then
+  reason = 'promoted'
+end
+if reason then
+  local until_ms = now_ms + lease_ms
+  if reason == 'missing' then until_ms = now_ms - uptime_ms + lease_ms end
   if until_ms > now_ms then
     if until_ms > quarantine then quarantine = until_ms end
     if until_ms > floor then floor = until_ms end
     redis.log(redis.LOG_WARNING, 'leaf registry-redis: marker ' .. marker_key .. ' ' .. reason ..
       ': no worker id granted before ' .. ms(quarantine) .. ', none starts before it')
   end
-  redis.call('HSET', marker_key, 'run_id', run_id, 'floor', ms(floor), 'quarantine_until',
-    ms(quarantine), 'reason', reason, 'noticed_at_ms', ms(now_ms))
+  redis.call('HSET', marker_key, 'run_id', run_id, 'replid', replid, 'floor', ms(floor),
+    'quarantine_until', ms(quarantine), 'reason', reason, 'noticed_at_ms', ms(now_ms))
+elseif replid ~= marked_replid then
+  redis.call('HSET', marker_key, 'replid', replid)
 end
 `;
 

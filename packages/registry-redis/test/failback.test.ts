@@ -1,0 +1,504 @@
+// A failover away from a master and back, with the marker the master wrote itself: R1 is the master
+// and R2 its replica. Node A takes the service's only worker id on R1 and issues ids. R2 is promoted,
+// R1 becomes R2's replica (A now renews on R2), then R1's replication link is cut: R1 misses A's
+// renewals, and its copy of A's lease ends while A's renewals on R2 keep it alive. A's path is cut
+// (it issues until it fences on its own clock), R1 is promoted back and node B asks for the id on
+// R1. R1's run id is unchanged and the marker names it; only its replication id tells the failover.
+// Every id A and B issue is kept and checked for duplicates.
+//
+// Clients reach "the master" through small forwarding servers (fronts) whose target the test
+// switches, as a Sentinel-aware client or a virtual IP would move; A's front alone can be cut.
+import net from "node:net";
+import { performance } from "node:perf_hooks";
+import { defineLayout, isLeafError, layouts, SnowflakeWorker } from "@leaf/core";
+import { type RedisHandle, startRedis, stopAll, TcpProxy } from "@leaf/testkit";
+import { Redis } from "ioredis";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  type RedisLease,
+  RedisRegistry,
+  type RedisRegistryOptions,
+  registryKeys,
+} from "../src/index";
+
+/** Longer than the failover back takes, so A would still be issuing when B asks. */
+const LEASE_MS = 12_000;
+const timings: Partial<RedisRegistryOptions> = {
+  leaseMs: LEASE_MS,
+  safetyMarginMs: 2400,
+  renewIntervalMs: 1000,
+  commandTimeoutMs: 800,
+};
+const TEST_MS = 120_000;
+const PREFIX = "leaf:registry:";
+
+/** One worker id (0) per service: B can only get the id A holds. */
+const oneWorker = defineLayout({
+  name: "one-worker",
+  timestampBits: 41,
+  workerBits: 0,
+  sequenceBits: 12,
+  unitMillis: 1,
+  epoch: layouts.leaf.epoch,
+});
+
+/**
+ * A forwarding server on 127.0.0.1 to a target port that can be switched: a switch resets every
+ * open connection (clients reconnect, to the new target); while cut, it resets every connection
+ * and refuses new ones (they are closed at once).
+ */
+class Front {
+  private readonly sockets = new Set<net.Socket>();
+  private cut = false;
+
+  private constructor(
+    private readonly server: net.Server,
+    readonly port: number,
+    private target: number,
+  ) {}
+
+  static async start(target: number): Promise<Front> {
+    const server = net.createServer();
+    await new Promise<void>((resolve) => server.listen({ host: "127.0.0.1", port: 0 }, resolve));
+    const front = new Front(server, (server.address() as net.AddressInfo).port, target);
+    server.on("connection", (client) => front.accept(client));
+    return front;
+  }
+
+  switchTo(target: number): void {
+    this.target = target;
+    this.resetAll();
+  }
+
+  cutOff(): void {
+    this.cut = true;
+    this.resetAll();
+  }
+
+  async close(): Promise<void> {
+    this.cutOff();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+
+  private accept(client: net.Socket): void {
+    if (this.cut) {
+      client.destroy();
+      return;
+    }
+    const upstream = net.connect({ host: "127.0.0.1", port: this.target });
+    for (const socket of [client, upstream]) {
+      this.sockets.add(socket);
+      const end = () => {
+        this.sockets.delete(socket);
+        client.destroy();
+        upstream.destroy();
+      };
+      socket.on("error", end);
+      socket.on("close", end);
+    }
+    client.pipe(upstream);
+    upstream.pipe(client);
+  }
+
+  private resetAll(): void {
+    for (const socket of [...this.sockets]) socket.destroy();
+    this.sockets.clear();
+  }
+}
+
+/** R1 the master, R2 its replica through `p1`; `p2` leads to R2 (R1's link once it is R2's replica). */
+let r1: RedisHandle;
+let r2: RedisHandle;
+let p1: TcpProxy;
+let p2: TcpProxy;
+/** A plain master with no replica yet, for the replication id changes that are no failover. */
+let r3: RedisHandle;
+const closers: (() => Promise<unknown>)[] = [];
+
+beforeAll(async () => {
+  // All start at once: the tests wait until they have run for over a lease.
+  [r1, r3] = await Promise.all([startRedis({ useEnv: false }), startRedis({ useEnv: false })]);
+  p1 = await TcpProxy.start({ targetPort: r1.port });
+  closers.push(() => p1.close());
+  r2 = await startRedis({ useEnv: false, args: ["--replicaof", "127.0.0.1", String(p1.port)] });
+  p2 = await TcpProxy.start({ targetPort: r2.port });
+  closers.push(() => p2.close());
+}, TEST_MS);
+
+afterAll(async () => {
+  for (const close of closers.reverse()) await close().catch(() => {});
+  await stopAll();
+});
+
+/** One command on a short-lived connection; undefined when nothing answers. */
+async function once(port: number, ...args: string[]): Promise<unknown> {
+  const client = new Redis({
+    port,
+    host: "127.0.0.1",
+    lazyConnect: true,
+    retryStrategy: () => null,
+  });
+  client.on("error", () => {});
+  try {
+    await client.connect();
+    return await client.call(args[0]!, ...args.slice(1));
+  } catch {
+    return undefined;
+  } finally {
+    client.disconnect();
+  }
+}
+
+async function info(port: number, section: string): Promise<string> {
+  return String((await once(port, "INFO", section)) ?? "");
+}
+
+async function infoField(port: number, section: string, field: string): Promise<string> {
+  return new RegExp(`^${field}:(.*?)\\r?$`, "m").exec(await info(port, section))?.[1] ?? "";
+}
+
+/** The marker hash of `service` on the Redis at `port`. */
+async function markerOf(port: number, service: string): Promise<Record<string, string>> {
+  const flat = ((await once(port, "HGETALL", registryKeys(PREFIX, service).marker)) ??
+    []) as string[];
+  return Object.fromEntries(
+    flat.flatMap((value, i) => (i % 2 === 0 ? [[value, flat[i + 1]!]] : [])),
+  );
+}
+
+/** The lease end (Redis TIME, ms) of worker id 0 in the copy of the Redis at `port`; 0 if none. */
+async function leaseEndOn(port: number, service: string): Promise<number> {
+  const raw = await once(port, "HGET", registryKeys(PREFIX, service).leases, "0");
+  return typeof raw === "string" ? Number((JSON.parse(raw) as { e: string }).e) : 0;
+}
+
+async function redisTimeMs(port: number): Promise<number> {
+  const [seconds, micros] = (await once(port, "TIME")) as [string, string];
+  return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+}
+
+async function inSync(port: number, masterPort: number): Promise<boolean> {
+  const replication = await info(port, "replication");
+  return (
+    replication.includes(`master_port:${masterPort}`) &&
+    replication.includes("master_link_status:up")
+  );
+}
+
+function client(port: number): Redis {
+  const c = new Redis({
+    port,
+    host: "127.0.0.1",
+    maxRetriesPerRequest: 1,
+    retryStrategy: () => 100,
+  });
+  c.on("error", () => {});
+  closers.push(async () => c.disconnect());
+  return c;
+}
+
+function registry(c: Redis): RedisRegistry {
+  const r = new RedisRegistry({ client: c, ...timings });
+  closers.push(() => r.close());
+  return r;
+}
+
+function worker(r: RedisRegistry, name: string, port: number): SnowflakeWorker {
+  const w = new SnowflakeWorker({
+    registry: r,
+    node: { name, ip: "127.0.0.1", port },
+    layout: oneWorker,
+    reacquire: false,
+    reportIntervalMs: 500,
+    firstReportDelayMs: 200,
+  });
+  closers.push(() => w.close());
+  return w;
+}
+
+/** Starts `w`, retrying while Redis is out of reach or the id is leased; when it was granted. */
+async function startWhenGranted(w: SnowflakeWorker): Promise<number> {
+  for (;;) {
+    try {
+      await w.start();
+      return performance.now();
+    } catch (error) {
+      if (!(isLeafError(error) && ["WORKER_IDS_EXHAUSTED", "UNAVAILABLE"].includes(error.code))) {
+        throw error;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  }
+}
+
+/**
+ * Issues 20 ids from `w` every millisecond or so until `stop()`; keeps every id. Paced: the test runs
+ * for tens of seconds, and both nodes issue within the same milliseconds at sequence 0 up, so ids
+ * collide if they ever share the worker id at once.
+ */
+function issue(w: SnowflakeWorker, ids: bigint[]): { stop(): Promise<void>; refusals: string[] } {
+  const refusals: string[] = [];
+  let running = true;
+  const loop = (async () => {
+    while (running) {
+      try {
+        ids.push(...w.nextIds(20));
+      } catch (error) {
+        if (!isLeafError(error)) throw error;
+        if (!refusals.includes(error.code)) refusals.push(error.code);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 1));
+    }
+  })();
+  return {
+    refusals,
+    async stop() {
+      running = false;
+      await loop;
+    },
+  };
+}
+
+async function waitFor(what: string, check: () => boolean, ms = 60_000): Promise<void> {
+  await waitForAsync(what, async () => check(), ms);
+}
+
+async function waitForAsync(what: string, check: () => Promise<boolean>, ms = 60_000) {
+  const until = performance.now() + ms;
+  while (!(await check())) {
+    if (performance.now() > until) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+/** Until Redis on `port` has run for longer than a lease (a young Redis is itself a quarantine). */
+async function olderThanALease(port: number): Promise<void> {
+  await waitForAsync(
+    `Redis on ${port} to run for more than a lease`,
+    async () =>
+      Number(await infoField(port, "server", "uptime_in_seconds")) * 1000 > LEASE_MS + 1000,
+    LEASE_MS * 4,
+  );
+}
+
+function expectNoDuplicates(ids: bigint[]): void {
+  const seen = new Set<bigint>();
+  const twice: bigint[] = [];
+  for (const id of ids) {
+    if (seen.has(id)) twice.push(id);
+    seen.add(id);
+  }
+  expect({ duplicates: twice.length, first: twice.slice(0, 3) }).toEqual({
+    duplicates: 0,
+    first: [],
+  });
+}
+
+function timestamps(ids: bigint[]): { first: number; last: number } {
+  let first = Number.POSITIVE_INFINITY;
+  let last = 0;
+  for (const id of ids) {
+    const ms = oneWorker.decompose(id).timestampMs;
+    if (ms < first) first = ms;
+    if (ms > last) last = ms;
+  }
+  return { first, last };
+}
+
+describe("registry-redis across a failover away from a master and back", () => {
+  it(
+    "a master promoted back after missing renewals, its own marker unchanged: detected as promoted, A fences before B gets the id",
+    async () => {
+      await olderThanALease(r1.port);
+      await olderThanALease(r2.port);
+      await waitForAsync("R2 to be in sync with R1", () => inSync(r2.port, p1.port));
+      const service = `failback-${process.pid}-${Date.now()}`;
+      const r1RunId = await infoField(r1.port, "server", "run_id");
+      const fa = await Front.start(r1.port);
+      const fb = await Front.start(r1.port);
+      closers.push(
+        () => fa.close(),
+        () => fb.close(),
+      );
+
+      // A takes the only worker id on R1 and issues; its renewals and reports are confirmed.
+      const a = worker(registry(client(fa.port)), service, 1);
+      await startWhenGranted(a);
+      expect(a.lease!.workerId).toBe(0);
+      const leaseA = a.lease as RedisLease;
+      const grantedAt = leaseA.lastRenewedAt;
+      const idsA: bigint[] = [];
+      const issuingA = issue(a, idsA);
+      let aLostAt = 0;
+      leaseA.lost.addEventListener("abort", () => {
+        aLostAt = performance.now();
+      });
+      await waitFor(
+        "A to issue ids and renew its lease",
+        () => idsA.length > 1000 && leaseA.lastRenewedAt > grantedAt + 1000,
+      );
+      const markerOnR1 = await markerOf(r1.port, service);
+      expect(markerOnR1.run_id).toBe(r1RunId);
+      expect(markerOnR1.replid).toBe(await infoField(r1.port, "replication", "master_replid"));
+
+      // Failover away: R2 is promoted with A's lease, R1 becomes R2's replica, A renews on R2.
+      await waitForAsync(
+        "R2 to have A's lease",
+        async () => (await leaseEndOn(r2.port, service)) > 0,
+      );
+      expect(await once(r2.port, "REPLICAOF", "NO", "ONE")).toBe("OK");
+      const switchedAt = performance.now();
+      fa.switchTo(r2.port);
+      fb.switchTo(r2.port);
+      expect(await once(r1.port, "REPLICAOF", "127.0.0.1", String(p2.port))).toBe("OK");
+      await waitFor("A to renew on R2", () => leaseA.lastRenewedAt > switchedAt);
+      const endOnR2 = await leaseEndOn(r2.port, service);
+      await waitForAsync("R1 to be in sync with R2", () => inSync(r1.port, p2.port));
+      await waitForAsync(
+        "R1 to have a renewal A made on R2",
+        async () => (await leaseEndOn(r1.port, service)) >= endOnR2,
+      );
+
+      // R1's link is cut: it hears nothing more. A keeps renewing on R2 until R1's copy of its
+      // lease has ended by R1's clock.
+      p2.cutOff();
+      const endOnR1 = await leaseEndOn(r1.port, service);
+      await waitForAsync(
+        "A's lease to end in R1's copy",
+        async () => (await redisTimeMs(r1.port)) > endOnR1 + 200,
+        LEASE_MS * 3,
+      );
+      const endedOnR1At = performance.now();
+      await waitFor("A to renew on R2 again", () => leaseA.lastRenewedAt > endedOnR1At);
+      expect(leaseA.lost.aborted).toBe(false);
+      expect(await leaseEndOn(r2.port, service)).toBeGreaterThan(await redisTimeMs(r2.port));
+      // The same process and the marker it wrote: the run id tells nothing.
+      const markerBefore = await markerOf(r1.port, service);
+      expect(markerBefore.run_id).toBe(r1RunId);
+      expect(markerBefore.replid).toBe(markerOnR1.replid);
+
+      // Failover back: A's path is cut (it renews nowhere now), R1 is promoted, B asks on R1.
+      fa.cutOff();
+      expect(await once(r1.port, "REPLICAOF", "NO", "ONE")).toBe("OK");
+      expect(await infoField(r1.port, "server", "run_id")).toBe(r1RunId);
+      const r1Replid = await infoField(r1.port, "replication", "master_replid");
+      expect(r1Replid).not.toBe(markerBefore.replid);
+      fb.switchTo(r1.port);
+      expect(leaseA.lost.aborted).toBe(false); // A is still issuing: the dangerous window is open
+
+      const idsB: bigint[] = [];
+      const b = worker(registry(client(fb.port)), service, 2);
+      const bAskedAt = performance.now();
+      const bGrantedAt = await startWhenGranted(b);
+      const issuingB = issue(b, idsB);
+      await waitFor("B to issue ids", () => idsB.length > 1000);
+      await waitFor("A to fence", () => leaseA.lost.aborted, LEASE_MS * 2);
+      await issuingB.stop();
+      await issuingA.stop();
+      const marker = await markerOf(r1.port, service);
+
+      expectNoDuplicates([...idsA, ...idsB]);
+      expect(b.lease!.workerId).toBe(0);
+      // A fenced on its own clock (it never reached R1 again), before B was granted its id.
+      expect((leaseA.lost.reason as Error).message).toMatch(/no renewal confirmed by Redis/);
+      expect(issuingA.refusals).toContain("LEASE_LOST");
+      expect(aLostAt).toBeGreaterThan(0);
+      expect(aLostAt).toBeLessThan(bGrantedAt);
+      // B's ids start after every id A issued.
+      expect(timestamps(idsB).first).toBeGreaterThan(timestamps(idsA).last);
+      // The quarantine: B's ask, the first on R1 promoted back, was held back for about a lease.
+      expect(bGrantedAt - bAskedAt).toBeGreaterThan(LEASE_MS - 1500);
+      // The floor: B's lease starts at or after the quarantine's end.
+      const leaseB = b.lease as RedisLease;
+      expect(leaseB.floor).toBeGreaterThan(0);
+      expect(leaseB.lastTimestamp).toBeGreaterThanOrEqual(leaseB.floor);
+      expect(timestamps(idsB).first).toBeGreaterThanOrEqual(leaseB.floor);
+      expect(marker).toMatchObject({
+        reason: "promoted",
+        run_id: r1RunId,
+        replid: r1Replid,
+        floor: String(leaseB.floor),
+      });
+    },
+    TEST_MS,
+  );
+
+  it(
+    "a master's replication id changed by its first replica (no failover) holds back no grant",
+    async () => {
+      await olderThanALease(r3.port);
+      const service = `first-replica-${process.pid}-${Date.now()}`;
+      const c = client(r3.port);
+      const w = worker(registry(c), service, 3);
+      await startWhenGranted(w);
+      const idsW = w.nextIds(100);
+      await w.close();
+      const before = await markerOf(r3.port, service);
+      expect(before.replid).toBe(await infoField(r3.port, "replication", "master_replid"));
+      expect(before.floor).toBe("0");
+
+      // Its first replica: R3 creates its replication backlog under a new replication id and
+      // clears the second one (Redis does so whenever a master creates or frees its backlog).
+      const r4 = await startRedis({
+        useEnv: false,
+        args: ["--replicaof", "127.0.0.1", String(r3.port)],
+      });
+      await waitForAsync("R4 to be in sync with R3", () => inSync(r4.port, r3.port));
+      const replid = await infoField(r3.port, "replication", "master_replid");
+      expect(replid).not.toBe(before.replid);
+      expect(await infoField(r3.port, "replication", "second_repl_offset")).toBe("-1");
+
+      const v = worker(registry(c), service, 4);
+      await startWhenGranted(v);
+      const leaseV = v.lease as RedisLease;
+      const idsV = v.nextIds(100);
+      await v.close();
+      expect(leaseV.floor).toBe(0);
+      expectNoDuplicates([...idsW, ...idsV]);
+      expect(await markerOf(r3.port, service)).toEqual({ ...before, replid });
+    },
+    TEST_MS,
+  );
+
+  it(
+    "a marker without a replication id (written by the previous version) on a promoted Redis holds back no grant and gets one",
+    async () => {
+      // R5 was R3's replica and is promoted: its second_repl_offset is set.
+      const r5 = await startRedis({
+        useEnv: false,
+        args: ["--replicaof", "127.0.0.1", String(r3.port)],
+      });
+      await waitForAsync("R5 to be in sync with R3", () => inSync(r5.port, r3.port));
+      expect(await once(r5.port, "REPLICAOF", "NO", "ONE")).toBe("OK");
+      expect(await infoField(r5.port, "replication", "second_repl_offset")).not.toBe("-1");
+      const service = `upgraded-${process.pid}-${Date.now()}`;
+      const runId = await infoField(r5.port, "server", "run_id");
+      const written = {
+        run_id: runId,
+        floor: "0",
+        quarantine_until: "0",
+        reason: "missing",
+        noticed_at_ms: String(Date.now()),
+      };
+      await once(
+        r5.port,
+        "HSET",
+        registryKeys(PREFIX, service).marker,
+        ...Object.entries(written).flat(),
+      );
+
+      const w = worker(registry(client(r5.port)), service, 5);
+      await startWhenGranted(w);
+      const lease = w.lease as RedisLease;
+      const ids = w.nextIds(100);
+      await w.close();
+      expectNoDuplicates(ids);
+      expect(lease.floor).toBe(0);
+      expect(await markerOf(r5.port, service)).toEqual({
+        ...written,
+        replid: await infoField(r5.port, "replication", "master_replid"),
+      });
+    },
+    TEST_MS,
+  );
+});

@@ -58,6 +58,7 @@ export {
   luaScript,
   parseRedisUrl,
   planRedis,
+  REDIS_TAKEOVER_LUA,
   REDIS_URL_EXPECTED,
   type RedisPlan,
   type RedisScriptClient,

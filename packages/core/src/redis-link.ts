@@ -17,6 +17,55 @@ export function luaScript(source: string): LuaScript {
   return Object.freeze({ source, sha: createHash("sha1").update(source).digest("hex") });
 }
 
+/**
+ * A Lua fragment for scripts that keep a marker of the Redis process that holds their data: it
+ * defines `leaf_redis_takeover(marked_run_id, marked_replid)`, which tells whether this Redis may
+ * have lost writes since the marker was written, and returns `reason, run_id, replid, uptime_ms`:
+ *
+ * - `'restarted'`: the marker names another process (a restart, a restore from an older snapshot,
+ *   or a failover to a replica that had the marker);
+ * - `'promoted'`: no marker, and this process was promoted from a replica (a failover that may have
+ *   missed the last writes); or the marker names this process with another replication id while
+ *   it was promoted (a failover away from it and back: it missed the writes made on the other
+ *   master while it was a replica);
+ * - `'missing'`: no marker otherwise (new data, or a restart that lost everything: `uptime_ms` says
+ *   how long ago);
+ * - `nil`: nothing lost that the marker can see.
+ *
+ * Promoted means INFO's `second_repl_offset` is set: a promotion (REPLICAOF NO ONE, Sentinel,
+ * FAILOVER, Cluster failover) moves the replication id to `master_replid2` at that offset and takes
+ * a new one. A master's other replication id changes (its backlog created for a first replica, or
+ * freed after `repl-backlog-ttl` with none) clear the offset and are no failover. A marker without
+ * a replication id (written before it was stored) counts as unchanged. Write both back to the marker
+ * (`run_id`, `replid`) after each call. Deleted keys and a flushed database on the same running
+ * process are not seen.
+ */
+export const REDIS_TAKEOVER_LUA = `
+local function leaf_redis_takeover(marked_run_id, marked_replid)
+  local server = redis.call('INFO', 'server')
+  local run_id = string.match(server, 'run_id:(%w+)') or 'unknown'
+  local uptime_ms = (tonumber(string.match(server, 'uptime_in_seconds:(%d+)')) or 0) * 1000
+  local replication = redis.call('INFO', 'replication')
+  local replid = string.match(replication, 'master_replid:(%w+)') or ''
+  local second_offset = string.match(replication, 'second_repl_offset:(%-?%d+)')
+  local promoted = second_offset ~= nil and second_offset ~= '-1'
+  local reason = nil
+  if marked_run_id ~= run_id then
+    if marked_run_id then
+      reason = 'restarted'
+    elseif promoted then
+      reason = 'promoted'
+    else
+      reason = 'missing'
+    end
+  elseif promoted and replid ~= '' and marked_replid and marked_replid ~= ''
+      and replid ~= marked_replid then
+    reason = 'promoted'
+  end
+  return reason, run_id, replid, uptime_ms
+end
+`;
+
 /** The two commands a script runner needs; ioredis `Redis` and `Cluster` both have them. */
 export interface RedisScriptClient {
   evalsha(sha: string, numKeys: number, ...args: (string | number)[]): Promise<unknown>;

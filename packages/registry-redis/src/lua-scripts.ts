@@ -2,7 +2,7 @@
 // TIME: take the lowest free ids, renew only while the holder's token matches, release. Every id's
 // highest timestamp stays in the stamps hash after its lease ends, and the marker guards against a
 // Redis that restarted without its data (see MARKER).
-import { luaScript } from "@leaf/core/adapter";
+import { luaScript, REDIS_TAKEOVER_LUA } from "@leaf/core/adapter";
 
 const script = luaScript;
 
@@ -30,39 +30,15 @@ local function ms(n) return string.format('%.0f', n) end
  * Such a holder fences itself at most one lease after its last renewal, which was before this
  * process took over; so no id is granted until one lease after the takeover (the quarantine), and
  * every id granted after it starts at or after that instant (the floor, ms since the epoch by Redis
- * TIME). ARGV[1] lease ms.
- *
- * Promoted: `second_repl_offset` is not -1. A promotion (REPLICAOF NO ONE, Sentinel, FAILOVER,
- * Cluster failover) moves the replication id to `master_replid2` with that offset and takes a new
- * one; the other changes of a master's replication id (its replication backlog created for its
- * first replica, or freed after `repl-backlog-ttl` without replicas) clear both, and are no
- * failover. A marker written before the replication id was stored has none: taken as unchanged.
+ * TIME). ARGV[1] lease ms. How a restart or promotion is told: `REDIS_TAKEOVER_LUA` in
+ * `@leaf/core/adapter`, shared with the redis sequence.
  */
-const MARKER = `
+const MARKER = `${REDIS_TAKEOVER_LUA}
 local lease_ms = tonumber(ARGV[1])
-local info = redis.call('INFO', 'server')
-local run_id = string.match(info, 'run_id:(%w+)') or 'unknown'
-local uptime_ms = (tonumber(string.match(info, 'uptime_in_seconds:(%d+)')) or 0) * 1000
-local replication = redis.call('INFO', 'replication')
-local replid = string.match(replication, 'master_replid:(%w+)') or ''
-local second_offset = string.match(replication, 'second_repl_offset:(%-?%d+)')
-local promoted = second_offset ~= nil and second_offset ~= '-1'
 local marker = redis.call('HMGET', marker_key, 'run_id', 'floor', 'quarantine_until', 'replid')
 local floor = tonumber(marker[2]) or 0
 local quarantine = tonumber(marker[3]) or 0
-local marked_replid = marker[4] or ''
-local reason
-if marker[1] ~= run_id then
-  if marker[1] then
-    reason = 'restarted'
-  elseif promoted then
-    reason = 'promoted'
-  else
-    reason = 'missing'
-  end
-elseif promoted and replid ~= '' and marked_replid ~= '' and replid ~= marked_replid then
-  reason = 'promoted'
-end
+local reason, run_id, replid, uptime_ms = leaf_redis_takeover(marker[1], marker[4])
 if reason then
   local until_ms = now_ms + lease_ms
   if reason == 'missing' then until_ms = now_ms - uptime_ms + lease_ms end
@@ -74,7 +50,7 @@ if reason then
   end
   redis.call('HSET', marker_key, 'run_id', run_id, 'replid', replid, 'floor', ms(floor),
     'quarantine_until', ms(quarantine), 'reason', reason, 'noticed_at_ms', ms(now_ms))
-elseif replid ~= marked_replid then
+elseif replid ~= (marker[4] or '') then
   redis.call('HSET', marker_key, 'replid', replid)
 end
 `;

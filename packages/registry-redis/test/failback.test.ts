@@ -6,12 +6,17 @@
 // R1. R1's run id is unchanged and the marker names it; only its replication id tells the failover.
 // Every id A and B issue is kept and checked for duplicates.
 //
-// Clients reach "the master" through small forwarding servers (fronts) whose target the test
-// switches, as a Sentinel-aware client or a virtual IP would move; A's front alone can be cut.
-import net from "node:net";
+// Clients reach "the master" through TCP proxies (fronts) that the test retargets, as a
+// Sentinel-aware client or a virtual IP would move; A's front alone can be cut.
 import { performance } from "node:perf_hooks";
-import { defineLayout, isLeafError, layouts, SnowflakeWorker } from "@leaf/core";
-import { type RedisHandle, startRedis, stopAll, TcpProxy } from "@leaf/testkit";
+import {
+  type RedisHandle,
+  redisCommand,
+  redisInfoField,
+  startRedis,
+  stopAll,
+  TcpProxy,
+} from "@leaf/testkit";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
@@ -20,6 +25,17 @@ import {
   type RedisRegistryOptions,
   registryKeys,
 } from "../src/index";
+import {
+  type Closers,
+  expectNoDuplicates,
+  issue,
+  olderThan,
+  startWhenGranted,
+  timestamps,
+  waitFor,
+  waitForAsync,
+  worker,
+} from "./holders";
 
 /** Longer than the failover back takes, so A would still be issuing when B asks. */
 const LEASE_MS = 12_000;
@@ -32,80 +48,6 @@ const timings: Partial<RedisRegistryOptions> = {
 const TEST_MS = 120_000;
 const PREFIX = "leaf:registry:";
 
-/** One worker id (0) per service: B can only get the id A holds. */
-const oneWorker = defineLayout({
-  name: "one-worker",
-  timestampBits: 41,
-  workerBits: 0,
-  sequenceBits: 12,
-  unitMillis: 1,
-  epoch: layouts.leaf.epoch,
-});
-
-/**
- * A forwarding server on 127.0.0.1 to a target port that can be switched: a switch resets every
- * open connection (clients reconnect, to the new target); while cut, it resets every connection
- * and refuses new ones (they are closed at once).
- */
-class Front {
-  private readonly sockets = new Set<net.Socket>();
-  private cut = false;
-
-  private constructor(
-    private readonly server: net.Server,
-    readonly port: number,
-    private target: number,
-  ) {}
-
-  static async start(target: number): Promise<Front> {
-    const server = net.createServer();
-    await new Promise<void>((resolve) => server.listen({ host: "127.0.0.1", port: 0 }, resolve));
-    const front = new Front(server, (server.address() as net.AddressInfo).port, target);
-    server.on("connection", (client) => front.accept(client));
-    return front;
-  }
-
-  switchTo(target: number): void {
-    this.target = target;
-    this.resetAll();
-  }
-
-  cutOff(): void {
-    this.cut = true;
-    this.resetAll();
-  }
-
-  async close(): Promise<void> {
-    this.cutOff();
-    await new Promise<void>((resolve) => this.server.close(() => resolve()));
-  }
-
-  private accept(client: net.Socket): void {
-    if (this.cut) {
-      client.destroy();
-      return;
-    }
-    const upstream = net.connect({ host: "127.0.0.1", port: this.target });
-    for (const socket of [client, upstream]) {
-      this.sockets.add(socket);
-      const end = () => {
-        this.sockets.delete(socket);
-        client.destroy();
-        upstream.destroy();
-      };
-      socket.on("error", end);
-      socket.on("close", end);
-    }
-    client.pipe(upstream);
-    upstream.pipe(client);
-  }
-
-  private resetAll(): void {
-    for (const socket of [...this.sockets]) socket.destroy();
-    this.sockets.clear();
-  }
-}
-
 /** R1 the master, R2 its replica through `p1`; `p2` leads to R2 (R1's link once it is R2's replica). */
 let r1: RedisHandle;
 let r2: RedisHandle;
@@ -113,7 +55,7 @@ let p1: TcpProxy;
 let p2: TcpProxy;
 /** A plain master with no replica yet, for the replication id changes that are no failover. */
 let r3: RedisHandle;
-const closers: (() => Promise<unknown>)[] = [];
+const closers: Closers = [];
 
 beforeAll(async () => {
   // All start at once: the tests wait until they have run for over a lease.
@@ -130,36 +72,9 @@ afterAll(async () => {
   await stopAll();
 });
 
-/** One command on a short-lived connection; undefined when nothing answers. */
-async function once(port: number, ...args: string[]): Promise<unknown> {
-  const client = new Redis({
-    port,
-    host: "127.0.0.1",
-    lazyConnect: true,
-    retryStrategy: () => null,
-  });
-  client.on("error", () => {});
-  try {
-    await client.connect();
-    return await client.call(args[0]!, ...args.slice(1));
-  } catch {
-    return undefined;
-  } finally {
-    client.disconnect();
-  }
-}
-
-async function info(port: number, section: string): Promise<string> {
-  return String((await once(port, "INFO", section)) ?? "");
-}
-
-async function infoField(port: number, section: string, field: string): Promise<string> {
-  return new RegExp(`^${field}:(.*?)\\r?$`, "m").exec(await info(port, section))?.[1] ?? "";
-}
-
 /** The marker hash of `service` on the Redis at `port`. */
 async function markerOf(port: number, service: string): Promise<Record<string, string>> {
-  const flat = ((await once(port, "HGETALL", registryKeys(PREFIX, service).marker)) ??
+  const flat = ((await redisCommand(port, "HGETALL", registryKeys(PREFIX, service).marker)) ??
     []) as string[];
   return Object.fromEntries(
     flat.flatMap((value, i) => (i % 2 === 0 ? [[value, flat[i + 1]!]] : [])),
@@ -168,21 +83,13 @@ async function markerOf(port: number, service: string): Promise<Record<string, s
 
 /** The lease end (Redis TIME, ms) of worker id 0 in the copy of the Redis at `port`; 0 if none. */
 async function leaseEndOn(port: number, service: string): Promise<number> {
-  const raw = await once(port, "HGET", registryKeys(PREFIX, service).leases, "0");
+  const raw = await redisCommand(port, "HGET", registryKeys(PREFIX, service).leases, "0");
   return typeof raw === "string" ? Number((JSON.parse(raw) as { e: string }).e) : 0;
 }
 
 async function redisTimeMs(port: number): Promise<number> {
-  const [seconds, micros] = (await once(port, "TIME")) as [string, string];
+  const [seconds, micros] = (await redisCommand(port, "TIME")) as [string, string];
   return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
-}
-
-async function inSync(port: number, masterPort: number): Promise<boolean> {
-  const replication = await info(port, "replication");
-  return (
-    replication.includes(`master_port:${masterPort}`) &&
-    replication.includes("master_link_status:up")
-  );
 }
 
 function client(port: number): Redis {
@@ -203,132 +110,37 @@ function registry(c: Redis): RedisRegistry {
   return r;
 }
 
-function worker(r: RedisRegistry, name: string, port: number): SnowflakeWorker {
-  const w = new SnowflakeWorker({
-    registry: r,
-    node: { name, ip: "127.0.0.1", port },
-    layout: oneWorker,
-    reacquire: false,
-    reportIntervalMs: 500,
-    firstReportDelayMs: 200,
-  });
-  closers.push(() => w.close());
-  return w;
-}
-
-/** Starts `w`, retrying while Redis is out of reach or the id is leased; when it was granted. */
-async function startWhenGranted(w: SnowflakeWorker): Promise<number> {
-  for (;;) {
-    try {
-      await w.start();
-      return performance.now();
-    } catch (error) {
-      if (!(isLeafError(error) && ["WORKER_IDS_EXHAUSTED", "UNAVAILABLE"].includes(error.code))) {
-        throw error;
-      }
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
-  }
-}
-
-/**
- * Issues 20 ids from `w` every millisecond or so until `stop()`; keeps every id. Paced: the test runs
- * for tens of seconds, and both nodes issue within the same milliseconds at sequence 0 up, so ids
- * collide if they ever share the worker id at once.
- */
-function issue(w: SnowflakeWorker, ids: bigint[]): { stop(): Promise<void>; refusals: string[] } {
-  const refusals: string[] = [];
-  let running = true;
-  const loop = (async () => {
-    while (running) {
-      try {
-        ids.push(...w.nextIds(20));
-      } catch (error) {
-        if (!isLeafError(error)) throw error;
-        if (!refusals.includes(error.code)) refusals.push(error.code);
-      }
-      await new Promise((resolve) => setTimeout(resolve, 1));
-    }
-  })();
-  return {
-    refusals,
-    async stop() {
-      running = false;
-      await loop;
-    },
-  };
-}
-
-async function waitFor(what: string, check: () => boolean, ms = 60_000): Promise<void> {
-  await waitForAsync(what, async () => check(), ms);
-}
-
-async function waitForAsync(what: string, check: () => Promise<boolean>, ms = 60_000) {
-  const until = performance.now() + ms;
-  while (!(await check())) {
-    if (performance.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
-
-/** Until Redis on `port` has run for longer than a lease (a young Redis is itself a quarantine). */
-async function olderThanALease(port: number): Promise<void> {
-  await waitForAsync(
-    `Redis on ${port} to run for more than a lease`,
-    async () =>
-      Number(await infoField(port, "server", "uptime_in_seconds")) * 1000 > LEASE_MS + 1000,
-    LEASE_MS * 4,
+async function inSyncWith(port: number, masterPort: number): Promise<boolean> {
+  return (
+    (await redisInfoField(port, "replication", "master_port")) === String(masterPort) &&
+    (await redisInfoField(port, "replication", "master_link_status")) === "up"
   );
-}
-
-function expectNoDuplicates(ids: bigint[]): void {
-  const seen = new Set<bigint>();
-  const twice: bigint[] = [];
-  for (const id of ids) {
-    if (seen.has(id)) twice.push(id);
-    seen.add(id);
-  }
-  expect({ duplicates: twice.length, first: twice.slice(0, 3) }).toEqual({
-    duplicates: 0,
-    first: [],
-  });
-}
-
-function timestamps(ids: bigint[]): { first: number; last: number } {
-  let first = Number.POSITIVE_INFINITY;
-  let last = 0;
-  for (const id of ids) {
-    const ms = oneWorker.decompose(id).timestampMs;
-    if (ms < first) first = ms;
-    if (ms > last) last = ms;
-  }
-  return { first, last };
 }
 
 describe("registry-redis across a failover away from a master and back", () => {
   it(
     "a master promoted back after missing renewals, its own marker unchanged: detected as promoted, A fences before B gets the id",
     async () => {
-      await olderThanALease(r1.port);
-      await olderThanALease(r2.port);
-      await waitForAsync("R2 to be in sync with R1", () => inSync(r2.port, p1.port));
+      await olderThan(r1.port, LEASE_MS);
+      await olderThan(r2.port, LEASE_MS);
+      await waitForAsync("R2 to be in sync with R1", () => inSyncWith(r2.port, p1.port));
       const service = `failback-${process.pid}-${Date.now()}`;
-      const r1RunId = await infoField(r1.port, "server", "run_id");
-      const fa = await Front.start(r1.port);
-      const fb = await Front.start(r1.port);
+      const r1RunId = await redisInfoField(r1.port, "server", "run_id");
+      const fa = await TcpProxy.start({ targetPort: r1.port });
+      const fb = await TcpProxy.start({ targetPort: r1.port });
       closers.push(
         () => fa.close(),
         () => fb.close(),
       );
 
       // A takes the only worker id on R1 and issues; its renewals and reports are confirmed.
-      const a = worker(registry(client(fa.port)), service, 1);
+      const a = worker(registry(client(fa.port)), service, 1, closers);
       await startWhenGranted(a);
       expect(a.lease!.workerId).toBe(0);
       const leaseA = a.lease as RedisLease;
       const grantedAt = leaseA.lastRenewedAt;
       const idsA: bigint[] = [];
-      const issuingA = issue(a, idsA);
+      const issuingA = issue(a, idsA, 1);
       let aLostAt = 0;
       leaseA.lost.addEventListener("abort", () => {
         aLostAt = performance.now();
@@ -339,21 +151,21 @@ describe("registry-redis across a failover away from a master and back", () => {
       );
       const markerOnR1 = await markerOf(r1.port, service);
       expect(markerOnR1.run_id).toBe(r1RunId);
-      expect(markerOnR1.replid).toBe(await infoField(r1.port, "replication", "master_replid"));
+      expect(markerOnR1.replid).toBe(await redisInfoField(r1.port, "replication", "master_replid"));
 
       // Failover away: R2 is promoted with A's lease, R1 becomes R2's replica, A renews on R2.
       await waitForAsync(
         "R2 to have A's lease",
         async () => (await leaseEndOn(r2.port, service)) > 0,
       );
-      expect(await once(r2.port, "REPLICAOF", "NO", "ONE")).toBe("OK");
+      expect(await redisCommand(r2.port, "REPLICAOF", "NO", "ONE")).toBe("OK");
       const switchedAt = performance.now();
-      fa.switchTo(r2.port);
-      fb.switchTo(r2.port);
-      expect(await once(r1.port, "REPLICAOF", "127.0.0.1", String(p2.port))).toBe("OK");
+      fa.retarget(r2.port);
+      fb.retarget(r2.port);
+      expect(await redisCommand(r1.port, "REPLICAOF", "127.0.0.1", String(p2.port))).toBe("OK");
       await waitFor("A to renew on R2", () => leaseA.lastRenewedAt > switchedAt);
       const endOnR2 = await leaseEndOn(r2.port, service);
-      await waitForAsync("R1 to be in sync with R2", () => inSync(r1.port, p2.port));
+      await waitForAsync("R1 to be in sync with R2", () => inSyncWith(r1.port, p2.port));
       await waitForAsync(
         "R1 to have a renewal A made on R2",
         async () => (await leaseEndOn(r1.port, service)) >= endOnR2,
@@ -379,18 +191,18 @@ describe("registry-redis across a failover away from a master and back", () => {
 
       // Failover back: A's path is cut (it renews nowhere now), R1 is promoted, B asks on R1.
       fa.cutOff();
-      expect(await once(r1.port, "REPLICAOF", "NO", "ONE")).toBe("OK");
-      expect(await infoField(r1.port, "server", "run_id")).toBe(r1RunId);
-      const r1Replid = await infoField(r1.port, "replication", "master_replid");
+      expect(await redisCommand(r1.port, "REPLICAOF", "NO", "ONE")).toBe("OK");
+      expect(await redisInfoField(r1.port, "server", "run_id")).toBe(r1RunId);
+      const r1Replid = await redisInfoField(r1.port, "replication", "master_replid");
       expect(r1Replid).not.toBe(markerBefore.replid);
-      fb.switchTo(r1.port);
+      fb.retarget(r1.port);
       expect(leaseA.lost.aborted).toBe(false); // A is still issuing: the dangerous window is open
 
       const idsB: bigint[] = [];
-      const b = worker(registry(client(fb.port)), service, 2);
+      const b = worker(registry(client(fb.port)), service, 2, closers);
       const bAskedAt = performance.now();
       const bGrantedAt = await startWhenGranted(b);
-      const issuingB = issue(b, idsB);
+      const issuingB = issue(b, idsB, 1);
       await waitFor("B to issue ids", () => idsB.length > 1000);
       await waitFor("A to fence", () => leaseA.lost.aborted, LEASE_MS * 2);
       await issuingB.stop();
@@ -426,15 +238,15 @@ describe("registry-redis across a failover away from a master and back", () => {
   it(
     "a master's replication id changed by its first replica (no failover) holds back no grant",
     async () => {
-      await olderThanALease(r3.port);
+      await olderThan(r3.port, LEASE_MS);
       const service = `first-replica-${process.pid}-${Date.now()}`;
       const c = client(r3.port);
-      const w = worker(registry(c), service, 3);
+      const w = worker(registry(c), service, 3, closers);
       await startWhenGranted(w);
       const idsW = w.nextIds(100);
       await w.close();
       const before = await markerOf(r3.port, service);
-      expect(before.replid).toBe(await infoField(r3.port, "replication", "master_replid"));
+      expect(before.replid).toBe(await redisInfoField(r3.port, "replication", "master_replid"));
       expect(before.floor).toBe("0");
 
       // Its first replica: R3 creates its replication backlog under a new replication id and
@@ -443,12 +255,12 @@ describe("registry-redis across a failover away from a master and back", () => {
         useEnv: false,
         args: ["--replicaof", "127.0.0.1", String(r3.port)],
       });
-      await waitForAsync("R4 to be in sync with R3", () => inSync(r4.port, r3.port));
-      const replid = await infoField(r3.port, "replication", "master_replid");
+      await waitForAsync("R4 to be in sync with R3", () => inSyncWith(r4.port, r3.port));
+      const replid = await redisInfoField(r3.port, "replication", "master_replid");
       expect(replid).not.toBe(before.replid);
-      expect(await infoField(r3.port, "replication", "second_repl_offset")).toBe("-1");
+      expect(await redisInfoField(r3.port, "replication", "second_repl_offset")).toBe("-1");
 
-      const v = worker(registry(c), service, 4);
+      const v = worker(registry(c), service, 4, closers);
       await startWhenGranted(v);
       const leaseV = v.lease as RedisLease;
       const idsV = v.nextIds(100);
@@ -468,11 +280,11 @@ describe("registry-redis across a failover away from a master and back", () => {
         useEnv: false,
         args: ["--replicaof", "127.0.0.1", String(r3.port)],
       });
-      await waitForAsync("R5 to be in sync with R3", () => inSync(r5.port, r3.port));
-      expect(await once(r5.port, "REPLICAOF", "NO", "ONE")).toBe("OK");
-      expect(await infoField(r5.port, "replication", "second_repl_offset")).not.toBe("-1");
+      await waitForAsync("R5 to be in sync with R3", () => inSyncWith(r5.port, r3.port));
+      expect(await redisCommand(r5.port, "REPLICAOF", "NO", "ONE")).toBe("OK");
+      expect(await redisInfoField(r5.port, "replication", "second_repl_offset")).not.toBe("-1");
       const service = `upgraded-${process.pid}-${Date.now()}`;
-      const runId = await infoField(r5.port, "server", "run_id");
+      const runId = await redisInfoField(r5.port, "server", "run_id");
       const written = {
         run_id: runId,
         floor: "0",
@@ -480,14 +292,14 @@ describe("registry-redis across a failover away from a master and back", () => {
         reason: "missing",
         noticed_at_ms: String(Date.now()),
       };
-      await once(
+      await redisCommand(
         r5.port,
         "HSET",
         registryKeys(PREFIX, service).marker,
         ...Object.entries(written).flat(),
       );
 
-      const w = worker(registry(client(r5.port)), service, 5);
+      const w = worker(registry(client(r5.port)), service, 5, closers);
       await startWhenGranted(w);
       const lease = w.lease as RedisLease;
       const ids = w.nextIds(100);
@@ -496,7 +308,7 @@ describe("registry-redis across a failover away from a master and back", () => {
       expect(lease.floor).toBe(0);
       expect(await markerOf(r5.port, service)).toEqual({
         ...written,
-        replid: await infoField(r5.port, "replication", "master_replid"),
+        replid: await redisInfoField(r5.port, "replication", "master_replid"),
       });
     },
     TEST_MS,

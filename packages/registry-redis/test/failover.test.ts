@@ -13,8 +13,15 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
-import { defineLayout, isLeafError, layouts, SnowflakeWorker } from "@leaf/core";
-import { freePort, type RedisHandle, startRedis, stopAll, TcpProxy } from "@leaf/testkit";
+import type { SnowflakeWorker } from "@leaf/core";
+import {
+  freePort,
+  type RedisHandle,
+  redisCommand,
+  startRedis,
+  stopAll,
+  TcpProxy,
+} from "@leaf/testkit";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
@@ -23,6 +30,17 @@ import {
   type RedisRegistryOptions,
   registryKeys,
 } from "../src/index";
+import {
+  type Closers,
+  expectNoDuplicates,
+  issue,
+  olderThan,
+  startWhenGranted,
+  timestamps,
+  waitFor,
+  waitForAsync,
+  worker,
+} from "./holders";
 
 /** Longer than a failover takes (about 2 to 5 s here), so A would still be issuing when B asks. */
 const LEASE_MS = 12_000;
@@ -33,16 +51,6 @@ const timings: Partial<RedisRegistryOptions> = {
   commandTimeoutMs: 800,
 };
 const TEST_MS = 120_000;
-
-/** One worker id (0) per service: B can only get the id A holds. */
-const oneWorker = defineLayout({
-  name: "one-worker",
-  timestampBits: 41,
-  workerBits: 0,
-  sequenceBits: 12,
-  unitMillis: 1,
-  epoch: layouts.leaf.epoch,
-});
 
 /** A master, a replica replicating through `replication`, and a Sentinel watching the master. */
 interface FailoverSet {
@@ -57,7 +65,7 @@ interface FailoverSet {
 
 const sets: FailoverSet[] = [];
 const sentinels: ChildProcess[] = [];
-const closers: (() => Promise<unknown>)[] = [];
+const closers: Closers = [];
 const dir = mkdtempSync(join(tmpdir(), "leaf-failover-"));
 
 beforeAll(async () => {
@@ -113,31 +121,12 @@ async function startSet(name: string): Promise<FailoverSet> {
   return { master, replica, replication, name, sentinelPort };
 }
 
-/** One command on a short-lived connection; undefined when nothing answers. */
-async function once(port: number, ...args: string[]): Promise<unknown> {
-  const client = new Redis({
-    port,
-    host: "127.0.0.1",
-    lazyConnect: true,
-    retryStrategy: () => null,
-  });
-  client.on("error", () => {});
-  try {
-    await client.connect();
-    return await client.call(args[0]!, ...args.slice(1));
-  } catch {
-    return undefined;
-  } finally {
-    client.disconnect();
-  }
+async function sentinelCall(port: number, ...args: string[]): Promise<unknown> {
+  return await redisCommand(port, "SENTINEL", ...args);
 }
 
 async function info(port: number, section: string): Promise<string> {
-  return String((await once(port, "INFO", section)) ?? "");
-}
-
-async function sentinelCall(port: number, ...args: string[]): Promise<unknown> {
-  return await once(port, "SENTINEL", ...args);
+  return String((await redisCommand(port, "INFO", section)) ?? "");
 }
 
 /** A client that finds the master through Sentinel; `natMap` moves addresses (A's cut-off path). */
@@ -159,110 +148,6 @@ function registry(client: Redis): RedisRegistry {
   const r = new RedisRegistry({ client, ...timings });
   closers.push(() => r.close());
   return r;
-}
-
-function worker(r: RedisRegistry, name: string, port: number): SnowflakeWorker {
-  const w = new SnowflakeWorker({
-    registry: r,
-    node: { name, ip: "127.0.0.1", port },
-    layout: oneWorker,
-    reacquire: false,
-    reportIntervalMs: 500,
-    firstReportDelayMs: 200,
-  });
-  closers.push(() => w.close());
-  return w;
-}
-
-/** Starts `w`, retrying while Redis is out of reach or the id is leased; when it was granted. */
-async function startWhenGranted(w: SnowflakeWorker): Promise<number> {
-  for (;;) {
-    try {
-      await w.start();
-      return performance.now();
-    } catch (error) {
-      if (!(isLeafError(error) && ["WORKER_IDS_EXHAUSTED", "UNAVAILABLE"].includes(error.code))) {
-        throw error;
-      }
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
-  }
-}
-
-/**
- * Issues 20 ids from `w` every millisecond or so until `stop()`; keeps every id. Paced: the test runs
- * for tens of seconds, and both nodes issue within the same milliseconds at sequence 0 up, so ids
- * collide if they ever share the worker id at once.
- */
-function issue(w: SnowflakeWorker, ids: bigint[]): { stop(): Promise<void>; refusals: string[] } {
-  const refusals: string[] = [];
-  let running = true;
-  const loop = (async () => {
-    while (running) {
-      try {
-        ids.push(...w.nextIds(20));
-      } catch (error) {
-        if (!isLeafError(error)) throw error;
-        if (!refusals.includes(error.code)) refusals.push(error.code);
-      }
-      await new Promise((resolve) => setTimeout(resolve, 1));
-    }
-  })();
-  return {
-    refusals,
-    async stop() {
-      running = false;
-      await loop;
-    },
-  };
-}
-
-async function waitFor(what: string, check: () => boolean, ms = 60_000): Promise<void> {
-  await waitForAsync(what, async () => check(), ms);
-}
-
-async function waitForAsync(what: string, check: () => Promise<boolean>, ms = 60_000) {
-  const until = performance.now() + ms;
-  while (!(await check())) {
-    if (performance.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
-
-/** Until Redis on `port` has run for longer than a lease (a young Redis is itself a quarantine). */
-async function olderThanALease(port: number): Promise<void> {
-  await waitForAsync(
-    `Redis on ${port} to run for more than a lease`,
-    async () => {
-      const uptime = /uptime_in_seconds:(\d+)/.exec(await info(port, "server"));
-      return uptime !== null && Number(uptime[1]) * 1000 > LEASE_MS + 1000;
-    },
-    LEASE_MS * 4,
-  );
-}
-
-function expectNoDuplicates(ids: bigint[]): void {
-  const seen = new Set<bigint>();
-  const twice: bigint[] = [];
-  for (const id of ids) {
-    if (seen.has(id)) twice.push(id);
-    seen.add(id);
-  }
-  expect({ duplicates: twice.length, first: twice.slice(0, 3) }).toEqual({
-    duplicates: 0,
-    first: [],
-  });
-}
-
-function timestamps(ids: bigint[]): { first: number; last: number } {
-  let first = Number.POSITIVE_INFINITY;
-  let last = 0;
-  for (const id of ids) {
-    const ms = oneWorker.decompose(id).timestampMs;
-    if (ms < first) first = ms;
-    if (ms > last) last = ms;
-  }
-  return { first, last };
 }
 
 interface Outcome {
@@ -302,13 +187,14 @@ async function failOverUnderA(set: FailoverSet, service: string): Promise<Outcom
     ),
     service,
     1,
+    closers,
   );
   await startWhenGranted(a);
   expect(a.lease!.workerId).toBe(0);
   const leaseA = a.lease as RedisLease;
   const grantedAt = leaseA.lastRenewedAt;
   const idsA: bigint[] = [];
-  const issuingA = issue(a, idsA);
+  const issuingA = issue(a, idsA, 1);
   let aLostAt = 0;
   leaseA.lost.addEventListener("abort", () => {
     aLostAt = performance.now();
@@ -332,15 +218,15 @@ async function failOverUnderA(set: FailoverSet, service: string): Promise<Outcom
   expect(leaseA.lost.aborted).toBe(false); // A is still issuing: the dangerous window is open
 
   const idsB: bigint[] = [];
-  const b = worker(registry(sentinelClient(set)), service, 2);
+  const b = worker(registry(sentinelClient(set)), service, 2, closers);
   const bAskedAt = performance.now();
   const bGrantedAt = await startWhenGranted(b);
-  const issuingB = issue(b, idsB);
+  const issuingB = issue(b, idsB, 1);
   await waitFor("B to issue ids", () => idsB.length > 1000);
   await waitFor("A to fence", () => leaseA.lost.aborted, LEASE_MS * 2);
   await issuingB.stop();
   await issuingA.stop();
-  const marker = (await once(
+  const marker = (await redisCommand(
     set.replica.port,
     "HGETALL",
     registryKeys("leaf:registry:", service).marker,
@@ -386,8 +272,8 @@ describe("registry-redis across a real Sentinel failover that loses writes", () 
     "a promoted replica that never saw the name: detected as promoted, A fences before B gets the id",
     async () => {
       const set = sets[0]!;
-      await olderThanALease(set.master.port);
-      await olderThanALease(set.replica.port);
+      await olderThan(set.master.port, LEASE_MS);
+      await olderThan(set.replica.port, LEASE_MS);
       const service = `promoted-${process.pid}-${Date.now()}`;
       const o = await failOverUnderA(set, service);
       expectSafeHandOver(o);
@@ -400,14 +286,14 @@ describe("registry-redis across a real Sentinel failover that loses writes", () 
     "a promoted replica with the old master's marker and stamps: detected by the run id, A fences before B gets the id",
     async () => {
       const set = sets[1]!;
-      await olderThanALease(set.master.port);
-      await olderThanALease(set.replica.port);
+      await olderThan(set.master.port, LEASE_MS);
+      await olderThan(set.replica.port, LEASE_MS);
       const service = `marked-${process.pid}-${Date.now()}`;
       // An earlier holder W used id 0 and released it; the replica has the marker and W's stamp.
-      const w = worker(registry(sentinelClient(set)), service, 3);
+      const w = worker(registry(sentinelClient(set)), service, 3, closers);
       await startWhenGranted(w);
       const idsW: bigint[] = [];
-      const issuingW = issue(w, idsW);
+      const issuingW = issue(w, idsW, 1);
       await waitFor("W to issue ids", () => idsW.length > 1000);
       await issuingW.stop();
       await w.close();
@@ -416,10 +302,10 @@ describe("registry-redis across a real Sentinel failover that loses writes", () 
       await waitForAsync(
         "the replica to have W's release",
         async () =>
-          (await once(set.replica.port, "HEXISTS", keys.leases, "0")) === 0 &&
-          (await once(set.replica.port, "HEXISTS", keys.stamps, "0")) === 1,
+          (await redisCommand(set.replica.port, "HEXISTS", keys.leases, "0")) === 0 &&
+          (await redisCommand(set.replica.port, "HEXISTS", keys.stamps, "0")) === 1,
       );
-      const markedBy = await once(set.replica.port, "HGET", keys.marker, "run_id");
+      const markedBy = await redisCommand(set.replica.port, "HGET", keys.marker, "run_id");
       const masterRunId = /run_id:(\w+)/.exec(await info(set.master.port, "server"))?.[1];
 
       const o = await failOverUnderA(set, service);

@@ -2,10 +2,18 @@
 // by a TCP proxy while another node waits for its id, and Redis restarted without its data. Every
 // id both nodes issue is kept and checked for duplicates.
 import { performance } from "node:perf_hooks";
-import { defineLayout, isLeafError, layouts, SnowflakeWorker } from "@leaf/core";
-import { type RedisHandle, started, startRedis, stopAll, TcpProxy } from "@leaf/testkit";
+import type { SnowflakeWorker } from "@leaf/core";
+import { type RedisHandle, startRedis, stopAll, TcpProxy } from "@leaf/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RedisRegistry, type RedisRegistryOptions } from "../src/index";
+import {
+  type Closers,
+  expectNoDuplicates,
+  issue,
+  startWhenGranted,
+  waitFor,
+  worker,
+} from "./holders";
 
 const LEASE_MS = 3000;
 const timings: Partial<RedisRegistryOptions> = {
@@ -15,18 +23,8 @@ const timings: Partial<RedisRegistryOptions> = {
   commandTimeoutMs: 400,
 };
 
-/** One worker id (0) per service: whoever runs next must wait for that very id. */
-const oneWorker = defineLayout({
-  name: "one-worker",
-  timestampBits: 41,
-  workerBits: 0,
-  sequenceBits: 12,
-  unitMillis: 1,
-  epoch: layouts.leaf.epoch,
-});
-
 let redis: RedisHandle;
-const closers: (() => Promise<unknown>)[] = [];
+const closers: Closers = [];
 
 beforeAll(async () => {
   redis = await startRedis({ useEnv: false });
@@ -43,80 +41,11 @@ function registry(url: string): RedisRegistry {
   return r;
 }
 
-async function worker(r: RedisRegistry, name: string, port: number): Promise<SnowflakeWorker> {
-  const w = await started(
-    new SnowflakeWorker({
-      registry: r,
-      node: { name, ip: "127.0.0.1", port },
-      layout: oneWorker,
-      reacquire: false,
-      reportIntervalMs: 500,
-      firstReportDelayMs: 200,
-    }),
-  );
-  closers.push(() => w.close());
+/** A worker on `r`, started once it is granted the service's one worker id. */
+async function holder(r: RedisRegistry, name: string, port: number): Promise<SnowflakeWorker> {
+  const w = worker(r, name, port, closers);
+  await startWhenGranted(w);
   return w;
-}
-
-/** Issues ids from `w` on every turn of the event loop until `stop()`; keeps every id. */
-function issue(w: SnowflakeWorker, ids: bigint[]): { stop(): Promise<void>; refusals: string[] } {
-  const refusals: string[] = [];
-  let running = true;
-  const loop = (async () => {
-    while (running) {
-      try {
-        ids.push(...w.nextIds(20));
-      } catch (error) {
-        if (!isLeafError(error)) throw error;
-        if (!refusals.includes(error.code)) refusals.push(error.code);
-      }
-      await new Promise((resolve) => setImmediate(resolve));
-    }
-  })();
-  return {
-    refusals,
-    async stop() {
-      running = false;
-      await loop;
-    },
-  };
-}
-
-async function waitFor(what: string, check: () => boolean, ms = 30_000): Promise<void> {
-  const until = performance.now() + ms;
-  while (!check()) {
-    if (performance.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
-
-/** Acquire-based start that retries while every id is leased (WORKER_IDS_EXHAUSTED). */
-async function workerWhenFree(
-  r: RedisRegistry,
-  name: string,
-  port: number,
-): Promise<SnowflakeWorker> {
-  for (;;) {
-    try {
-      return await worker(r, name, port);
-    } catch (error) {
-      if (!(isLeafError(error) && error.code === "WORKER_IDS_EXHAUSTED")) throw error;
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
-  }
-}
-
-function expectNoDuplicates(ids: bigint[]): void {
-  const seen = new Set<bigint>();
-  const twice: bigint[] = [];
-  for (const id of ids) {
-    if (seen.has(id)) twice.push(id);
-    seen.add(id);
-  }
-  expect({ duplicates: twice.length, first: twice.slice(0, 3) }).toEqual({
-    duplicates: 0,
-    first: [],
-  });
 }
 
 describe("registry-redis under real faults", () => {
@@ -125,7 +54,7 @@ describe("registry-redis under real faults", () => {
     const proxy = await TcpProxy.start({ targetPort: redis.port });
     closers.push(() => proxy.close());
     // Node A reaches Redis through the proxy, node B directly; one worker id for the service.
-    const a = await worker(registry(`redis://127.0.0.1:${proxy.port}`), name, 1);
+    const a = await holder(registry(`redis://127.0.0.1:${proxy.port}`), name, 1);
     expect(a.lease!.workerId).toBe(0);
     const idsA: bigint[] = [];
     const idsB: bigint[] = [];
@@ -138,7 +67,7 @@ describe("registry-redis under real faults", () => {
     });
 
     proxy.cutOff();
-    const b = await workerWhenFree(registry(redis.url), name, 2);
+    const b = await holder(registry(redis.url), name, 2);
     const bGrantedAt = performance.now();
     const issuingB = issue(b, idsB);
     await waitFor("B to issue ids", () => idsB.length > 1000);
@@ -157,7 +86,7 @@ describe("registry-redis under real faults", () => {
 
   it("fences the holder while Redis is paused past the lease, and hands the id on after", async () => {
     const name = `pause-${process.pid}-${Date.now()}`;
-    const a = await worker(registry(redis.url), name, 1);
+    const a = await holder(registry(redis.url), name, 1);
     const idsA: bigint[] = [];
     const issuingA = issue(a, idsA);
     await waitFor("A to issue ids", () => idsA.length > 1000);
@@ -175,7 +104,7 @@ describe("registry-redis under real faults", () => {
     expect(issuingA.refusals).toContain("LEASE_LOST");
 
     const idsB: bigint[] = [];
-    const b = await workerWhenFree(registry(redis.url), name, 2);
+    const b = await holder(registry(redis.url), name, 2);
     expect(b.lease!.workerId).toBe(0);
     // B starts after A's horizon: the last renewal's clock + lease.
     expect(b.lease!.lastTimestamp).toBeGreaterThan(0);
@@ -187,7 +116,7 @@ describe("registry-redis under real faults", () => {
 
   it("after a restart without persistence, the live holder fences and no node gets its id before it has", async () => {
     const name = `restart-${process.pid}-${Date.now()}`;
-    const a = await workerWhenFree(registry(redis.url), name, 1);
+    const a = await holder(registry(redis.url), name, 1);
     const idsA: bigint[] = [];
     const issuingA = issue(a, idsA);
     await waitFor("A to issue ids", () => idsA.length > 1000);
@@ -200,7 +129,7 @@ describe("registry-redis under real faults", () => {
     await redis.restart(); // comes back empty: no RDB, no AOF
     const restartedAt = performance.now();
     const idsB: bigint[] = [];
-    const b = await workerWhenFree(registry(redis.url), name, 2);
+    const b = await holder(registry(redis.url), name, 2);
     const bGrantedAt = performance.now();
     const issuingB = issue(b, idsB);
     await waitFor("B to issue ids", () => idsB.length > 1000);

@@ -4,7 +4,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { freePort, type RedisHandle, startRedis, stopAll } from "@leaf/testkit";
+import { freePort, type RedisHandle, redisCommand, startRedis, stopAll } from "@leaf/testkit";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RedisRegistry } from "../src/index";
@@ -32,24 +32,13 @@ beforeAll(async () => {
   sentinel = spawn("redis-server", [config, "--sentinel"], { stdio: "ignore" });
   // Ready once Sentinel names the master.
   for (let attempt = 0; ; attempt++) {
-    const probe = new Redis({
-      port: sentinelPort,
-      host: "127.0.0.1",
-      lazyConnect: true,
-      retryStrategy: () => null,
-    });
-    probe.on("error", () => {});
-    try {
-      await probe.connect();
-      const master = (await probe.call("SENTINEL", "get-master-addr-by-name", "leafmaster")) as
-        | string[]
-        | null;
-      if (master?.[1] === String(redis.port)) break;
-    } catch {
-      // not up yet
-    } finally {
-      probe.disconnect();
-    }
+    const master = (await redisCommand(
+      sentinelPort,
+      "SENTINEL",
+      "get-master-addr-by-name",
+      "leafmaster",
+    )) as string[] | null | undefined;
+    if (master?.[1] === String(redis.port)) break;
     if (attempt > 100) throw new Error("redis-sentinel did not start");
     await new Promise((resolve) => setTimeout(resolve, 100));
   }

@@ -33,6 +33,7 @@ export { freePort } from "./ports";
 export { waitUntilStopped } from "./process-state";
 export { startRedis } from "./redis";
 export { startRedisCluster } from "./redis-cluster";
+export { redisCommand, redisInfoField } from "./redis-command";
 export { started } from "./started";
 export { TcpProxy, type TcpProxyOptions } from "./tcp-proxy";
 export type {

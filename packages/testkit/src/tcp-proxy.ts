@@ -78,6 +78,15 @@ interface Link {
   lostBytes: boolean;
 }
 
+function checkPort(port: number, where: string): void {
+  if (!Number.isInteger(port) || port < 1 || port > 65_535) {
+    throw new TestkitError(
+      "TESTKIT_BAD_OPTION",
+      `${where}: targetPort ${String(port)} is not a port; expected an integer from 1 to 65535`,
+    );
+  }
+}
+
 /** Options of {@link TcpProxy.start}. */
 export interface TcpProxyOptions {
   /** Port to forward to. */
@@ -105,18 +114,18 @@ export class TcpProxy {
     private readonly server: net.Server,
     readonly port: number,
     readonly targetHost: string,
-    readonly targetPort: number,
+    private target: number,
   ) {}
+
+  /** Port forwarded to (see {@link retarget}). */
+  get targetPort(): number {
+    return this.target;
+  }
 
   /** Listens on 127.0.0.1 (a free port unless `port` is given) and forwards to the target. */
   static async start(options: TcpProxyOptions): Promise<TcpProxy> {
     const targetHost = options.targetHost ?? LOOPBACK;
-    if (!Number.isInteger(options.targetPort) || options.targetPort < 1) {
-      throw new TestkitError(
-        "TESTKIT_BAD_OPTION",
-        `TcpProxy.start: targetPort ${String(options.targetPort)} is not a port; expected an integer from 1 to 65535`,
-      );
-    }
+    checkPort(options.targetPort, "TcpProxy.start");
     const server = net.createServer();
     await new Promise<void>((resolve, reject) => {
       server.once("error", reject);
@@ -189,6 +198,17 @@ export class TcpProxy {
     for (const link of [...this.links]) if (link.lostBytes) this.end(link);
   }
 
+  /**
+   * Forwards to another port from now on, as a virtual IP or a DNS name moves to a new master:
+   * every open connection is reset (its client reconnects, to the new target). Ends a cut.
+   */
+  retarget(targetPort: number): void {
+    checkPort(targetPort, "TcpProxy.retarget");
+    this.target = targetPort;
+    this.cut = false;
+    for (const link of [...this.links]) this.end(link);
+  }
+
   /** Stops listening and resets every connection. Idempotent. */
   async close(): Promise<void> {
     if (this.closed) return;
@@ -209,7 +229,7 @@ export class TcpProxy {
       client.on("data", () => {});
       return;
     }
-    const upstream = net.connect({ host: this.targetHost, port: this.targetPort });
+    const upstream = net.connect({ host: this.targetHost, port: this.target });
     link.upstream = upstream;
     link.pipes.push(new Pipe(client, upstream, this, link), new Pipe(upstream, client, this, link));
     upstream.on("close", () => this.sideClosed(link));

@@ -1,6 +1,6 @@
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type RedisHandle, startRedis } from "../src/index";
+import { freePort, type RedisHandle, redisCommand, redisInfoField, startRedis } from "../src/index";
 
 describe("startRedis", () => {
   let redis: RedisHandle;
@@ -17,6 +17,17 @@ describe("startRedis", () => {
 
   beforeAll(async () => {
     redis = await startRedis({ useEnv: false });
+  });
+
+  it("answers one command on a connection of its own (redisCommand, redisInfoField)", async () => {
+    expect(await redisCommand(redis.port, "PING")).toBe("PONG");
+    expect(await redisCommand(redis.port, "SET", "one-shot", "1")).toBe("OK");
+    expect(await redisCommand(redis.port, "GET", "one-shot")).toBe("1");
+    expect(await redisInfoField(redis.port, "server", "tcp_port")).toBe(String(redis.port));
+    expect(await redisInfoField(redis.port, "replication", "role")).toBe("master");
+    expect(await redisInfoField(redis.port, "server", "no_such_field")).toBe("");
+    expect(await redisCommand(redis.port, "NO-SUCH-COMMAND")).toBeUndefined();
+    expect(await redisCommand(await freePort(), "PING")).toBeUndefined();
   });
 
   afterAll(async () => {

@@ -70,4 +70,32 @@ describe("TcpProxy", () => {
       await proxy.close();
     }
   });
+
+  it("retarget() resets open connections and forwards new ones to the new port", async () => {
+    const other = net.createServer((socket) => {
+      socket.on("data", () => socket.write("other"));
+      socket.on("error", () => {});
+    });
+    await new Promise<void>((resolve) => other.listen(0, "127.0.0.1", resolve));
+    const proxy = await TcpProxy.start({ targetPort: port });
+    try {
+      const { client } = await connected(proxy);
+      proxy.retarget((other.address() as net.AddressInfo).port);
+      expect(await closed(client, 2000)).toBe(true);
+      expect(proxy.targetPort).toBe((other.address() as net.AddressInfo).port);
+      const next = net.connect(proxy.port, "127.0.0.1");
+      next.on("error", () => {});
+      await new Promise<void>((resolve) => next.once("connect", () => resolve()));
+      next.write("ping");
+      const answer = await new Promise<string>((resolve) =>
+        next.once("data", (chunk) => resolve(String(chunk))),
+      );
+      expect(answer).toBe("other");
+      next.destroy();
+      expect(() => proxy.retarget(0)).toThrow(/targetPort 0 is not a port/);
+    } finally {
+      await proxy.close();
+      await new Promise<void>((resolve) => other.close(() => resolve()));
+    }
+  });
 });

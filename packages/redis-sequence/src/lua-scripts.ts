@@ -1,7 +1,7 @@
 // The Lua scripts run in Redis: the allocation of a sequence range in one second (seed 002), and a
 // probe. Both first check the namespace's marker, which is how a Redis that restarted, lost its
 // data or failed over is detected and fenced before it can hand out a sequence a second time.
-import { luaScript } from "@leaf/core/adapter";
+import { luaScript, REDIS_TAKEOVER_LUA } from "@leaf/core/adapter";
 
 /**
  * Shared opening of both scripts.
@@ -13,13 +13,15 @@ import { luaScript } from "@leaf/core/adapter";
  * records its settings and a client with other settings is refused: LEAF_SETTINGS followed by the
  * recorded settings as JSON. ARGV[3] key prefix, ARGV[4] sequence scope, ARGV[5] layout.
  *
- * Then Redis TIME, the run id of the Redis process, and the marker (KEYS[#KEYS]). When the marker
- * is missing (Redis lost its data, or the namespace is new) or names another process (a restart,
- * a restore from an older snapshot, a failover), sequences handed out before may be handed out
- * again, so every second up to now + largest clock skew + margin is fenced: allocations for it are
- * refused. ARGV[1] largest clock skew in ms, ARGV[2] fence margin in ms.
+ * Then Redis TIME and the marker (KEYS[#KEYS]): the run id and replication id of the Redis process
+ * that holds the counters. When the marker is missing (Redis lost its data, or the namespace is
+ * new), names another process (a restart, a restore from an older snapshot, a failover), or names
+ * this process while it was promoted back from a replica (a failover away and back: it missed the
+ * other master's counters), sequences handed out before may be handed out again, so every second up
+ * to now + largest clock skew + margin is fenced: allocations for it are refused (REDIS_TAKEOVER_LUA
+ * in `@leaf/core/adapter` tells). ARGV[1] largest clock skew in ms, ARGV[2] fence margin in ms.
  */
-const MARKER_CHECK = `
+const MARKER_CHECK = `${REDIS_TAKEOVER_LUA}
 if redis.replicate_commands then pcall(redis.replicate_commands) end
 local settings_key = KEYS[#KEYS - 1]
 local marker_key = KEYS[#KEYS]
@@ -35,18 +37,19 @@ elseif recorded[1] ~= ARGV[3] or recorded[2] ~= ARGV[4] or recorded[3] ~= ARGV[5
   return redis.error_reply('LEAF_SETTINGS ' .. cjson.encode({key_prefix = recorded[1] or '',
     sequence_scope = recorded[2] or '', layout = recorded[3] or ''}))
 end
-local run_id = string.match(redis.call('INFO', 'server'), 'run_id:(%w+)') or 'unknown'
-local marker = redis.call('HMGET', marker_key, 'run_id', 'fence')
+local marker = redis.call('HMGET', marker_key, 'run_id', 'fence', 'replid')
 local fence = tonumber(marker[2]) or -1
-if marker[1] ~= run_id then
-  local reason = 'missing'
-  if marker[1] then reason = 'restarted' end
+local reason, run_id, replid = leaf_redis_takeover(marker[1], marker[3])
+if reason then
   local new_fence = math.floor((now_ms + max_skew_ms + margin_ms) / 1000)
   if new_fence > fence then fence = new_fence end
-  redis.call('HSET', marker_key, 'run_id', run_id, 'fence', string.format('%.0f', fence),
-    'fenced_at_ms', string.format('%.0f', now_ms), 'reason', reason)
+  redis.call('HSET', marker_key, 'run_id', run_id, 'replid', replid,
+    'fence', string.format('%.0f', fence), 'fenced_at_ms', string.format('%.0f', now_ms),
+    'reason', reason)
   redis.log(redis.LOG_WARNING, 'leaf redis-sequence: marker ' .. marker_key .. ' ' .. reason ..
     ', refusing seconds up to ' .. string.format('%.0f', fence))
+elseif replid ~= (marker[3] or '') then
+  redis.call('HSET', marker_key, 'replid', replid)
 end
 `;
 

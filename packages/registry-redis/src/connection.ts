@@ -128,6 +128,17 @@ export class RedisLink {
         cause,
       });
     }
+    if (/^(NOREPLICAS|READONLY|MASTERDOWN|MISCONF)\b/.test(reason)) {
+      // Redis answered, and refused the write: a master cut off from its replicas, a replica, a
+      // failing disk. Nothing was changed; the caller retries as after no answer.
+      return new LeafError({
+        component: COMPONENT,
+        code: ErrorCodes.UNAVAILABLE,
+        message: `${what}: Redis at ${this.description} refused the write (${reason}); it is not a master that may accept writes now`,
+        details: { redis: this.description, reason },
+        cause,
+      });
+    }
     const last =
       this.lastClientError && this.lastClientError !== reason
         ? `; last connection error: ${this.lastClientError}`

@@ -18,10 +18,13 @@ import { ErrorCodes, isLeafError, type LeafError, ManualClock } from "@leaf/core
 import {
   type RedisHandle,
   redisCommand,
+  redisHash,
   redisInfoField,
+  redisReplicaInSync,
   startRedis,
   stopAll,
   TcpProxy,
+  waitUntil,
 } from "@leaf/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RedisSequence, type RedisSequenceOptions } from "../src/index";
@@ -58,29 +61,6 @@ afterAll(async () => {
   for (const close of closers.reverse()) await close().catch(() => {});
   await stopAll();
 });
-
-async function inSync(port: number, masterPort: number): Promise<boolean> {
-  const replication = String((await redisCommand(port, "INFO", "replication")) ?? "");
-  return (
-    replication.includes(`master_port:${masterPort}`) &&
-    replication.includes("master_link_status:up")
-  );
-}
-
-async function hashOf(port: number, key: string): Promise<Record<string, string>> {
-  const flat = ((await redisCommand(port, "HGETALL", key)) ?? []) as string[];
-  return Object.fromEntries(
-    flat.flatMap((value, i) => (i % 2 === 0 ? [[value, flat[i + 1]!]] : [])),
-  );
-}
-
-async function waitForAsync(what: string, check: () => Promise<boolean>, ms = 60_000) {
-  const until = performance.now() + ms;
-  while (!(await check())) {
-    if (performance.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
-}
 
 /** A started sequence of `namespace` through the Redis (or front) at `port`, closed after the file. */
 async function sequenceAt(
@@ -146,7 +126,7 @@ describe("redis-sequence across a failover away from a master and back", () => {
   it(
     "a master promoted back after missing the other master's counters, its own marker unchanged: detected as promoted, the seconds used meanwhile are refused, no id repeats",
     async () => {
-      await waitForAsync("R2 to be in sync with R1", () => inSync(r2.port, p1.port));
+      await waitUntil("R2 to be in sync with R1", () => redisReplicaInSync(r2.port, p1.port));
       const namespace = freshNamespace("failback");
       const r1RunId = await redisInfoField(r1.port, "server", "run_id");
       const fa = await TcpProxy.start({ targetPort: r1.port });
@@ -168,16 +148,16 @@ describe("redis-sequence across a failover away from a master and back", () => {
       expect(await take(a, 3000, idsA)).toBeUndefined();
       expect(await take(b, 3000, idsB)).toBeUndefined();
       expect(secondsOf(a, [...idsA, ...idsB])).toEqual([s]);
-      const markerOnR1 = await hashOf(r1.port, marker);
+      const markerOnR1 = await redisHash(r1.port, marker);
       expect(markerOnR1).toMatchObject({
         run_id: r1RunId,
         replid: await redisInfoField(r1.port, "replication", "master_replid"),
         reason: "missing",
       });
       const counterOnR1 = await redisCommand(r1.port, "GET", counterKey(s));
-      await waitForAsync("R2 to have R1's counter and marker", async () => {
+      await waitUntil("R2 to have R1's counter and marker", async () => {
         const same = (await redisCommand(r2.port, "GET", counterKey(s))) === counterOnR1;
-        return same && (await hashOf(r2.port, marker)).fence === markerOnR1.fence;
+        return same && (await redisHash(r2.port, marker)).fence === markerOnR1.fence;
       });
 
       // Failover away: R2 is promoted, R1 becomes its replica, the fronts lead to R2. Once R1 is in
@@ -186,16 +166,16 @@ describe("redis-sequence across a failover away from a master and back", () => {
       fa.retarget(r2.port);
       fb.retarget(r2.port);
       expect(await redisCommand(r1.port, "REPLICAOF", "127.0.0.1", String(p2.port))).toBe("OK");
-      await waitForAsync("R1 to be in sync with R2", () => inSync(r1.port, p2.port));
+      await waitUntil("R1 to be in sync with R2", () => redisReplicaInSync(r1.port, p2.port));
       p2.cutOff();
-      expect(await hashOf(r1.port, marker)).toEqual(markerOnR1);
+      expect(await redisHash(r1.port, marker)).toEqual(markerOnR1);
 
       // A takes ids on R2: another process, so the marker fences R2 first (reason restarted); A
       // then takes ids of the first second after that fence, T.
       clock.set(Math.max(clock.now(), Date.now()));
       const fencedOnR2 = await take(a, 100_000, idsA);
       expect(isFenced(fencedOnR2)).toBe(true);
-      expect(await hashOf(r2.port, marker)).toMatchObject({ reason: "restarted" });
+      expect(await redisHash(r2.port, marker)).toMatchObject({ reason: "restarted" });
       const t = await passFenceManually(a, clock, SKEW_MS);
       const idsAOnR2: bigint[] = [];
       expect(await take(a, 10_000, idsAOnR2)).toBeUndefined();
@@ -213,7 +193,7 @@ describe("redis-sequence across a failover away from a master and back", () => {
       expect(r1Replid).not.toBe(markerOnR1.replid);
       expect(await redisInfoField(r1.port, "replication", "second_repl_offset")).not.toBe("-1");
       expect(await redisCommand(r1.port, "EXISTS", counterKey(t))).toBe(0);
-      expect(await hashOf(r1.port, marker)).toEqual(markerOnR1);
+      expect(await redisHash(r1.port, marker)).toEqual(markerOnR1);
       fb.retarget(r1.port);
       fa.retarget(r1.port);
       expect(await redisCommand(r2.port, "REPLICAOF", "127.0.0.1", String(p1.port))).toBe("OK");
@@ -221,7 +201,7 @@ describe("redis-sequence across a failover away from a master and back", () => {
       // B asks R1 for second T; A, with sequences of T left from R2, asks for more.
       const refusedB = await take(b, 10_000, idsB);
       const refusedA = await take(a, 20_000, idsA);
-      const markerAfter = await hashOf(r1.port, marker);
+      const markerAfter = await redisHash(r1.port, marker);
 
       // Then both wait for the fence and take ids of the next second on R1.
       let u = t;
@@ -264,7 +244,7 @@ describe("redis-sequence across a failover away from a master and back", () => {
       const quick = { maxClockSkewMs: 1000, maxWaitMs: 10_000 };
       const c = await sequenceAt(r3.port, namespace, quick);
       const ids = await c.nextIds(SHARD, 100); // waits out the new namespace's fence
-      const before = await hashOf(r3.port, c.keys.marker());
+      const before = await redisHash(r3.port, c.keys.marker());
       expect(before.replid).toBe(await redisInfoField(r3.port, "replication", "master_replid"));
 
       // Its first replica: R3 creates its replication backlog under a new replication id and
@@ -273,7 +253,7 @@ describe("redis-sequence across a failover away from a master and back", () => {
         useEnv: false,
         args: ["--replicaof", "127.0.0.1", String(r3.port)],
       });
-      await waitForAsync("R4 to be in sync with R3", () => inSync(r4.port, r3.port));
+      await waitUntil("R4 to be in sync with R3", () => redisReplicaInSync(r4.port, r3.port));
       const replid = await redisInfoField(r3.port, "replication", "master_replid");
       expect(replid).not.toBe(before.replid);
       expect(await redisInfoField(r3.port, "replication", "second_repl_offset")).toBe("-1");
@@ -284,7 +264,7 @@ describe("redis-sequence across a failover away from a master and back", () => {
       expect(d.state().stats.waits).toBe(0);
       expect(d.state().stats.refused.fenced).toBe(0);
       expect(duplicates(ids)).toEqual([]);
-      const after = await hashOf(r3.port, c.keys.marker());
+      const after = await redisHash(r3.port, c.keys.marker());
       expect(after).toEqual({ ...before, replid, high_second: after.high_second });
     },
     TEST_MS,
@@ -314,7 +294,7 @@ describe("redis-sequence across a failover away from a master and back", () => {
       const fenced = await take(h, 1000, ids);
       expect(isFenced(fenced)).toBe(true);
       expect(fenced!.details?.fenceSecond).toBeGreaterThanOrEqual(x);
-      expect(await hashOf(r3.port, f.keys.marker())).toMatchObject({ reason: "missing" });
+      expect(await redisHash(r3.port, f.keys.marker())).toMatchObject({ reason: "missing" });
 
       const y = await passFenceManually(h, clock, SKEW_MS);
       const after: bigint[] = [];
@@ -334,7 +314,7 @@ describe("redis-sequence across a failover away from a master and back", () => {
         useEnv: false,
         args: ["--replicaof", "127.0.0.1", String(r3.port)],
       });
-      await waitForAsync("R5 to be in sync with R3", () => inSync(r5.port, r3.port));
+      await waitUntil("R5 to be in sync with R3", () => redisReplicaInSync(r5.port, r3.port));
       expect(await redisCommand(r5.port, "REPLICAOF", "NO", "ONE")).toBe("OK");
       expect(await redisInfoField(r5.port, "replication", "second_repl_offset")).not.toBe("-1");
       const namespace = freshNamespace("upgraded");
@@ -353,7 +333,7 @@ describe("redis-sequence across a failover away from a master and back", () => {
       expect(duplicates(ids)).toEqual([]);
       expect(e.state().stats.waits).toBe(0);
       expect(e.state().stats.refused.fenced).toBe(0);
-      const after = await hashOf(r5.port, e.keys.marker());
+      const after = await redisHash(r5.port, e.keys.marker());
       expect(after).toEqual({
         ...written,
         replid: await redisInfoField(r5.port, "replication", "master_replid"),

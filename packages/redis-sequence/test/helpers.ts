@@ -2,7 +2,13 @@
 // for looking at the keys, warnings collected per sequence, and waiting out a new namespace's fence.
 import { randomBytes } from "node:crypto";
 import { type Clock, ManualClock } from "@leaf/core";
-import { type RedisHandle, type RedisOptions, started, startRedis } from "@leaf/testkit";
+import {
+  countDuplicates,
+  type RedisHandle,
+  type RedisOptions,
+  started,
+  startRedis,
+} from "@leaf/testkit";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll } from "vitest";
 import { RedisSequence, type RedisSequenceOptions, type RedisSequenceWarning } from "../src/index";
@@ -56,13 +62,7 @@ export function manualClockNow(): ManualClock {
 
 /** Asserts-free duplicate finder: the ids seen more than once. */
 export function duplicates(ids: Iterable<bigint>): bigint[] {
-  const seen = new Set<bigint>();
-  const twice: bigint[] = [];
-  for (const id of ids) {
-    if (seen.has(id)) twice.push(id);
-    else seen.add(id);
-  }
-  return twice;
+  return countDuplicates([ids], Number.POSITIVE_INFINITY).examples;
 }
 
 export type { Clock };

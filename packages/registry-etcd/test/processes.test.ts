@@ -2,6 +2,7 @@ import { fileURLToPath } from "node:url";
 import { ErrorCodes, isLeafError, SnowflakeWorker } from "@leaf/core";
 import {
   ChildLines,
+  countDuplicates,
   type EtcdHandle,
   findLibfaketime,
   spawnNode,
@@ -69,13 +70,7 @@ async function issue(worker: SnowflakeWorker, count: number): Promise<bigint[]> 
 }
 
 function duplicatesOf(...lists: bigint[][]): bigint[] {
-  const seen = new Set<bigint>();
-  const duplicates: bigint[] = [];
-  for (const id of lists.flat()) {
-    if (seen.has(id)) duplicates.push(id);
-    seen.add(id);
-  }
-  return duplicates;
+  return countDuplicates(lists, Number.POSITIVE_INFINITY).examples;
 }
 
 const timeOf = (id: bigint) => ONE_WORKER.decompose(id).timestampMs;

@@ -13,40 +13,33 @@ import {
   type RedisHandle,
   redisCommand,
   redisInfoField,
+  redisReplicaInSync,
+  redisTimeMs,
   startRedis,
   stopAll,
   TcpProxy,
+  waitUntil,
 } from "@leaf/testkit";
-import { Redis } from "ioredis";
+import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import {
-  type RedisLease,
-  RedisRegistry,
-  type RedisRegistryOptions,
-  registryKeys,
-} from "../src/index";
+import type { RedisLease } from "../src/index";
 import {
   type Closers,
   expectNoDuplicates,
+  FAILOVER_LEASE_MS,
+  failoverRegistry,
   issue,
+  keysOf,
+  leaseEndOn,
+  markerOf,
   olderThan,
+  redisClient,
   startWhenGranted,
   timestamps,
-  waitFor,
-  waitForAsync,
   worker,
 } from "./holders";
 
-/** Longer than the failover back takes, so A would still be issuing when B asks. */
-const LEASE_MS = 12_000;
-const timings: Partial<RedisRegistryOptions> = {
-  leaseMs: LEASE_MS,
-  safetyMarginMs: 2400,
-  renewIntervalMs: 1000,
-  commandTimeoutMs: 800,
-};
 const TEST_MS = 120_000;
-const PREFIX = "leaf:registry:";
 
 /** R1 the master, R2 its replica through `p1`; `p2` leads to R2 (R1's link once it is R2's replica). */
 let r1: RedisHandle;
@@ -56,6 +49,8 @@ let p2: TcpProxy;
 /** A plain master with no replica yet, for the replication id changes that are no failover. */
 let r3: RedisHandle;
 const closers: Closers = [];
+const client = (port: number) => redisClient(port, closers);
+const registry = (c: Redis) => failoverRegistry(c, closers);
 
 beforeAll(async () => {
   // All start at once: the tests wait until they have run for over a lease.
@@ -72,58 +67,13 @@ afterAll(async () => {
   await stopAll();
 });
 
-/** The marker hash of `service` on the Redis at `port`. */
-async function markerOf(port: number, service: string): Promise<Record<string, string>> {
-  const flat = ((await redisCommand(port, "HGETALL", registryKeys(PREFIX, service).marker)) ??
-    []) as string[];
-  return Object.fromEntries(
-    flat.flatMap((value, i) => (i % 2 === 0 ? [[value, flat[i + 1]!]] : [])),
-  );
-}
-
-/** The lease end (Redis TIME, ms) of worker id 0 in the copy of the Redis at `port`; 0 if none. */
-async function leaseEndOn(port: number, service: string): Promise<number> {
-  const raw = await redisCommand(port, "HGET", registryKeys(PREFIX, service).leases, "0");
-  return typeof raw === "string" ? Number((JSON.parse(raw) as { e: string }).e) : 0;
-}
-
-async function redisTimeMs(port: number): Promise<number> {
-  const [seconds, micros] = (await redisCommand(port, "TIME")) as [string, string];
-  return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
-}
-
-function client(port: number): Redis {
-  const c = new Redis({
-    port,
-    host: "127.0.0.1",
-    maxRetriesPerRequest: 1,
-    retryStrategy: () => 100,
-  });
-  c.on("error", () => {});
-  closers.push(async () => c.disconnect());
-  return c;
-}
-
-function registry(c: Redis): RedisRegistry {
-  const r = new RedisRegistry({ client: c, ...timings });
-  closers.push(() => r.close());
-  return r;
-}
-
-async function inSyncWith(port: number, masterPort: number): Promise<boolean> {
-  return (
-    (await redisInfoField(port, "replication", "master_port")) === String(masterPort) &&
-    (await redisInfoField(port, "replication", "master_link_status")) === "up"
-  );
-}
-
 describe("registry-redis across a failover away from a master and back", () => {
   it(
     "a master promoted back after missing renewals, its own marker unchanged: detected as promoted, A fences before B gets the id",
     async () => {
-      await olderThan(r1.port, LEASE_MS);
-      await olderThan(r2.port, LEASE_MS);
-      await waitForAsync("R2 to be in sync with R1", () => inSyncWith(r2.port, p1.port));
+      await olderThan(r1.port, FAILOVER_LEASE_MS);
+      await olderThan(r2.port, FAILOVER_LEASE_MS);
+      await waitUntil("R2 to be in sync with R1", () => redisReplicaInSync(r2.port, p1.port));
       const service = `failback-${process.pid}-${Date.now()}`;
       const r1RunId = await redisInfoField(r1.port, "server", "run_id");
       const fa = await TcpProxy.start({ targetPort: r1.port });
@@ -145,7 +95,7 @@ describe("registry-redis across a failover away from a master and back", () => {
       leaseA.lost.addEventListener("abort", () => {
         aLostAt = performance.now();
       });
-      await waitFor(
+      await waitUntil(
         "A to issue ids and renew its lease",
         () => idsA.length > 1000 && leaseA.lastRenewedAt > grantedAt + 1000,
       );
@@ -154,19 +104,16 @@ describe("registry-redis across a failover away from a master and back", () => {
       expect(markerOnR1.replid).toBe(await redisInfoField(r1.port, "replication", "master_replid"));
 
       // Failover away: R2 is promoted with A's lease, R1 becomes R2's replica, A renews on R2.
-      await waitForAsync(
-        "R2 to have A's lease",
-        async () => (await leaseEndOn(r2.port, service)) > 0,
-      );
+      await waitUntil("R2 to have A's lease", async () => (await leaseEndOn(r2.port, service)) > 0);
       expect(await redisCommand(r2.port, "REPLICAOF", "NO", "ONE")).toBe("OK");
       const switchedAt = performance.now();
       fa.retarget(r2.port);
       fb.retarget(r2.port);
       expect(await redisCommand(r1.port, "REPLICAOF", "127.0.0.1", String(p2.port))).toBe("OK");
-      await waitFor("A to renew on R2", () => leaseA.lastRenewedAt > switchedAt);
+      await waitUntil("A to renew on R2", () => leaseA.lastRenewedAt > switchedAt);
       const endOnR2 = await leaseEndOn(r2.port, service);
-      await waitForAsync("R1 to be in sync with R2", () => inSyncWith(r1.port, p2.port));
-      await waitForAsync(
+      await waitUntil("R1 to be in sync with R2", () => redisReplicaInSync(r1.port, p2.port));
+      await waitUntil(
         "R1 to have a renewal A made on R2",
         async () => (await leaseEndOn(r1.port, service)) >= endOnR2,
       );
@@ -175,13 +122,13 @@ describe("registry-redis across a failover away from a master and back", () => {
       // lease has ended by R1's clock.
       p2.cutOff();
       const endOnR1 = await leaseEndOn(r1.port, service);
-      await waitForAsync(
+      await waitUntil(
         "A's lease to end in R1's copy",
         async () => (await redisTimeMs(r1.port)) > endOnR1 + 200,
-        LEASE_MS * 3,
+        FAILOVER_LEASE_MS * 3,
       );
       const endedOnR1At = performance.now();
-      await waitFor("A to renew on R2 again", () => leaseA.lastRenewedAt > endedOnR1At);
+      await waitUntil("A to renew on R2 again", () => leaseA.lastRenewedAt > endedOnR1At);
       expect(leaseA.lost.aborted).toBe(false);
       expect(await leaseEndOn(r2.port, service)).toBeGreaterThan(await redisTimeMs(r2.port));
       // The same process and the marker it wrote: the run id tells nothing.
@@ -203,8 +150,8 @@ describe("registry-redis across a failover away from a master and back", () => {
       const bAskedAt = performance.now();
       const bGrantedAt = await startWhenGranted(b);
       const issuingB = issue(b, idsB, 1);
-      await waitFor("B to issue ids", () => idsB.length > 1000);
-      await waitFor("A to fence", () => leaseA.lost.aborted, LEASE_MS * 2);
+      await waitUntil("B to issue ids", () => idsB.length > 1000);
+      await waitUntil("A to fence", () => leaseA.lost.aborted, FAILOVER_LEASE_MS * 2);
       await issuingB.stop();
       await issuingA.stop();
       const marker = await markerOf(r1.port, service);
@@ -219,7 +166,7 @@ describe("registry-redis across a failover away from a master and back", () => {
       // B's ids start after every id A issued.
       expect(timestamps(idsB).first).toBeGreaterThan(timestamps(idsA).last);
       // The quarantine: B's ask, the first on R1 promoted back, was held back for about a lease.
-      expect(bGrantedAt - bAskedAt).toBeGreaterThan(LEASE_MS - 1500);
+      expect(bGrantedAt - bAskedAt).toBeGreaterThan(FAILOVER_LEASE_MS - 1500);
       // The floor: B's lease starts at or after the quarantine's end.
       const leaseB = b.lease as RedisLease;
       expect(leaseB.floor).toBeGreaterThan(0);
@@ -238,7 +185,7 @@ describe("registry-redis across a failover away from a master and back", () => {
   it(
     "a master's replication id changed by its first replica (no failover) holds back no grant",
     async () => {
-      await olderThan(r3.port, LEASE_MS);
+      await olderThan(r3.port, FAILOVER_LEASE_MS);
       const service = `first-replica-${process.pid}-${Date.now()}`;
       const c = client(r3.port);
       const w = worker(registry(c), service, 3, closers);
@@ -255,7 +202,7 @@ describe("registry-redis across a failover away from a master and back", () => {
         useEnv: false,
         args: ["--replicaof", "127.0.0.1", String(r3.port)],
       });
-      await waitForAsync("R4 to be in sync with R3", () => inSyncWith(r4.port, r3.port));
+      await waitUntil("R4 to be in sync with R3", () => redisReplicaInSync(r4.port, r3.port));
       const replid = await redisInfoField(r3.port, "replication", "master_replid");
       expect(replid).not.toBe(before.replid);
       expect(await redisInfoField(r3.port, "replication", "second_repl_offset")).toBe("-1");
@@ -280,7 +227,7 @@ describe("registry-redis across a failover away from a master and back", () => {
         useEnv: false,
         args: ["--replicaof", "127.0.0.1", String(r3.port)],
       });
-      await waitForAsync("R5 to be in sync with R3", () => inSyncWith(r5.port, r3.port));
+      await waitUntil("R5 to be in sync with R3", () => redisReplicaInSync(r5.port, r3.port));
       expect(await redisCommand(r5.port, "REPLICAOF", "NO", "ONE")).toBe("OK");
       expect(await redisInfoField(r5.port, "replication", "second_repl_offset")).not.toBe("-1");
       const service = `upgraded-${process.pid}-${Date.now()}`;
@@ -295,7 +242,7 @@ describe("registry-redis across a failover away from a master and back", () => {
       await redisCommand(
         r5.port,
         "HSET",
-        registryKeys(PREFIX, service).marker,
+        keysOf(service).marker,
         ...Object.entries(written).flat(),
       );
 

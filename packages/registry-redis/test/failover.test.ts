@@ -21,35 +21,26 @@ import {
   startRedis,
   stopAll,
   TcpProxy,
+  waitUntil,
 } from "@leaf/testkit";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import {
-  type RedisLease,
-  RedisRegistry,
-  type RedisRegistryOptions,
-  registryKeys,
-} from "../src/index";
+import type { RedisLease } from "../src/index";
 import {
   type Closers,
   expectNoDuplicates,
+  FAILOVER_LEASE_MS,
+  failoverRegistry,
   issue,
+  keysOf,
+  markerOf,
   olderThan,
+  redisClient,
   startWhenGranted,
   timestamps,
-  waitFor,
-  waitForAsync,
   worker,
 } from "./holders";
 
-/** Longer than a failover takes (about 2 to 5 s here), so A would still be issuing when B asks. */
-const LEASE_MS = 12_000;
-const timings: Partial<RedisRegistryOptions> = {
-  leaseMs: LEASE_MS,
-  safetyMarginMs: 2400,
-  renewIntervalMs: 1000,
-  commandTimeoutMs: 800,
-};
 const TEST_MS = 120_000;
 
 /** A master, a replica replicating through `replication`, and a Sentinel watching the master. */
@@ -66,6 +57,8 @@ interface FailoverSet {
 const sets: FailoverSet[] = [];
 const sentinels: ChildProcess[] = [];
 const closers: Closers = [];
+const _client = (port: number) => redisClient(port, closers);
+const registry = (c: Redis) => failoverRegistry(c, closers);
 const dir = mkdtempSync(join(tmpdir(), "leaf-failover-"));
 
 beforeAll(async () => {
@@ -88,7 +81,7 @@ async function startSet(name: string): Promise<FailoverSet> {
     useEnv: false,
     args: ["--replicaof", "127.0.0.1", String(replication.port)],
   });
-  await waitForAsync(`the replica of ${name} to be in sync`, async () =>
+  await waitUntil(`the replica of ${name} to be in sync`, async () =>
     /master_link_status:up/.test(await info(replica.port, "replication")),
   );
   const sentinelPort = await freePort();
@@ -109,7 +102,7 @@ async function startSet(name: string): Promise<FailoverSet> {
   );
   sentinels.push(spawn("redis-server", [config, "--sentinel"], { stdio: "ignore" }));
   // Ready once Sentinel names the master and knows the replica (it finds it in the master's INFO).
-  await waitForAsync(`Sentinel of ${name} to know the master and the replica`, async () => {
+  await waitUntil(`Sentinel of ${name} to know the master and the replica`, async () => {
     const replicas = (await sentinelCall(sentinelPort, "replicas", name)) as string[][] | undefined;
     return (
       replicas?.some((fields) => {
@@ -142,12 +135,6 @@ function sentinelClient(set: FailoverSet, natMap?: Record<string, { host: string
   client.on("error", () => {});
   closers.push(async () => client.disconnect());
   return client;
-}
-
-function registry(client: Redis): RedisRegistry {
-  const r = new RedisRegistry({ client, ...timings });
-  closers.push(() => r.close());
-  return r;
 }
 
 interface Outcome {
@@ -200,13 +187,13 @@ async function failOverUnderA(set: FailoverSet, service: string): Promise<Outcom
     aLostAt = performance.now();
   });
   // Renewals and reports confirmed by the master, none of them seen by the replica.
-  await waitFor(
+  await waitUntil(
     "A to issue ids and renew its lease",
     () => idsA.length > 1000 && leaseA.lastRenewedAt > grantedAt + 1000,
   );
 
   await set.master.kill();
-  await waitForAsync("Sentinel to promote the replica", async () => {
+  await waitUntil("Sentinel to promote the replica", async () => {
     const master = (await sentinelCall(set.sentinelPort, "get-master-addr-by-name", set.name)) as
       | string[]
       | undefined;
@@ -222,15 +209,11 @@ async function failOverUnderA(set: FailoverSet, service: string): Promise<Outcom
   const bAskedAt = performance.now();
   const bGrantedAt = await startWhenGranted(b);
   const issuingB = issue(b, idsB, 1);
-  await waitFor("B to issue ids", () => idsB.length > 1000);
-  await waitFor("A to fence", () => leaseA.lost.aborted, LEASE_MS * 2);
+  await waitUntil("B to issue ids", () => idsB.length > 1000);
+  await waitUntil("A to fence", () => leaseA.lost.aborted, FAILOVER_LEASE_MS * 2);
   await issuingB.stop();
   await issuingA.stop();
-  const marker = (await redisCommand(
-    set.replica.port,
-    "HGETALL",
-    registryKeys("leaf:registry:", service).marker,
-  )) as string[];
+  const marker = await markerOf(set.replica.port, service);
   return {
     idsA,
     idsB,
@@ -240,9 +223,7 @@ async function failOverUnderA(set: FailoverSet, service: string): Promise<Outcom
     aReason: (leaseA.lost.reason as Error).message,
     aRefusals: issuingA.refusals,
     b,
-    marker: Object.fromEntries(
-      marker.flatMap((value, i) => (i % 2 === 0 ? [[value, marker[i + 1]!]] : [])),
-    ),
+    marker,
   };
 }
 
@@ -258,7 +239,7 @@ function expectSafeHandOver(o: Outcome): void {
   // B's ids start after every id A issued.
   expect(timestamps(o.idsB).first).toBeGreaterThan(timestamps(o.idsA).last);
   // The quarantine: B's ask, the first on the promoted replica, was held back for about a lease.
-  expect(o.bGrantedAt - o.bAskedAt).toBeGreaterThan(LEASE_MS - 1500);
+  expect(o.bGrantedAt - o.bAskedAt).toBeGreaterThan(FAILOVER_LEASE_MS - 1500);
   // The floor: B's lease starts at or after the quarantine's end.
   const lease = o.b.lease as RedisLease;
   expect(lease.floor).toBeGreaterThan(0);
@@ -272,8 +253,8 @@ describe("registry-redis across a real Sentinel failover that loses writes", () 
     "a promoted replica that never saw the name: detected as promoted, A fences before B gets the id",
     async () => {
       const set = sets[0]!;
-      await olderThan(set.master.port, LEASE_MS);
-      await olderThan(set.replica.port, LEASE_MS);
+      await olderThan(set.master.port, FAILOVER_LEASE_MS);
+      await olderThan(set.replica.port, FAILOVER_LEASE_MS);
       const service = `promoted-${process.pid}-${Date.now()}`;
       const o = await failOverUnderA(set, service);
       expectSafeHandOver(o);
@@ -286,20 +267,20 @@ describe("registry-redis across a real Sentinel failover that loses writes", () 
     "a promoted replica with the old master's marker and stamps: detected by the run id, A fences before B gets the id",
     async () => {
       const set = sets[1]!;
-      await olderThan(set.master.port, LEASE_MS);
-      await olderThan(set.replica.port, LEASE_MS);
+      await olderThan(set.master.port, FAILOVER_LEASE_MS);
+      await olderThan(set.replica.port, FAILOVER_LEASE_MS);
       const service = `marked-${process.pid}-${Date.now()}`;
       // An earlier holder W used id 0 and released it; the replica has the marker and W's stamp.
       const w = worker(registry(sentinelClient(set)), service, 3, closers);
       await startWhenGranted(w);
       const idsW: bigint[] = [];
       const issuingW = issue(w, idsW, 1);
-      await waitFor("W to issue ids", () => idsW.length > 1000);
+      await waitUntil("W to issue ids", () => idsW.length > 1000);
       await issuingW.stop();
       await w.close();
-      const keys = registryKeys("leaf:registry:", service);
+      const keys = keysOf(service);
       // The release (the stamp and no lease) is W's last write, after its grant and the marker.
-      await waitForAsync(
+      await waitUntil(
         "the replica to have W's release",
         async () =>
           (await redisCommand(set.replica.port, "HEXISTS", keys.leases, "0")) === 0 &&

@@ -3,17 +3,10 @@
 // id both nodes issue is kept and checked for duplicates.
 import { performance } from "node:perf_hooks";
 import type { SnowflakeWorker } from "@leaf/core";
-import { type RedisHandle, startRedis, stopAll, TcpProxy } from "@leaf/testkit";
+import { type RedisHandle, startRedis, stopAll, TcpProxy, waitUntil } from "@leaf/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RedisRegistry, type RedisRegistryOptions } from "../src/index";
-import {
-  type Closers,
-  expectNoDuplicates,
-  issue,
-  startWhenGranted,
-  waitFor,
-  worker,
-} from "./holders";
+import { type Closers, expectNoDuplicates, issue, startWhenGranted, worker } from "./holders";
 
 const LEASE_MS = 3000;
 const timings: Partial<RedisRegistryOptions> = {
@@ -59,7 +52,7 @@ describe("registry-redis under real faults", () => {
     const idsA: bigint[] = [];
     const idsB: bigint[] = [];
     const issuingA = issue(a, idsA);
-    await waitFor("A to issue ids", () => idsA.length > 1000);
+    await waitUntil("A to issue ids", () => idsA.length > 1000);
     const leaseA = a.lease!;
     let aLostAt = 0;
     leaseA.lost.addEventListener("abort", () => {
@@ -70,7 +63,7 @@ describe("registry-redis under real faults", () => {
     const b = await holder(registry(redis.url), name, 2);
     const bGrantedAt = performance.now();
     const issuingB = issue(b, idsB);
-    await waitFor("B to issue ids", () => idsB.length > 1000);
+    await waitUntil("B to issue ids", () => idsB.length > 1000);
     await issuingB.stop();
     await issuingA.stop();
 
@@ -89,12 +82,12 @@ describe("registry-redis under real faults", () => {
     const a = await holder(registry(redis.url), name, 1);
     const idsA: bigint[] = [];
     const issuingA = issue(a, idsA);
-    await waitFor("A to issue ids", () => idsA.length > 1000);
+    await waitUntil("A to issue ids", () => idsA.length > 1000);
     const leaseA = a.lease!;
 
     redis.pause();
     try {
-      await waitFor("A to fence while Redis is paused", () => leaseA.lost.aborted, LEASE_MS * 5);
+      await waitUntil("A to fence while Redis is paused", () => leaseA.lost.aborted, LEASE_MS * 5);
       // Past the lease by Redis's clock too, which keeps running while the process is stopped.
       await new Promise((resolve) => setTimeout(resolve, LEASE_MS));
     } finally {
@@ -109,7 +102,7 @@ describe("registry-redis under real faults", () => {
     // B starts after A's horizon: the last renewal's clock + lease.
     expect(b.lease!.lastTimestamp).toBeGreaterThan(0);
     const issuingB = issue(b, idsB);
-    await waitFor("B to issue ids", () => idsB.length > 1000);
+    await waitUntil("B to issue ids", () => idsB.length > 1000);
     await issuingB.stop();
     expectNoDuplicates([...idsA, ...idsB]);
   });
@@ -119,7 +112,7 @@ describe("registry-redis under real faults", () => {
     const a = await holder(registry(redis.url), name, 1);
     const idsA: bigint[] = [];
     const issuingA = issue(a, idsA);
-    await waitFor("A to issue ids", () => idsA.length > 1000);
+    await waitUntil("A to issue ids", () => idsA.length > 1000);
     const leaseA = a.lease!;
     let aLostAt = 0;
     leaseA.lost.addEventListener("abort", () => {
@@ -132,7 +125,7 @@ describe("registry-redis under real faults", () => {
     const b = await holder(registry(redis.url), name, 2);
     const bGrantedAt = performance.now();
     const issuingB = issue(b, idsB);
-    await waitFor("B to issue ids", () => idsB.length > 1000);
+    await waitUntil("B to issue ids", () => idsB.length > 1000);
     await issuingB.stop();
     await issuingA.stop();
 

@@ -3,9 +3,10 @@
 // holder started after the last one.
 import { performance } from "node:perf_hooks";
 import { defineLayout, isLeafError, layouts, SnowflakeWorker } from "@leaf/core";
-import { countDuplicates, redisInfoField } from "@leaf/testkit";
+import { countDuplicates, redisCommand, redisHash, redisInfoField, waitUntil } from "@leaf/testkit";
+import { Redis } from "ioredis";
 import { expect } from "vitest";
-import type { RedisRegistry } from "../src/index";
+import { RedisRegistry, type RedisRegistryOptions, registryKeys } from "../src/index";
 
 /** One worker id (0) per service: whoever runs next must wait for that very id. */
 export const oneWorker = defineLayout({
@@ -19,6 +20,55 @@ export const oneWorker = defineLayout({
 
 /** Things to close after the file's tests, last first. */
 export type Closers = (() => Promise<unknown>)[];
+
+/**
+ * The lease of the failover tests (failover, failback, split brain): longer than a failover takes,
+ * so the holder on the lost side would still be issuing when the other node asks.
+ */
+export const FAILOVER_LEASE_MS = 12_000;
+const failoverTimings: Partial<RedisRegistryOptions> = {
+  leaseMs: FAILOVER_LEASE_MS,
+  safetyMarginMs: 2400,
+  renewIntervalMs: 1000,
+  commandTimeoutMs: 800,
+};
+const KEY_PREFIX = "leaf:registry:";
+
+/** The keys of `service` under the registry's default prefix. */
+export function keysOf(service: string) {
+  return registryKeys(KEY_PREFIX, service);
+}
+
+/** A client of the Redis (or proxy) at `port` that keeps reconnecting; closed with the file. */
+export function redisClient(port: number, closers: Closers): Redis {
+  const c = new Redis({
+    port,
+    host: "127.0.0.1",
+    maxRetriesPerRequest: 1,
+    retryStrategy: () => 100,
+  });
+  c.on("error", () => {});
+  closers.push(async () => c.disconnect());
+  return c;
+}
+
+/** A registry on `client` with the failover tests' lease; closed with the file. */
+export function failoverRegistry(client: Redis, closers: Closers): RedisRegistry {
+  const r = new RedisRegistry({ client, ...failoverTimings });
+  closers.push(() => r.close());
+  return r;
+}
+
+/** The marker hash of `service` on the Redis at `port`. */
+export async function markerOf(port: number, service: string): Promise<Record<string, string>> {
+  return await redisHash(port, keysOf(service).marker);
+}
+
+/** The lease end (Redis TIME, ms) of worker id 0 in the copy of the Redis at `port`; 0 if none. */
+export async function leaseEndOn(port: number, service: string): Promise<number> {
+  const raw = await redisCommand(port, "HGET", keysOf(service).leases, "0");
+  return typeof raw === "string" ? Number((JSON.parse(raw) as { e: string }).e) : 0;
+}
 
 /** A snowflake worker on `r` (not started), closed with the file's closers. */
 export function worker(
@@ -92,26 +142,9 @@ export function issue(
   };
 }
 
-/** Polls `check` every 50 ms; throws after `ms`. */
-export async function waitForAsync(
-  what: string,
-  check: () => Promise<boolean>,
-  ms = 60_000,
-): Promise<void> {
-  const until = performance.now() + ms;
-  while (!(await check())) {
-    if (performance.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-}
-
-export async function waitFor(what: string, check: () => boolean, ms = 60_000): Promise<void> {
-  await waitForAsync(what, async () => check(), ms);
-}
-
 /** Until the Redis on `port` has run for longer than `leaseMs` (a young Redis quarantines by itself). */
 export async function olderThan(port: number, leaseMs: number): Promise<void> {
-  await waitForAsync(
+  await waitUntil(
     `Redis on ${port} to run for more than a lease`,
     async () =>
       Number(await redisInfoField(port, "server", "uptime_in_seconds")) * 1000 > leaseMs + 1000,

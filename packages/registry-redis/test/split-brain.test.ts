@@ -17,42 +17,33 @@ import {
   type RedisHandle,
   redisCommand,
   redisInfoField,
+  redisReplicaInSync,
   startRedis,
   stopAll,
   TcpProxy,
+  waitUntil,
 } from "@leaf/testkit";
-import { Redis } from "ioredis";
+import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import {
-  type RedisLease,
-  RedisRegistry,
-  type RedisRegistryOptions,
-  registryKeys,
-} from "../src/index";
+import type { RedisLease } from "../src/index";
 import {
   type Closers,
   expectNoDuplicates,
+  FAILOVER_LEASE_MS,
+  failoverRegistry,
   issue,
+  leaseEndOn,
+  markerOf,
   olderThan,
+  redisClient,
   startWhenGranted,
   timestamps,
-  waitFor,
-  waitForAsync,
   worker,
 } from "./holders";
 
-/** The same lease as the failover tests: B's grant waits about this long after the promotion. */
-const LEASE_MS = 12_000;
-const timings: Partial<RedisRegistryOptions> = {
-  leaseMs: LEASE_MS,
-  safetyMarginMs: 2400,
-  renewIntervalMs: 1000,
-  commandTimeoutMs: 800,
-};
 /** `min-replicas-max-lag`, seconds. R1 accepts writes for up to MAX_LAG + 2 s after the cut. */
 const MAX_LAG = 2;
 const TEST_MS = 120_000;
-const PREFIX = "leaf:registry:";
 
 /** R1 the master; R2 and R3 its replicas through `p1` and `p3`. */
 interface SplitSet {
@@ -66,6 +57,8 @@ interface SplitSet {
 }
 
 const closers: Closers = [];
+const client = (port: number) => redisClient(port, closers);
+const registry = (c: Redis) => failoverRegistry(c, closers);
 let guarded: SplitSet;
 let unguarded: SplitSet;
 
@@ -99,41 +92,10 @@ async function startSet(protectedSet: boolean): Promise<SplitSet> {
   return { r1, r2, r3, p1, p3, protectedSet };
 }
 
-function client(port: number): Redis {
-  const c = new Redis({
-    port,
-    host: "127.0.0.1",
-    maxRetriesPerRequest: 1,
-    retryStrategy: () => 100,
-  });
-  c.on("error", () => {});
-  closers.push(async () => c.disconnect());
-  return c;
-}
-
-function registry(c: Redis): RedisRegistry {
-  const r = new RedisRegistry({ client: c, ...timings });
-  closers.push(() => r.close());
-  return r;
-}
-
-async function inSyncWith(port: number, masterPort: number): Promise<boolean> {
-  return (
-    (await redisInfoField(port, "replication", "master_port")) === String(masterPort) &&
-    (await redisInfoField(port, "replication", "master_link_status")) === "up"
-  );
-}
-
 /** The lag (s since the last ACK) of each replica the master at `port` lists. */
 async function replicaLags(port: number): Promise<number[]> {
   const text = String((await redisCommand(port, "INFO", "replication")) ?? "");
   return [...text.matchAll(/^slave\d+:.*,lag=(\d+)/gm)].map((m) => Number(m[1]));
-}
-
-/** The lease end (Redis TIME, ms) of worker id 0 in the copy of the Redis at `port`; 0 if none. */
-async function leaseEndOn(port: number, service: string): Promise<number> {
-  const raw = await redisCommand(port, "HGET", registryKeys(PREFIX, service).leases, "0");
-  return typeof raw === "string" ? Number((JSON.parse(raw) as { e: string }).e) : 0;
 }
 
 /** How many commands the Redis at `port` refused with NOREPLICAS. */
@@ -165,10 +127,11 @@ interface Outcome {
  * and A has fenced (min-replicas-to-write) or renewed on R1 after B's grant (without).
  */
 async function splitUnderA(set: SplitSet, service: string): Promise<Outcome> {
-  await waitForAsync(
+  await waitUntil(
     "R2 and R3 to be in sync with R1",
     async () =>
-      (await inSyncWith(set.r2.port, set.p1.port)) && inSyncWith(set.r3.port, set.p3.port),
+      (await redisReplicaInSync(set.r2.port, set.p1.port)) &&
+      redisReplicaInSync(set.r3.port, set.p3.port),
   );
   const fa = await TcpProxy.start({ targetPort: set.r1.port });
   const fb = await TcpProxy.start({ targetPort: set.r2.port });
@@ -189,11 +152,11 @@ async function splitUnderA(set: SplitSet, service: string): Promise<Outcome> {
   leaseA.lost.addEventListener("abort", () => {
     aLostAt = performance.now();
   });
-  await waitFor(
+  await waitUntil(
     "A to issue ids and renew its lease",
     () => idsA.length > 1000 && leaseA.lastRenewedAt > grantedAt + 1000,
   );
-  await waitForAsync(
+  await waitUntil(
     "R2 and R3 to have A's lease and the marker",
     async () =>
       (await leaseEndOn(set.r2.port, service)) > 0 && (await leaseEndOn(set.r3.port, service)) > 0,
@@ -202,17 +165,17 @@ async function splitUnderA(set: SplitSet, service: string): Promise<Outcome> {
   // The partition: R1 hears nothing more from its replicas, nor they from it; A still reaches R1.
   set.p1.cutOff();
   set.p3.cutOff();
-  await waitForAsync(
+  await waitUntil(
     "R1 to have heard no replica for over min-replicas-max-lag",
     async () => {
       const lags = await replicaLags(set.r1.port);
       return lags.length === 2 && lags.every((lag) => lag > MAX_LAG);
     },
-    LEASE_MS,
+    FAILOVER_LEASE_MS,
   );
   if (set.protectedSet) {
     // R1 counts its good replicas once a second: it refuses writes from the next count on.
-    await waitForAsync(
+    await waitUntil(
       "R1 to refuse writes",
       async () =>
         (await redisInfoField(set.r1.port, "replication", "min_slaves_good_slaves")) === "0",
@@ -223,7 +186,7 @@ async function splitUnderA(set: SplitSet, service: string): Promise<Outcome> {
   expect(await redisCommand(set.r2.port, "REPLICAOF", "NO", "ONE")).toBe("OK");
   const promotedAt = performance.now();
   expect(await redisCommand(set.r3.port, "REPLICAOF", "127.0.0.1", String(set.r2.port))).toBe("OK");
-  await waitForAsync("R3 to be in sync with R2", () => inSyncWith(set.r3.port, set.r2.port));
+  await waitUntil("R3 to be in sync with R2", () => redisReplicaInSync(set.r3.port, set.r2.port));
   expect(await redisInfoField(set.r1.port, "replication", "role")).toBe("master");
 
   const idsB: bigint[] = [];
@@ -231,16 +194,13 @@ async function splitUnderA(set: SplitSet, service: string): Promise<Outcome> {
   const bAskedAt = performance.now();
   const bGrantedAt = await startWhenGranted(b);
   const issuingB = issue(b, idsB, 1);
-  await waitFor("B to issue ids", () => idsB.length > 1000);
-  if (set.protectedSet) await waitFor("A to fence", () => leaseA.lost.aborted, LEASE_MS * 2);
-  else await waitFor("A to renew on R1 after B's grant", () => leaseA.lastRenewedAt > bGrantedAt);
+  await waitUntil("B to issue ids", () => idsB.length > 1000);
+  if (set.protectedSet)
+    await waitUntil("A to fence", () => leaseA.lost.aborted, FAILOVER_LEASE_MS * 2);
+  else await waitUntil("A to renew on R1 after B's grant", () => leaseA.lastRenewedAt > bGrantedAt);
   await issuingB.stop();
   await issuingA.stop();
-  const flat = ((await redisCommand(
-    set.r2.port,
-    "HGETALL",
-    registryKeys(PREFIX, service).marker,
-  )) ?? []) as string[];
+  const marker = await markerOf(set.r2.port, service);
   return {
     idsA,
     idsB,
@@ -252,9 +212,7 @@ async function splitUnderA(set: SplitSet, service: string): Promise<Outcome> {
     bAskedAt,
     bGrantedAt,
     aRenewedAtEnd: leaseA.lastRenewedAt,
-    marker: Object.fromEntries(
-      flat.flatMap((value, i) => (i % 2 === 0 ? [[value, flat[i + 1]!]] : [])),
-    ),
+    marker,
   };
 }
 
@@ -263,7 +221,7 @@ describe("registry-redis across a split brain (the old master keeps running)", (
     "with min-replicas-to-write the isolated master refuses A's renewals: A fences before B gets the id on the promoted replica",
     async () => {
       const set = guarded;
-      await Promise.all([set.r1, set.r2, set.r3].map((r) => olderThan(r.port, LEASE_MS)));
+      await Promise.all([set.r1, set.r2, set.r3].map((r) => olderThan(r.port, FAILOVER_LEASE_MS)));
       const service = `split-${process.pid}-${Date.now()}`;
       const refusedBefore = await noReplicasErrors(set.r1.port);
       const o = await splitUnderA(set, service);
@@ -286,7 +244,7 @@ describe("registry-redis across a split brain (the old master keeps running)", (
       expect(o.aLostAt).toBeLessThan(o.bGrantedAt);
       expect(timestamps(o.idsB).first).toBeGreaterThan(timestamps(o.idsA).last);
       // The quarantine: B's ask, the first on the promoted R2 (the marker names R1), waited a lease.
-      expect(o.bGrantedAt - o.bAskedAt).toBeGreaterThan(LEASE_MS - 1500);
+      expect(o.bGrantedAt - o.bAskedAt).toBeGreaterThan(FAILOVER_LEASE_MS - 1500);
       expect(o.leaseB.floor).toBeGreaterThan(0);
       expect(timestamps(o.idsB).first).toBeGreaterThanOrEqual(o.leaseB.floor);
       expect(o.marker).toMatchObject({ reason: "restarted", floor: String(o.leaseB.floor) });
@@ -298,13 +256,13 @@ describe("registry-redis across a split brain (the old master keeps running)", (
     "without min-replicas-to-write the isolated master confirms A's renewals and ids repeat: why the README requires it",
     async () => {
       const set = unguarded;
-      await Promise.all([set.r1, set.r2, set.r3].map((r) => olderThan(r.port, LEASE_MS)));
+      await Promise.all([set.r1, set.r2, set.r3].map((r) => olderThan(r.port, FAILOVER_LEASE_MS)));
       const service = `split-unguarded-${process.pid}-${Date.now()}`;
       const o = await splitUnderA(set, service);
 
       // The quarantine held B back a lease, as above, but A never fenced: R1 confirmed its
       // renewals after B's grant, and both issued under worker id 0 at once.
-      expect(o.bGrantedAt - o.bAskedAt).toBeGreaterThan(LEASE_MS - 1500);
+      expect(o.bGrantedAt - o.bAskedAt).toBeGreaterThan(FAILOVER_LEASE_MS - 1500);
       expect(o.leaseB.workerId).toBe(0);
       expect(o.leaseA.lost.aborted).toBe(false);
       expect(o.aLostAt).toBe(0);

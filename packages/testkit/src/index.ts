@@ -33,7 +33,13 @@ export { freePort } from "./ports";
 export { waitUntilStopped } from "./process-state";
 export { startRedis } from "./redis";
 export { startRedisCluster } from "./redis-cluster";
-export { redisCommand, redisInfoField } from "./redis-command";
+export {
+  redisCommand,
+  redisHash,
+  redisInfoField,
+  redisReplicaInSync,
+  redisTimeMs,
+} from "./redis-command";
 export { started } from "./started";
 export { TcpProxy, type TcpProxyOptions } from "./tcp-proxy";
 export type {
@@ -47,6 +53,7 @@ export type {
   ZookeeperHandle,
   ZookeeperOptions,
 } from "./types";
+export { waitUntil } from "./wait-until";
 export { startZookeeper } from "./zookeeper";
 export {
   startZookeeperEnsemble,

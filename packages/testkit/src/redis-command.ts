@@ -34,3 +34,25 @@ export async function redisInfoField(
   const text = String((await redisCommand(port, "INFO", section)) ?? "");
   return new RegExp(`^${field}:(.*?)\\r?$`, "m").exec(text)?.[1] ?? "";
 }
+
+/** A hash as an object (HGETALL); {} when the key is missing or Redis does not answer. */
+export async function redisHash(port: number, key: string): Promise<Record<string, string>> {
+  const flat = ((await redisCommand(port, "HGETALL", key)) ?? []) as string[];
+  return Object.fromEntries(
+    flat.flatMap((value, i) => (i % 2 === 0 ? [[value, flat[i + 1]!]] : [])),
+  );
+}
+
+/** Redis TIME of the server at `port`, in ms since the Unix epoch. */
+export async function redisTimeMs(port: number): Promise<number> {
+  const [seconds, micros] = (await redisCommand(port, "TIME")) as [string, string];
+  return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+}
+
+/** True when the Redis at `port` replicates from `masterPort` and its link is up. */
+export async function redisReplicaInSync(port: number, masterPort: number): Promise<boolean> {
+  return (
+    (await redisInfoField(port, "replication", "master_port")) === String(masterPort) &&
+    (await redisInfoField(port, "replication", "master_link_status")) === "up"
+  );
+}

@@ -1,6 +1,16 @@
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { freePort, type RedisHandle, redisCommand, redisInfoField, startRedis } from "../src/index";
+import {
+  freePort,
+  type RedisHandle,
+  redisCommand,
+  redisHash,
+  redisInfoField,
+  redisReplicaInSync,
+  redisTimeMs,
+  startRedis,
+  waitUntil,
+} from "../src/index";
 
 describe("startRedis", () => {
   let redis: RedisHandle;
@@ -28,6 +38,21 @@ describe("startRedis", () => {
     expect(await redisInfoField(redis.port, "server", "no_such_field")).toBe("");
     expect(await redisCommand(redis.port, "NO-SUCH-COMMAND")).toBeUndefined();
     expect(await redisCommand(await freePort(), "PING")).toBeUndefined();
+    await redisCommand(redis.port, "HSET", "one-hash", "a", "1", "b", "2");
+    expect(await redisHash(redis.port, "one-hash")).toEqual({ a: "1", b: "2" });
+    expect(await redisHash(redis.port, "no-such-hash")).toEqual({});
+    expect(Math.abs((await redisTimeMs(redis.port)) - Date.now())).toBeLessThan(60_000);
+    // A master replicates from nothing.
+    expect(await redisReplicaInSync(redis.port, redis.port)).toBe(false);
+  });
+
+  it("waitUntil polls until a check passes, and names what it waited for when it gives up", async () => {
+    let calls = 0;
+    await waitUntil("three calls", async () => ++calls >= 3, 5_000, 1);
+    expect(calls).toBe(3);
+    await expect(waitUntil("nothing", () => false, 50, 10)).rejects.toThrow(
+      "timed out waiting for nothing",
+    );
   });
 
   afterAll(async () => {

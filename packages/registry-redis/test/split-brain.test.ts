@@ -131,7 +131,7 @@ async function splitUnderA(set: SplitSet, service: string): Promise<Outcome> {
     "R2 and R3 to be in sync with R1",
     async () =>
       (await redisReplicaInSync(set.r2.port, set.p1.port)) &&
-      redisReplicaInSync(set.r3.port, set.p3.port),
+      (await redisReplicaInSync(set.r3.port, set.p3.port)),
   );
   const fa = await TcpProxy.start({ targetPort: set.r1.port });
   const fb = await TcpProxy.start({ targetPort: set.r2.port });

@@ -34,55 +34,75 @@ async function best(run: () => Promise<number> | number): Promise<number> {
   return top;
 }
 
-let sink = 0n;
-
-function bareLoop(): number {
-  let x = 0n;
-  const started = performance.now();
-  for (let i = 0; i < IN_PROCESS_IDS; i++) x++;
-  const seconds = (performance.now() - started) / 1000;
-  sink ^= x;
-  return IN_PROCESS_IDS / seconds;
-}
-
-async function syncPath(generator: SegmentIdGenerator): Promise<number> {
-  let last = 0n;
-  const started = performance.now();
-  for (let done = 0; done < IN_PROCESS_IDS; done += CHUNK) {
-    for (let i = 0; i < CHUNK; i++) last = generator.nextIdSync("bench");
-    await yieldToLoop();
-  }
-  const seconds = (performance.now() - started) / 1000;
-  sink ^= last;
-  return IN_PROCESS_IDS / seconds;
-}
-
-async function asyncPath(generator: SegmentIdGenerator): Promise<number> {
-  const count = IN_PROCESS_IDS / 5;
-  let last = 0n;
+/**
+ * The one harness of every in-process row: `count` ids, CHUNK at a time by `draw` (a function of
+ * its own per row, so that each row's loop is compiled for its own calls), with an event-loop turn
+ * after each chunk, as a server drawing ids between requests has. Returns ids per second.
+ */
+async function chunked(draw: () => void | Promise<void>, count = IN_PROCESS_IDS): Promise<number> {
   const started = performance.now();
   for (let done = 0; done < count; done += CHUNK) {
-    for (let i = 0; i < CHUNK; i++) last = await generator.nextId("bench");
+    const pending = draw();
+    if (pending !== undefined) await pending;
     await yieldToLoop();
   }
-  const seconds = (performance.now() - started) / 1000;
-  sink ^= last;
-  return count / seconds;
+  return count / ((performance.now() - started) / 1000);
 }
 
+/** Best of ROUNDS `chunked(draw)` runs, after one run unmeasured so that `draw` is compiled. */
+async function measure(draw: () => void | Promise<void>, count = IN_PROCESS_IDS): Promise<number> {
+  await chunked(draw, count);
+  return best(() => chunked(draw, count));
+}
+
+// Each draw below keeps its last id in a sink, so that no engine could drop its loop.
+let sink = 0n;
 let numberSink = 0;
 
-/** A bare JS number counter: the most a number id could cost (issue #17's reference). */
-function bareNumberLoop(): number {
-  let x = 0;
+let bigintLoopFrom = 0n;
+/** The bigint reference: `x++` on a loop-local bigint. */
+function drawBigintLoop(): void {
+  let x = bigintLoopFrom;
+  for (let i = 0; i < CHUNK; i++) x++;
+  bigintLoopFrom = x;
+  sink ^= x;
+}
+
+const drawIdSync = (generator: SegmentIdGenerator) => (): void => {
+  let last = 0n;
+  for (let i = 0; i < CHUNK; i++) last = generator.nextIdSync("bench");
+  sink ^= last;
+};
+
+const drawIdAsync = (generator: SegmentIdGenerator) => async (): Promise<void> => {
+  let last = 0n;
+  for (let i = 0; i < CHUNK; i++) last = await generator.nextId("bench");
+  sink ^= last;
+};
+
+let bareNumber = 0;
+/** The bare number counter: `n++` on a number that outlives the call, and nothing else. */
+function nextBareNumber(): number {
+  return bareNumber++;
+}
+
+function drawBareNumber(): void {
   let last = 0;
-  const started = performance.now();
-  for (let done = 0; done < IN_PROCESS_IDS; done += CHUNK) {
-    for (let i = 0; i < CHUNK; i++) last = x++;
-  }
-  const seconds = (performance.now() - started) / 1000;
+  for (let i = 0; i < CHUNK; i++) last = nextBareNumber();
   numberSink += last;
-  return IN_PROCESS_IDS / seconds;
+}
+
+let loopFrom = 0;
+/**
+ * `x++` on a loop-local number: V8 keeps `x` in a register for the whole loop, so no state is
+ * read or written per id. Nothing outside the loop can draw from it: not a counter, an upper bound.
+ */
+function drawNumberLoop(): void {
+  let x = loopFrom;
+  let last = 0;
+  for (let i = 0; i < CHUNK; i++) last = x++;
+  loopFrom = x;
+  numberSink += last;
 }
 
 /** A counter that checks a bound: the state a range needs, in an object field, and nothing else. */
@@ -99,91 +119,83 @@ class BoundedCounter {
   }
 }
 
-/**
- * The least any generator that hands out numbers from a range does per id: load the position from
- * the heap, compare it with the range's end, store it back. The bare loop keeps its counter in a
- * register; this row shows what keeping it in an object costs.
- */
-function boundedCounterLoop(counter: BoundedCounter): number {
+const drawBounded = (counter: BoundedCounter) => (): void => {
   let last = 0;
-  const started = performance.now();
-  for (let done = 0; done < IN_PROCESS_IDS; done += CHUNK) {
-    for (let i = 0; i < CHUNK; i++) last = counter.next();
-  }
-  const seconds = (performance.now() - started) / 1000;
+  for (let i = 0; i < CHUNK; i++) last = counter.next();
   numberSink += last;
-  return IN_PROCESS_IDS / seconds;
-}
+};
 
-async function numberSyncPath(generator: SegmentIdGenerator): Promise<number> {
+const drawNumberSync = (generator: SegmentIdGenerator) => (): void => {
   let last = 0;
-  const started = performance.now();
-  for (let done = 0; done < IN_PROCESS_IDS; done += CHUNK) {
-    for (let i = 0; i < CHUNK; i++) last = generator.nextNumberSync("bench");
-    await yieldToLoop();
-  }
-  const seconds = (performance.now() - started) / 1000;
+  for (let i = 0; i < CHUNK; i++) last = generator.nextNumberSync("bench");
   numberSink += last;
-  return IN_PROCESS_IDS / seconds;
-}
+};
 
-async function numberAsyncPath(generator: SegmentIdGenerator): Promise<number> {
-  const count = IN_PROCESS_IDS / 5;
+const drawNumberAsync = (generator: SegmentIdGenerator) => async (): Promise<void> => {
   let last = 0;
-  const started = performance.now();
-  for (let done = 0; done < count; done += CHUNK) {
-    for (let i = 0; i < CHUNK; i++) last = await generator.nextNumber("bench");
-    await yieldToLoop();
-  }
-  const seconds = (performance.now() - started) / 1000;
+  for (let i = 0; i < CHUNK; i++) last = await generator.nextNumber("bench");
   numberSink += last;
-  return count / seconds;
-}
+};
 
-/**
- * The number paths (issue #17) in the same run as the bigint ones: `nextNumberSync` and
- * `await nextNumber` against a bare number counter (same chunks, an event-loop turn every CHUNK
- * ids, as the generator's loop), and against `nextIdSync` (`syncBigint`, ids/s).
- */
-async function numberRows(syncBigint: number): Promise<BenchRow[]> {
+/** A started generator on a memory store, Leaf's defaults (dynamic step from 100,000). */
+async function inProcessGenerator(): Promise<SegmentIdGenerator> {
   const store = new MemorySegmentStore();
   await store.createTag({ tag: "bench", step: 100_000 });
   const generator = new SegmentIdGenerator({ store });
   await generator.start();
-  bareNumberLoop();
-  await numberSyncPath(generator);
-  const bare = await best(async () => bareNumberLoop());
-  const counter = new BoundedCounter();
-  const bounded = await best(async () => boundedCounterLoop(counter));
-  const sync = await best(() => numberSyncPath(generator));
-  const asyncRate = await best(() => numberAsyncPath(generator));
+  return generator;
+}
+
+/** The bigint paths against a loop-local bigint `x++`. Returns the rows and nextIdSync's rate. */
+async function bigintRows(): Promise<{ rows: BenchRow[]; sync: number }> {
+  const generator = await inProcessGenerator();
+  const bare = await measure(drawBigintLoop);
+  const sync = await measure(drawIdSync(generator));
+  const asyncRate = await measure(drawIdAsync(generator), IN_PROCESS_IDS / 5);
   await generator.close();
-  const ratios = (rate: number) => ({
+  const ratioToBare = (rate: number) => Number((rate / bare).toFixed(2));
+  const rows: BenchRow[] = [
+    { name: "bare bigint x++ loop (reference)", idsPerSecond: Math.round(bare), ratioToBare: 1 },
+    {
+      name: "nextIdSync, in process (memory store)",
+      idsPerSecond: Math.round(sync),
+      ratioToBare: ratioToBare(sync),
+    },
+    {
+      name: "await nextId, in process (memory store)",
+      idsPerSecond: Math.round(asyncRate),
+      ratioToBare: ratioToBare(asyncRate),
+    },
+  ];
+  return { rows, sync };
+}
+
+/**
+ * The number paths (issue #17) in the same run and harness as the bigint ones: `nextNumberSync` and
+ * `await nextNumber` against the bare number counter, a counter with a bound check, a loop-local
+ * `x++`, and `nextIdSync` (`syncBigint`, ids/s).
+ */
+async function numberRows(syncBigint: number): Promise<BenchRow[]> {
+  const generator = await inProcessGenerator();
+  const bare = await measure(drawBareNumber);
+  const loop = await measure(drawNumberLoop);
+  const bounded = await measure(drawBounded(new BoundedCounter()));
+  const sync = await measure(drawNumberSync(generator));
+  const asyncRate = await measure(drawNumberAsync(generator), IN_PROCESS_IDS / 5);
+  await generator.close();
+  const row = (name: string, rate: number): BenchRow => ({
+    name,
+    idsPerSecond: Math.round(rate),
     ratioToBareNumber: Number((rate / bare).toFixed(2)),
     ratioToBoundedCounter: Number((rate / bounded).toFixed(2)),
     ratioToNextIdSync: Number((rate / syncBigint).toFixed(2)),
   });
   return [
-    {
-      name: "bare number x++ counter (reference)",
-      idsPerSecond: Math.round(bare),
-      ...ratios(bare),
-    },
-    {
-      name: "number counter with a bound check, in an object field (the least a range needs)",
-      idsPerSecond: Math.round(bounded),
-      ...ratios(bounded),
-    },
-    {
-      name: "nextNumberSync, in process (memory store)",
-      idsPerSecond: Math.round(sync),
-      ...ratios(sync),
-    },
-    {
-      name: "await nextNumber, in process (memory store)",
-      idsPerSecond: Math.round(asyncRate),
-      ...ratios(asyncRate),
-    },
+    row("bare number counter: n++ on a number kept between calls (reference)", bare),
+    row("number x++ on a loop-local variable (a register; nothing kept between calls)", loop),
+    row("number counter with a bound check, in an object field (the least a range needs)", bounded),
+    row("nextNumberSync, in process (memory store)", sync),
+    row("await nextNumber, in process (memory store)", asyncRate),
   ];
 }
 
@@ -265,33 +277,8 @@ async function main(): Promise<void> {
   const rows: BenchRow[] = [];
 
   // In process: a memory store, Leaf's defaults (dynamic step from 100,000).
-  const memory = new MemorySegmentStore();
-  await memory.createTag({ tag: "bench", step: 100_000 });
-  const inProcess = new SegmentIdGenerator({ store: memory });
-  await inProcess.start();
-  // Warm up both loops so that each is measured optimised.
-  bareLoop();
-  await syncPath(inProcess);
-  const bare = await best(bareLoop);
-  const sync = await best(() => syncPath(inProcess));
-  const asyncRate = await best(() => asyncPath(inProcess));
-  await inProcess.close();
-  rows.push({
-    name: "bare bigint x++ loop (reference)",
-    idsPerSecond: Math.round(bare),
-    ratioToBare: 1,
-  });
-  rows.push({
-    name: "nextIdSync, in process (memory store)",
-    idsPerSecond: Math.round(sync),
-    ratioToBare: Number((sync / bare).toFixed(2)),
-  });
-  rows.push({
-    name: "await nextId, in process (memory store)",
-    idsPerSecond: Math.round(asyncRate),
-    ratioToBare: Number((asyncRate / bare).toFixed(2)),
-  });
-  rows.push(...(await numberRows(sync)));
+  const bigint = await bigintRows();
+  rows.push(...bigint.rows, ...(await numberRows(bigint.sync)));
 
   // The cost of a range switch alone: memory store, the same small step, flat out.
   const switching = new MemorySegmentStore();
@@ -348,8 +335,8 @@ async function main(): Promise<void> {
     `In process: best of ${ROUNDS} runs of ${IN_PROCESS_IDS.toLocaleString("en-US")} ids (async: a fifth), ` +
       `an event-loop turn every ${CHUNK.toLocaleString("en-US")} ids. MariaDB (private server on this machine): ` +
       `${MYSQL_IDS.toLocaleString("en-US")} ids per row; latency rows time each call, with an event-loop turn every ${MYSQL_CHUNK} ids; ` +
-      `ratioToBareNumber / ratioToBoundedCounter / ratioToNextIdSync: the number paths against the bare number x++ loop (a register), ` +
-      `a counter with a bound check in an object field, and nextIdSync, all of the same run; ` +
+      `ratioToBareNumber / ratioToBoundedCounter / ratioToNextIdSync: the number paths against the bare number counter, ` +
+      `a counter with a bound check in an object field, and nextIdSync, all of the same run and harness; ` +
       `switch* columns are the calls that switched to the next range; syncMisses counts sync calls that found ` +
       `no id ready (then served by nextId, waiting for the load). Round trips include start-up.` +
       ` (${(2 * MYSQL_WARMUP_IDS).toLocaleString("en-US")} ids drawn first, unmeasured.)` +

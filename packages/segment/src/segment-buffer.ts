@@ -32,6 +32,13 @@ export class TagBuffer {
   // The current range. Hot fields first; `limit` is 0 when the range is empty or counted in bigint.
   /** Next id, number mode. */
   value = 0;
+  /**
+   * Below this, an id is `value` with nothing else to check: min(limit, preloadAt) while the buffer
+   * serves a range counted in numbers, 0 otherwise (removed, or counted in bigint). The single-id
+   * fast paths compare with it alone; at or past it they take the path that checks everything.
+   * Kept by `promote`, `disarm` and `remove`.
+   */
+  fastEnd = 0;
   /** One past the last id, number mode; 0 otherwise. */
   limit = 0;
   /** The value at which the next range is loaded (Infinity when loaded, loading or disarmed). */
@@ -143,6 +150,7 @@ export class TagBuffer {
       this.bigArmed = true;
       this.preloadAt = Number.POSITIVE_INFINITY;
     }
+    this.updateFastEnd();
   }
 
   /** Drops the ids left in the current range and the ranges ahead: none of them is handed out. */
@@ -174,6 +182,17 @@ export class TagBuffer {
   disarm(): void {
     this.preloadAt = Number.POSITIVE_INFINITY;
     this.bigArmed = false;
+    this.updateFastEnd();
+  }
+
+  /** The buffer no longer serves (its tag was deleted, or the generator closed). */
+  remove(): void {
+    this.removed = true;
+    this.updateFastEnd();
+  }
+
+  private updateFastEnd(): void {
+    this.fastEnd = this.removed || this.big ? 0 : Math.min(this.limit, this.preloadAt);
   }
 
   /** The current range as Java Leaf's Segment shows it, or null before the first range. */

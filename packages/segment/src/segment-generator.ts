@@ -157,12 +157,12 @@ export class SegmentIdGenerator {
     const b = this.buffers.get(tag);
     if (b !== undefined) {
       const v = b.value;
-      if (v < b.limit) {
+      if (v < b.fastEnd) {
         b.value = v + 1;
-        if (v >= b.preloadAt) this.loader.preload(b);
         return BigInt(v);
       }
     }
+    // The preload point, a range switch, a range counted in bigint, or an error.
     const buffer = this.lookup(tag);
     const id = this.loader.take(buffer);
     if (id !== undefined) return id;
@@ -181,9 +181,8 @@ export class SegmentIdGenerator {
     const b = this.buffers.get(tag);
     if (b !== undefined) {
       const v = b.value;
-      if (v < b.limit) {
+      if (v < b.fastEnd) {
         b.value = v + 1;
-        if (v >= b.preloadAt) this.loader.preload(b);
         return Promise.resolve(BigInt(v));
       }
     }
@@ -197,18 +196,22 @@ export class SegmentIdGenerator {
    * the tag from then on). Other errors as {@link nextIdSync}.
    */
   nextNumberSync(tag: string): number {
-    let b = this.hot;
-    // A removed buffer is never served: the map has the tag's new one, or none.
-    if (b === undefined || b.tag !== tag || b.removed) b = this.hot = this.buffers.get(tag);
-    if (b !== undefined) {
+    // A removed buffer has fastEnd 0, so it is never served from here.
+    const b = this.hot;
+    if (b !== undefined && b.tag === tag) {
       // A range counted in numbers ends at or below 2^53, so v is at most 2^53 - 1.
       const v = b.value;
-      if (v < b.limit) {
+      if (v < b.fastEnd) {
         b.value = v + 1;
-        if (v >= b.preloadAt) this.loader.preload(b);
         return v;
       }
     }
+    return this.nextNumberSlow(tag);
+  }
+
+  /** Everything `nextNumberSync`'s fast path leaves: kept apart so that the fast path inlines. */
+  private nextNumberSlow(tag: string): number {
+    this.hot = this.buffers.get(tag);
     return toSafeNumber(
       this.nextIdSync(tag),
       COMPONENT,
@@ -226,9 +229,8 @@ export class SegmentIdGenerator {
     const b = this.buffers.get(tag);
     if (b !== undefined) {
       const v = b.value;
-      if (v < b.limit) {
+      if (v < b.fastEnd) {
         b.value = v + 1;
-        if (v >= b.preloadAt) this.loader.preload(b);
         return Promise.resolve(v);
       }
     }
@@ -571,7 +573,7 @@ export class SegmentIdGenerator {
   }
 
   private removeBuffer(b: TagBuffer, reason?: LeafError): void {
-    b.removed = true;
+    b.remove();
     if (b.retryTimer) clearTimeout(b.retryTimer);
     b.retryTimer = undefined;
     this.buffers.delete(b.tag);

@@ -55,22 +55,43 @@ describe("SegmentIdGenerator", () => {
     expect(await generator.nextId("orders")).toBe(3n);
   });
 
-  it("starts exactly one background load once 10% of the range is used, and none before", async () => {
-    const { generator, store } = await started([{ tag: "t", step: 100, startId: 0n }]);
-    for (let i = 0; i < 10; i++) generator.nextIdSync("t");
-    await new Promise((resolve) => setImmediate(resolve));
-    expect(store.calls).toBe(1);
-    expect(generator.snapshot("t")?.loading).toBe(false);
-    generator.nextIdSync("t");
-    // The load is started (and counted) now, and reaches the store in a microtask, off this call.
-    expect(generator.snapshot("t")?.loading).toBe(true);
-    for (let i = 0; i < 50; i++) generator.nextIdSync("t");
-    await Promise.resolve();
-    expect(store.calls).toBe(2);
-    await eventually(() => expect(generator.snapshot("t")?.nextReady).toBe(true));
-    for (let i = 0; i < 30; i++) generator.nextIdSync("t");
-    expect(store.calls).toBe(2);
-  });
+  // Every single-id path: each takes its id synchronously (the async ones resolve at once here).
+  const singleIdPaths: [string, (g: SegmentIdGenerator) => unknown][] = [
+    ["nextIdSync", (g) => g.nextIdSync("t")],
+    ["nextId", (g) => g.nextId("t")],
+    ["nextNumberSync", (g) => g.nextNumberSync("t")],
+    ["nextNumber", (g) => g.nextNumber("t")],
+  ];
+
+  it.each(singleIdPaths)(
+    "%s starts exactly one background load once 10% of the range is used, and none before",
+    async (_, draw) => {
+      const { generator, store } = await started([{ tag: "t", step: 100, startId: 0n }]);
+      for (let i = 0; i < 10; i++) draw(generator);
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(store.calls).toBe(1);
+      expect(generator.snapshot("t")?.loading).toBe(false);
+      draw(generator);
+      // The load is started (and counted) now, and reaches the store in a microtask, off this call.
+      expect(generator.snapshot("t")?.loading).toBe(true);
+      for (let i = 0; i < 50; i++) draw(generator);
+      await Promise.resolve();
+      expect(store.calls).toBe(2);
+      await eventually(() => expect(generator.snapshot("t")?.nextReady).toBe(true));
+      for (let i = 0; i < 30; i++) draw(generator);
+      expect(store.calls).toBe(2);
+      // Past the end of the first range: the second one serves, and its own preload point (10% into
+      // it) starts the third load.
+      for (let i = 0; i < 19; i++) draw(generator);
+      expect(store.calls).toBe(2);
+      expect(generator.snapshot("t")?.loading).toBe(false);
+      draw(generator);
+      expect(generator.snapshot("t")?.loading).toBe(true);
+      await Promise.resolve();
+      expect(store.calls).toBe(3);
+      expect(await generator.nextId("t")).toBe(111n);
+    },
+  );
 
   it("honours a configured preload threshold", async () => {
     const { generator, store } = await started([{ tag: "t", step: 100, startId: 0n }], {

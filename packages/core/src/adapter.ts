@@ -54,6 +54,7 @@ export {
 export {
   describeRedisUrl,
   isRedisScriptClient,
+  isRedisWriteRefusal,
   type LuaScript,
   luaScript,
   parseRedisUrl,
@@ -61,6 +62,7 @@ export {
   REDIS_TAKEOVER_LUA,
   REDIS_URL_EXPECTED,
   type RedisPlan,
+  redisFailurePhrase,
   type RedisScriptClient,
   runRedisScript,
   TimeLimitError,

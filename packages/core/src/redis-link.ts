@@ -100,6 +100,35 @@ export async function runRedisScript(
   }
 }
 
+/**
+ * True when Redis answered a write with a refusal rather than failing to answer: NOREPLICAS (a
+ * master with fewer good replicas than `min-replicas-to-write`), READONLY (a replica), MASTERDOWN
+ * (a replica whose master is down) or MISCONF (a failed save). Nothing was changed; the caller may
+ * retry, elsewhere or later. `reason` is the error's message: Redis 7 starts it with the code, also
+ * from a script; Redis 6 wraps a script's in "ERR Error running script (…): … -CODE …".
+ */
+export function isRedisWriteRefusal(reason: string): boolean {
+  return /(?:^|^ERR Error running script .*: -)(NOREPLICAS|READONLY|MASTERDOWN|MISCONF)\b/.test(
+    reason,
+  );
+}
+
+/**
+ * How a failed Redis round trip reads in a message, after "Redis at HOST": "refused the write (…)"
+ * for a refusal, else "did not answer (…)", with the client's last connection error when it says
+ * more than `reason`.
+ */
+export function redisFailurePhrase(reason: string, lastConnectionError?: string): string {
+  if (isRedisWriteRefusal(reason)) {
+    return `refused the write (${reason}); it is not a master that may accept writes now`;
+  }
+  const last =
+    lastConnectionError && lastConnectionError !== reason
+      ? `; last connection error: ${lastConnectionError}`
+      : "";
+  return `did not answer (${reason}${last}); check that it runs and is reachable`;
+}
+
 /** What is expected of a Redis URL, for messages. */
 export const REDIS_URL_EXPECTED =
   'a Redis URL such as "redis://127.0.0.1:6379" or "rediss://user:password@host:6380/0"';

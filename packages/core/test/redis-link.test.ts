@@ -7,6 +7,7 @@ import {
   luaScript,
   parseRedisUrl,
   planRedis,
+  redisFailurePhrase,
   TimeLimitError,
   withTimeLimit,
 } from "../src/adapter";
@@ -78,5 +79,38 @@ describe("Redis URLs", () => {
         e instanceof TimeLimitError && e.message === "no answer after 20 ms waiting for Redis",
     );
     await expect(withTimeLimit(Promise.resolve(7), 20, "x")).resolves.toBe(7);
+  });
+});
+
+describe("redisFailurePhrase", () => {
+  // The first words of the errors Redis 7 sends for each refusal.
+  const refusals = [
+    "NOREPLICAS Not enough good replicas to write.",
+    "READONLY You can't write against a read only replica.",
+    "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.",
+    "MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk.",
+  ];
+
+  it.each(refusals)("says Redis refused the write for %s", (reason) => {
+    expect(redisFailurePhrase(reason, "connect ECONNREFUSED 127.0.0.1:1")).toBe(
+      `refused the write (${reason}); it is not a master that may accept writes now`,
+    );
+  });
+
+  it("says Redis did not answer otherwise, with the last connection error when it adds something", () => {
+    expect(redisFailurePhrase("Connection is closed.", "connect ECONNREFUSED 127.0.0.1:1")).toBe(
+      "did not answer (Connection is closed.; last connection error: connect ECONNREFUSED 127.0.0.1:1); check that it runs and is reachable",
+    );
+    expect(redisFailurePhrase("Connection is closed.", "Connection is closed.")).toBe(
+      "did not answer (Connection is closed.); check that it runs and is reachable",
+    );
+    // A refusal's word inside another kind of error is not a refusal.
+    expect(redisFailurePhrase("ERR unknown command 'READONLY'")).toMatch(/^did not answer/);
+  });
+
+  it("reads Redis 6's wrapping of a script's refusal", () => {
+    const reason =
+      "ERR Error running script (call to f_2b4c6d): @user_script:1: @user_script: 1: -READONLY You can't write against a read only replica. ";
+    expect(redisFailurePhrase(reason)).toMatch(/^refused the write/);
   });
 });

@@ -7,6 +7,7 @@ import {
   isRedisScriptClient,
   type LuaScript,
   planRedis,
+  redisFailurePhrase,
   runRedisScript,
   withTimeLimit,
 } from "@leaf/core/adapter";
@@ -152,8 +153,8 @@ export function unavailable(
     message: corrupt
       ? `${what}: a key of the namespace in ${description} holds data of another kind (${reason}); ` +
         "another program writes to these keys: give this sequence its own namespace or keyPrefix"
-      : `${what}: Redis at ${description} did not answer (${reason}); check that it runs and is ` +
-        "reachable. Cached ranges are used until they run out",
+      : `${what}: Redis at ${description} ${redisFailurePhrase(reason)}. Cached ranges are used ` +
+        "until they run out",
     details: { redis: description, reason, ...details },
     cause,
   });

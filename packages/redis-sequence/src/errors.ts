@@ -1,5 +1,6 @@
 // Every error a sequence throws, worded in one place: what happened, the values seen, what to do.
 import { ErrorCodes, type Layout, LeafError } from "@leaf/core";
+import { isRedisWriteRefusal } from "@leaf/core/adapter";
 import type { SequenceKeys } from "./keys";
 import type { RecordedSettings } from "./lua-scripts";
 import type { ResolvedOptions } from "./options";
@@ -44,14 +45,17 @@ export class SequenceErrors {
 
   /** The last failure's code: Redis is down since `sinceMs` and the next try is `retryInMs` away. */
   stillDown(sinceMs: number, retryInMs: number, last: LeafError): LeafError {
+    const reason = String(last.details.reason ?? last.message);
+    // A master cut off from its replicas (NOREPLICAS), a replica: Redis answers, and refuses.
+    const state = isRedisWriteRefusal(reason) ? "has refused writes" : "has been unreachable";
     return new LeafError({
       component: COMPONENT,
       code: last.code,
       message:
-        `Redis at ${this.where} has been unreachable since ` +
+        `Redis at ${this.where} ${state} since ` +
         `${new Date(sinceMs).toISOString()} and the cached ranges are used up; ` +
         `retrying in ${Math.max(0, Math.round(retryInMs))} ms. ` +
-        `Last failure: ${last.details.reason ?? last.message}`,
+        `Last failure: ${reason}`,
       details: { ...last.details, downSinceMs: sinceMs },
       cause: last,
     });

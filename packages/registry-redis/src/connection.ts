@@ -7,6 +7,7 @@ import {
   isRedisScriptClient,
   type LuaScript,
   planRedis,
+  redisFailurePhrase,
   runRedisScript,
   withTimeLimit,
 } from "@leaf/core/adapter";
@@ -128,25 +129,12 @@ export class RedisLink {
         cause,
       });
     }
-    if (/^(NOREPLICAS|READONLY|MASTERDOWN|MISCONF)\b/.test(reason)) {
-      // Redis answered, and refused the write: a master cut off from its replicas, a replica, a
-      // failing disk. Nothing was changed; the caller retries as after no answer.
-      return new LeafError({
-        component: COMPONENT,
-        code: ErrorCodes.UNAVAILABLE,
-        message: `${what}: Redis at ${this.description} refused the write (${reason}); it is not a master that may accept writes now`,
-        details: { redis: this.description, reason },
-        cause,
-      });
-    }
-    const last =
-      this.lastClientError && this.lastClientError !== reason
-        ? `; last connection error: ${this.lastClientError}`
-        : "";
+    // A refusal (Redis answered; nothing was changed) and no answer are both UNAVAILABLE: the
+    // caller retries either way. The message says which.
     return new LeafError({
       component: COMPONENT,
       code: ErrorCodes.UNAVAILABLE,
-      message: `${what}: Redis at ${this.description} did not answer (${reason}${last}); check that it runs and is reachable`,
+      message: `${what}: Redis at ${this.description} ${redisFailurePhrase(reason, this.lastClientError)}`,
       details: { redis: this.description, reason },
       cause,
     });

@@ -40,6 +40,13 @@ export {
   redisReplicaInSync,
   redisTimeMs,
 } from "./redis-command";
+export {
+  type RedisReplicaSet,
+  type RedisReplicaSetOptions,
+  redisErrorCount,
+  redisReplicaLags,
+  startRedisReplicaSet,
+} from "./redis-replica-set";
 export { started } from "./started";
 export { TcpProxy, type TcpProxyOptions } from "./tcp-proxy";
 export type {

@@ -16,7 +16,6 @@ import {
   redisReplicaInSync,
   redisTimeMs,
   startRedis,
-  stopAll,
   TcpProxy,
   waitUntil,
 } from "@leaf/testkit";
@@ -25,17 +24,19 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { RedisLease } from "../src/index";
 import {
   type Closers,
+  closeAll,
   expectNoDuplicates,
+  expectSafeHandOver,
   FAILOVER_LEASE_MS,
   failoverRegistry,
-  issue,
   keysOf,
   leaseEndOn,
   markerOf,
   olderThan,
   redisClient,
   startWhenGranted,
-  timestamps,
+  takeAndIssue,
+  takeOver,
   worker,
 } from "./holders";
 
@@ -62,10 +63,7 @@ beforeAll(async () => {
   closers.push(() => p2.close());
 }, TEST_MS);
 
-afterAll(async () => {
-  for (const close of closers.reverse()) await close().catch(() => {});
-  await stopAll();
-});
+afterAll(async () => await closeAll(closers));
 
 describe("registry-redis across a failover away from a master and back", () => {
   it(
@@ -84,21 +82,8 @@ describe("registry-redis across a failover away from a master and back", () => {
       );
 
       // A takes the only worker id on R1 and issues; its renewals and reports are confirmed.
-      const a = worker(registry(client(fa.port)), service, 1, closers);
-      await startWhenGranted(a);
-      expect(a.lease!.workerId).toBe(0);
-      const leaseA = a.lease as RedisLease;
-      const grantedAt = leaseA.lastRenewedAt;
-      const idsA: bigint[] = [];
-      const issuingA = issue(a, idsA, 1);
-      let aLostAt = 0;
-      leaseA.lost.addEventListener("abort", () => {
-        aLostAt = performance.now();
-      });
-      await waitUntil(
-        "A to issue ids and renew its lease",
-        () => idsA.length > 1000 && leaseA.lastRenewedAt > grantedAt + 1000,
-      );
+      const a = await takeAndIssue(worker(registry(client(fa.port)), service, 1, closers));
+      const leaseA = a.lease;
       const markerOnR1 = await markerOf(r1.port, service);
       expect(markerOnR1.run_id).toBe(r1RunId);
       expect(markerOnR1.replid).toBe(await redisInfoField(r1.port, "replication", "master_replid"));
@@ -145,38 +130,17 @@ describe("registry-redis across a failover away from a master and back", () => {
       fb.retarget(r1.port);
       expect(leaseA.lost.aborted).toBe(false); // A is still issuing: the dangerous window is open
 
-      const idsB: bigint[] = [];
-      const b = worker(registry(client(fb.port)), service, 2, closers);
-      const bAskedAt = performance.now();
-      const bGrantedAt = await startWhenGranted(b);
-      const issuingB = issue(b, idsB, 1);
-      await waitUntil("B to issue ids", () => idsB.length > 1000);
-      await waitUntil("A to fence", () => leaseA.lost.aborted, FAILOVER_LEASE_MS * 2);
-      await issuingB.stop();
-      await issuingA.stop();
+      const b = await takeOver(a, worker(registry(client(fb.port)), service, 2, closers));
       const marker = await markerOf(r1.port, service);
 
-      expectNoDuplicates([...idsA, ...idsB]);
-      expect(b.lease!.workerId).toBe(0);
-      // A fenced on its own clock (it never reached R1 again), before B was granted its id.
-      expect((leaseA.lost.reason as Error).message).toMatch(/no renewal confirmed by Redis/);
-      expect(issuingA.refusals).toContain("LEASE_LOST");
-      expect(aLostAt).toBeGreaterThan(0);
-      expect(aLostAt).toBeLessThan(bGrantedAt);
-      // B's ids start after every id A issued.
-      expect(timestamps(idsB).first).toBeGreaterThan(timestamps(idsA).last);
-      // The quarantine: B's ask, the first on R1 promoted back, was held back for about a lease.
-      expect(bGrantedAt - bAskedAt).toBeGreaterThan(FAILOVER_LEASE_MS - 1500);
-      // The floor: B's lease starts at or after the quarantine's end.
-      const leaseB = b.lease as RedisLease;
-      expect(leaseB.floor).toBeGreaterThan(0);
-      expect(leaseB.lastTimestamp).toBeGreaterThanOrEqual(leaseB.floor);
-      expect(timestamps(idsB).first).toBeGreaterThanOrEqual(leaseB.floor);
+      // A fenced on its own clock (it never reached R1 again), before B was granted its id; B's ids
+      // start after all of A's; B's ask, the first on R1 promoted back, waited the quarantine.
+      expectSafeHandOver(a, b, marker);
       expect(marker).toMatchObject({
         reason: "promoted",
         run_id: r1RunId,
         replid: r1Replid,
-        floor: String(leaseB.floor),
+        floor: String(b.lease.floor),
       });
     },
     TEST_MS,

@@ -12,32 +12,30 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { performance } from "node:perf_hooks";
-import type { SnowflakeWorker } from "@leaf/core";
 import {
   freePort,
   type RedisHandle,
   redisCommand,
   startRedis,
-  stopAll,
   TcpProxy,
   waitUntil,
 } from "@leaf/testkit";
 import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { RedisLease } from "../src/index";
 import {
   type Closers,
+  closeAll,
   expectNoDuplicates,
+  expectSafeHandOver,
   FAILOVER_LEASE_MS,
   failoverRegistry,
-  issue,
+  type HandOver,
   keysOf,
   markerOf,
   olderThan,
-  redisClient,
-  startWhenGranted,
-  timestamps,
+  takeAndIssue,
+  takeOver,
+  useAndRelease,
   worker,
 } from "./holders";
 
@@ -57,7 +55,6 @@ interface FailoverSet {
 const sets: FailoverSet[] = [];
 const sentinels: ChildProcess[] = [];
 const closers: Closers = [];
-const _client = (port: number) => redisClient(port, closers);
 const registry = (c: Redis) => failoverRegistry(c, closers);
 const dir = mkdtempSync(join(tmpdir(), "leaf-failover-"));
 
@@ -67,9 +64,8 @@ beforeAll(async () => {
 }, TEST_MS);
 
 afterAll(async () => {
-  for (const close of closers.reverse()) await close().catch(() => {});
   for (const sentinel of sentinels) sentinel.kill("SIGKILL");
-  await stopAll();
+  await closeAll(closers);
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -137,26 +133,12 @@ function sentinelClient(set: FailoverSet, natMap?: Record<string, { host: string
   return client;
 }
 
-interface Outcome {
-  idsA: bigint[];
-  idsB: bigint[];
-  /** performance.now() of A's loss, B's first ask and B's grant. */
-  aLostAt: number;
-  bAskedAt: number;
-  bGrantedAt: number;
-  aReason: string;
-  aRefusals: string[];
-  b: SnowflakeWorker;
-  /** The marker hash on the promoted replica after B's grant. */
-  marker: Record<string, string>;
-}
-
 /**
  * The failover itself: cut the replication, A takes id 0 on the master and issues (with renewals
  * and reports confirmed), the master is SIGKILLed, Sentinel promotes the replica, B asks for the id
  * through Sentinel and issues. `service` names the registry's service.
  */
-async function failOverUnderA(set: FailoverSet, service: string): Promise<Outcome> {
+async function failOverUnderA(set: FailoverSet, service: string): Promise<HandOver> {
   // Still replicating through the proxy, and in sync.
   const before = await info(set.replica.port, "replication");
   expect(before).toContain(`master_port:${set.replication.port}`);
@@ -166,31 +148,11 @@ async function failOverUnderA(set: FailoverSet, service: string): Promise<Outcom
   const aToReplica = await TcpProxy.start({ targetPort: set.replica.port });
   closers.push(() => aToReplica.close());
   aToReplica.cutOff();
-  const a = worker(
-    registry(
-      sentinelClient(set, {
-        [`127.0.0.1:${set.replica.port}`]: { host: "127.0.0.1", port: aToReplica.port },
-      }),
-    ),
-    service,
-    1,
-    closers,
-  );
-  await startWhenGranted(a);
-  expect(a.lease!.workerId).toBe(0);
-  const leaseA = a.lease as RedisLease;
-  const grantedAt = leaseA.lastRenewedAt;
-  const idsA: bigint[] = [];
-  const issuingA = issue(a, idsA, 1);
-  let aLostAt = 0;
-  leaseA.lost.addEventListener("abort", () => {
-    aLostAt = performance.now();
+  const aClient = sentinelClient(set, {
+    [`127.0.0.1:${set.replica.port}`]: { host: "127.0.0.1", port: aToReplica.port },
   });
   // Renewals and reports confirmed by the master, none of them seen by the replica.
-  await waitUntil(
-    "A to issue ids and renew its lease",
-    () => idsA.length > 1000 && leaseA.lastRenewedAt > grantedAt + 1000,
-  );
+  const a = await takeAndIssue(worker(registry(aClient), service, 1, closers));
 
   await set.master.kill();
   await waitUntil("Sentinel to promote the replica", async () => {
@@ -202,50 +164,10 @@ async function failOverUnderA(set: FailoverSet, service: string): Promise<Outcom
       /role:master/.test(await info(set.replica.port, "replication"))
     );
   });
-  expect(leaseA.lost.aborted).toBe(false); // A is still issuing: the dangerous window is open
+  expect(a.lease.lost.aborted).toBe(false); // A is still issuing: the dangerous window is open
 
-  const idsB: bigint[] = [];
-  const b = worker(registry(sentinelClient(set)), service, 2, closers);
-  const bAskedAt = performance.now();
-  const bGrantedAt = await startWhenGranted(b);
-  const issuingB = issue(b, idsB, 1);
-  await waitUntil("B to issue ids", () => idsB.length > 1000);
-  await waitUntil("A to fence", () => leaseA.lost.aborted, FAILOVER_LEASE_MS * 2);
-  await issuingB.stop();
-  await issuingA.stop();
-  const marker = await markerOf(set.replica.port, service);
-  return {
-    idsA,
-    idsB,
-    aLostAt,
-    bAskedAt,
-    bGrantedAt,
-    aReason: (leaseA.lost.reason as Error).message,
-    aRefusals: issuingA.refusals,
-    b,
-    marker,
-  };
-}
-
-/** What must hold after every failover: A stopped first, B after all of A's ids, quarantine, floor. */
-function expectSafeHandOver(o: Outcome): void {
-  expectNoDuplicates([...o.idsA, ...o.idsB]);
-  expect(o.b.lease!.workerId).toBe(0);
-  // A fenced on its own clock (it never reached the new master), before B was granted its id.
-  expect(o.aReason).toMatch(/no renewal confirmed by Redis/);
-  expect(o.aRefusals).toContain("LEASE_LOST");
-  expect(o.aLostAt).toBeGreaterThan(0);
-  expect(o.aLostAt).toBeLessThan(o.bGrantedAt);
-  // B's ids start after every id A issued.
-  expect(timestamps(o.idsB).first).toBeGreaterThan(timestamps(o.idsA).last);
-  // The quarantine: B's ask, the first on the promoted replica, was held back for about a lease.
-  expect(o.bGrantedAt - o.bAskedAt).toBeGreaterThan(FAILOVER_LEASE_MS - 1500);
-  // The floor: B's lease starts at or after the quarantine's end.
-  const lease = o.b.lease as RedisLease;
-  expect(lease.floor).toBeGreaterThan(0);
-  expect(lease.lastTimestamp).toBeGreaterThanOrEqual(lease.floor);
-  expect(Number(o.marker.floor)).toBe(lease.floor);
-  expect(timestamps(o.idsB).first).toBeGreaterThanOrEqual(lease.floor);
+  const b = await takeOver(a, worker(registry(sentinelClient(set)), service, 2, closers));
+  return { a, b, marker: await markerOf(set.replica.port, service) };
 }
 
 describe("registry-redis across a real Sentinel failover that loses writes", () => {
@@ -257,7 +179,7 @@ describe("registry-redis across a real Sentinel failover that loses writes", () 
       await olderThan(set.replica.port, FAILOVER_LEASE_MS);
       const service = `promoted-${process.pid}-${Date.now()}`;
       const o = await failOverUnderA(set, service);
-      expectSafeHandOver(o);
+      expectSafeHandOver(o.a, o.b, o.marker);
       expect(o.marker.reason).toBe("promoted");
     },
     TEST_MS,
@@ -272,26 +194,20 @@ describe("registry-redis across a real Sentinel failover that loses writes", () 
       const service = `marked-${process.pid}-${Date.now()}`;
       // An earlier holder W used id 0 and released it; the replica has the marker and W's stamp.
       const w = worker(registry(sentinelClient(set)), service, 3, closers);
-      await startWhenGranted(w);
-      const idsW: bigint[] = [];
-      const issuingW = issue(w, idsW, 1);
-      await waitUntil("W to issue ids", () => idsW.length > 1000);
-      await issuingW.stop();
-      await w.close();
-      const keys = keysOf(service);
-      // The release (the stamp and no lease) is W's last write, after its grant and the marker.
-      await waitUntil(
-        "the replica to have W's release",
-        async () =>
-          (await redisCommand(set.replica.port, "HEXISTS", keys.leases, "0")) === 0 &&
-          (await redisCommand(set.replica.port, "HEXISTS", keys.stamps, "0")) === 1,
+      const idsW = await useAndRelease(w, service, (command, ...args) =>
+        redisCommand(set.replica.port, command, ...args),
       );
-      const markedBy = await redisCommand(set.replica.port, "HGET", keys.marker, "run_id");
+      const markedBy = await redisCommand(
+        set.replica.port,
+        "HGET",
+        keysOf(service).marker,
+        "run_id",
+      );
       const masterRunId = /run_id:(\w+)/.exec(await info(set.master.port, "server"))?.[1];
 
       const o = await failOverUnderA(set, service);
-      expectSafeHandOver(o);
-      expectNoDuplicates([...idsW, ...o.idsA, ...o.idsB]);
+      expectSafeHandOver(o.a, o.b, o.marker);
+      expectNoDuplicates([...idsW, ...o.a.ids, ...o.b.ids]);
       expect(masterRunId).toMatch(/^[0-9a-f]{40}$/);
       expect(markedBy).toBe(masterRunId);
       expect(o.marker.reason).toBe("restarted");

@@ -3,10 +3,22 @@
 // holder started after the last one.
 import { performance } from "node:perf_hooks";
 import { defineLayout, isLeafError, layouts, SnowflakeWorker } from "@leaf/core";
-import { countDuplicates, redisCommand, redisHash, redisInfoField, waitUntil } from "@leaf/testkit";
-import { Redis } from "ioredis";
+import {
+  countDuplicates,
+  redisCommand,
+  redisHash,
+  redisInfoField,
+  stopAll,
+  waitUntil,
+} from "@leaf/testkit";
+import { type Cluster, Redis } from "ioredis";
 import { expect } from "vitest";
-import { RedisRegistry, type RedisRegistryOptions, registryKeys } from "../src/index";
+import {
+  type RedisLease,
+  RedisRegistry,
+  type RedisRegistryOptions,
+  registryKeys,
+} from "../src/index";
 
 /** One worker id (0) per service: whoever runs next must wait for that very id. */
 export const oneWorker = defineLayout({
@@ -52,8 +64,14 @@ export function redisClient(port: number, closers: Closers): Redis {
   return c;
 }
 
+/** Runs the file's closers, last first, then stops every server the kit started. */
+export async function closeAll(closers: Closers): Promise<void> {
+  for (const close of closers.reverse()) await close().catch(() => {});
+  await stopAll();
+}
+
 /** A registry on `client` with the failover tests' lease; closed with the file. */
-export function failoverRegistry(client: Redis, closers: Closers): RedisRegistry {
+export function failoverRegistry(client: Redis | Cluster, closers: Closers): RedisRegistry {
   const r = new RedisRegistry({ client, ...failoverTimings });
   closers.push(() => r.close());
   return r;
@@ -91,9 +109,11 @@ export function worker(
 
 /**
  * Starts `w`, retrying while every id is leased (WORKER_IDS_EXHAUSTED) or Redis is out of reach
- * (UNAVAILABLE); resolves with performance.now() of the grant.
+ * (UNAVAILABLE); resolves with performance.now() of the grant. Throws, naming the last refusal,
+ * when no grant came within `timeoutMs`.
  */
-export async function startWhenGranted(w: SnowflakeWorker): Promise<number> {
+export async function startWhenGranted(w: SnowflakeWorker, timeoutMs = 120_000): Promise<number> {
+  const until = performance.now() + timeoutMs;
   for (;;) {
     try {
       await w.start();
@@ -101,6 +121,11 @@ export async function startWhenGranted(w: SnowflakeWorker): Promise<number> {
     } catch (error) {
       if (!(isLeafError(error) && ["WORKER_IDS_EXHAUSTED", "UNAVAILABLE"].includes(error.code))) {
         throw error;
+      }
+      if (performance.now() > until) {
+        throw new Error(`no worker id granted within ${timeoutMs} ms: last refusal ${error.code}`, {
+          cause: error,
+        });
       }
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
@@ -170,4 +195,123 @@ export function timestamps(ids: bigint[]): { first: number; last: number } {
     if (ms > last) last = ms;
   }
   return { first, last };
+}
+
+/**
+ * An earlier holder W of `service`: takes the id with `w`, issues over 1000 ids and releases it.
+ * Resolves with W's ids once `read` (a command on the replica) shows the release, W's last write:
+ * the stamp of id 0 and no lease (the grant and the marker came before it).
+ */
+export async function useAndRelease(
+  w: SnowflakeWorker,
+  service: string,
+  read: (command: string, ...args: string[]) => Promise<unknown>,
+): Promise<bigint[]> {
+  await startWhenGranted(w);
+  const ids: bigint[] = [];
+  const issuing = issue(w, ids, 1);
+  await waitUntil("W to issue ids", () => ids.length > 1000);
+  await issuing.stop();
+  await w.close();
+  const keys = keysOf(service);
+  await waitUntil(
+    "the replica to have W's release",
+    async () =>
+      (await read("HEXISTS", keys.leases, "0")) === 0 &&
+      (await read("HEXISTS", keys.stamps, "0")) === 1,
+  );
+  return ids;
+}
+
+/** What a failover test ends with: A, B, and the marker on the new master after B's grant. */
+export interface HandOver {
+  a: IssuingHolder;
+  b: TakingHolder;
+  marker: Record<string, string>;
+}
+
+/** Node A of a failover test: it holds the only worker id and issues ids until stopped. */
+export interface IssuingHolder {
+  lease: RedisLease;
+  ids: bigint[];
+  issuing: { stop(): Promise<void>; refusals: string[] };
+  /** performance.now() when A's lease was lost; 0 while A holds it. */
+  lostAt: number;
+}
+
+/**
+ * A takes the only worker id (0) with `a` and issues ids, 20 every millisecond; resolves once it
+ * has issued over 1000 ids and renewed its lease (renewals and reports confirmed by Redis).
+ */
+export async function takeAndIssue(a: SnowflakeWorker): Promise<IssuingHolder> {
+  await startWhenGranted(a);
+  expect(a.lease!.workerId).toBe(0);
+  const lease = a.lease as RedisLease;
+  const grantedAt = lease.lastRenewedAt;
+  const ids: bigint[] = [];
+  const holder: IssuingHolder = { lease, ids, issuing: issue(a, ids, 1), lostAt: 0 };
+  lease.lost.addEventListener("abort", () => {
+    holder.lostAt = performance.now();
+  });
+  await waitUntil(
+    "A to issue ids and renew its lease",
+    () => ids.length > 1000 && lease.lastRenewedAt > grantedAt + 1000,
+  );
+  return holder;
+}
+
+/** Node B of a failover test, after the hand-over. */
+export interface TakingHolder {
+  lease: RedisLease;
+  ids: bigint[];
+  /** performance.now() of B's first ask and of its grant. */
+  askedAt: number;
+  grantedAt: number;
+}
+
+/**
+ * B asks for the worker id with `b` (retrying while it is leased or Redis is out of reach) and
+ * issues ids; both issue until B has issued over 1000 ids and `aDone` has resolved (by default:
+ * A has fenced), then both stop.
+ */
+export async function takeOver(
+  a: IssuingHolder,
+  b: SnowflakeWorker,
+  aDone: (bGrantedAt: number) => Promise<void> = () =>
+    waitUntil("A to fence", () => a.lease.lost.aborted, FAILOVER_LEASE_MS * 2),
+): Promise<TakingHolder> {
+  const ids: bigint[] = [];
+  const askedAt = performance.now();
+  const grantedAt = await startWhenGranted(b);
+  const issuing = issue(b, ids, 1);
+  await waitUntil("B to issue ids", () => ids.length > 1000);
+  await aDone(grantedAt);
+  await issuing.stop();
+  await a.issuing.stop();
+  return { lease: b.lease as RedisLease, ids, askedAt, grantedAt };
+}
+
+/**
+ * What must hold after a failover that lost A's lease: no duplicate; A fenced on its own clock
+ * (it never reached the new master) before B was granted the id; B's ids start after all of A's;
+ * B's ask, the first on the new master, was held back for about a lease (the quarantine); B's
+ * lease starts at or after the floor the marker keeps.
+ */
+export function expectSafeHandOver(
+  a: IssuingHolder,
+  b: TakingHolder,
+  marker: Record<string, string>,
+): void {
+  expectNoDuplicates([...a.ids, ...b.ids]);
+  expect(b.lease.workerId).toBe(0);
+  expect((a.lease.lost.reason as Error).message).toMatch(/no renewal confirmed by Redis/);
+  expect(a.issuing.refusals).toContain("LEASE_LOST");
+  expect(a.lostAt).toBeGreaterThan(0);
+  expect(a.lostAt).toBeLessThan(b.grantedAt);
+  expect(timestamps(b.ids).first).toBeGreaterThan(timestamps(a.ids).last);
+  expect(b.grantedAt - b.askedAt).toBeGreaterThan(FAILOVER_LEASE_MS - 1500);
+  expect(b.lease.floor).toBeGreaterThan(0);
+  expect(b.lease.lastTimestamp).toBeGreaterThanOrEqual(b.lease.floor);
+  expect(Number(marker.floor)).toBe(b.lease.floor);
+  expect(timestamps(b.ids).first).toBeGreaterThanOrEqual(b.lease.floor);
 }

@@ -15,29 +15,29 @@ import { performance } from "node:perf_hooks";
 import {
   countDuplicates,
   type RedisHandle,
-  redisCommand,
+  type RedisReplicaSet,
+  redisErrorCount,
   redisInfoField,
-  redisReplicaInSync,
-  startRedis,
-  stopAll,
+  startRedisReplicaSet,
   TcpProxy,
   waitUntil,
 } from "@leaf/testkit";
 import type { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { RedisLease } from "../src/index";
 import {
   type Closers,
-  expectNoDuplicates,
+  closeAll,
+  expectSafeHandOver,
   FAILOVER_LEASE_MS,
   failoverRegistry,
-  issue,
+  type IssuingHolder,
   leaseEndOn,
   markerOf,
   olderThan,
   redisClient,
-  startWhenGranted,
-  timestamps,
+  type TakingHolder,
+  takeAndIssue,
+  takeOver,
   worker,
 } from "./holders";
 
@@ -45,13 +45,12 @@ import {
 const MAX_LAG = 2;
 const TEST_MS = 120_000;
 
-/** R1 the master; R2 and R3 its replicas through `p1` and `p3`. */
+/** R1 the master; R2 and R3 its replicas, each through a link of its own. */
 interface SplitSet {
+  servers: RedisReplicaSet;
   r1: RedisHandle;
   r2: RedisHandle;
   r3: RedisHandle;
-  p1: TcpProxy;
-  p3: TcpProxy;
   /** Started with `--min-replicas-to-write 1 --min-replicas-max-lag MAX_LAG`. */
   protectedSet: boolean;
 }
@@ -67,54 +66,23 @@ beforeAll(async () => {
   [guarded, unguarded] = await Promise.all([startSet(true), startSet(false)]);
 }, TEST_MS);
 
-afterAll(async () => {
-  for (const close of closers.reverse()) await close().catch(() => {});
-  await stopAll();
-});
+afterAll(async () => await closeAll(closers));
 
 async function startSet(protectedSet: boolean): Promise<SplitSet> {
   const args = protectedSet
     ? ["--min-replicas-to-write", "1", "--min-replicas-max-lag", String(MAX_LAG)]
     : [];
-  const r1 = await startRedis({ useEnv: false, args });
-  const [p1, p3] = await Promise.all([
-    TcpProxy.start({ targetPort: r1.port }),
-    TcpProxy.start({ targetPort: r1.port }),
-  ]);
-  closers.push(
-    () => p1.close(),
-    () => p3.close(),
-  );
-  const [r2, r3] = await Promise.all([
-    startRedis({ useEnv: false, args: [...args, "--replicaof", "127.0.0.1", String(p1.port)] }),
-    startRedis({ useEnv: false, args: [...args, "--replicaof", "127.0.0.1", String(p3.port)] }),
-  ]);
-  return { r1, r2, r3, p1, p3, protectedSet };
-}
-
-/** The lag (s since the last ACK) of each replica the master at `port` lists. */
-async function replicaLags(port: number): Promise<number[]> {
-  const text = String((await redisCommand(port, "INFO", "replication")) ?? "");
-  return [...text.matchAll(/^slave\d+:.*,lag=(\d+)/gm)].map((m) => Number(m[1]));
-}
-
-/** How many commands the Redis at `port` refused with NOREPLICAS. */
-async function noReplicasErrors(port: number): Promise<number> {
-  const field = await redisInfoField(port, "errorstats", "errorstat_NOREPLICAS");
-  return Number(/count=(\d+)/.exec(field)?.[1] ?? 0);
+  const servers = await startRedisReplicaSet({ replicas: 2, args });
+  closers.push(() => servers.dispose());
+  const [r2, r3] = servers.replicas as [RedisHandle, RedisHandle];
+  return { servers, r1: servers.master, r2, r3, protectedSet };
 }
 
 interface Outcome {
-  idsA: bigint[];
-  idsB: bigint[];
-  leaseA: RedisLease;
-  leaseB: RedisLease;
-  aRefusals: string[];
-  /** performance.now() of A's loss (0: never), R2's promotion, B's ask and B's grant. */
-  aLostAt: number;
+  a: IssuingHolder;
+  b: TakingHolder;
+  /** performance.now() of R2's promotion. */
   promotedAt: number;
-  bAskedAt: number;
-  bGrantedAt: number;
   /** The send time of A's last confirmed renewal, at the end. */
   aRenewedAtEnd: number;
   marker: Record<string, string>;
@@ -127,12 +95,7 @@ interface Outcome {
  * and A has fenced (min-replicas-to-write) or renewed on R1 after B's grant (without).
  */
 async function splitUnderA(set: SplitSet, service: string): Promise<Outcome> {
-  await waitUntil(
-    "R2 and R3 to be in sync with R1",
-    async () =>
-      (await redisReplicaInSync(set.r2.port, set.p1.port)) &&
-      (await redisReplicaInSync(set.r3.port, set.p3.port)),
-  );
+  await set.servers.waitInSync();
   const fa = await TcpProxy.start({ targetPort: set.r1.port });
   const fb = await TcpProxy.start({ targetPort: set.r2.port });
   closers.push(
@@ -141,21 +104,7 @@ async function splitUnderA(set: SplitSet, service: string): Promise<Outcome> {
   );
 
   // A takes the only worker id on R1 and issues; its renewals and reports are confirmed.
-  const a = worker(registry(client(fa.port)), service, 1, closers);
-  await startWhenGranted(a);
-  expect(a.lease!.workerId).toBe(0);
-  const leaseA = a.lease as RedisLease;
-  const grantedAt = leaseA.lastRenewedAt;
-  const idsA: bigint[] = [];
-  const issuingA = issue(a, idsA, 1);
-  let aLostAt = 0;
-  leaseA.lost.addEventListener("abort", () => {
-    aLostAt = performance.now();
-  });
-  await waitUntil(
-    "A to issue ids and renew its lease",
-    () => idsA.length > 1000 && leaseA.lastRenewedAt > grantedAt + 1000,
-  );
+  const a = await takeAndIssue(worker(registry(client(fa.port)), service, 1, closers));
   await waitUntil(
     "R2 and R3 to have A's lease and the marker",
     async () =>
@@ -163,16 +112,7 @@ async function splitUnderA(set: SplitSet, service: string): Promise<Outcome> {
   );
 
   // The partition: R1 hears nothing more from its replicas, nor they from it; A still reaches R1.
-  set.p1.cutOff();
-  set.p3.cutOff();
-  await waitUntil(
-    "R1 to have heard no replica for over min-replicas-max-lag",
-    async () => {
-      const lags = await replicaLags(set.r1.port);
-      return lags.length === 2 && lags.every((lag) => lag > MAX_LAG);
-    },
-    FAILOVER_LEASE_MS,
-  );
+  await set.servers.isolateMaster(MAX_LAG, FAILOVER_LEASE_MS);
   if (set.protectedSet) {
     // R1 counts its good replicas once a second: it refuses writes from the next count on.
     await waitUntil(
@@ -183,36 +123,25 @@ async function splitUnderA(set: SplitSet, service: string): Promise<Outcome> {
   }
 
   // B's side: R2 is promoted while R1 runs on as a master, R3 follows R2.
-  expect(await redisCommand(set.r2.port, "REPLICAOF", "NO", "ONE")).toBe("OK");
+  // (Taken just before: promote() resolves once R3 is in sync with R2.)
   const promotedAt = performance.now();
-  expect(await redisCommand(set.r3.port, "REPLICAOF", "127.0.0.1", String(set.r2.port))).toBe("OK");
-  await waitUntil("R3 to be in sync with R2", () => redisReplicaInSync(set.r3.port, set.r2.port));
+  await set.servers.promote(0);
   expect(await redisInfoField(set.r1.port, "replication", "role")).toBe("master");
 
-  const idsB: bigint[] = [];
-  const b = worker(registry(client(fb.port)), service, 2, closers);
-  const bAskedAt = performance.now();
-  const bGrantedAt = await startWhenGranted(b);
-  const issuingB = issue(b, idsB, 1);
-  await waitUntil("B to issue ids", () => idsB.length > 1000);
-  if (set.protectedSet)
-    await waitUntil("A to fence", () => leaseA.lost.aborted, FAILOVER_LEASE_MS * 2);
-  else await waitUntil("A to renew on R1 after B's grant", () => leaseA.lastRenewedAt > bGrantedAt);
-  await issuingB.stop();
-  await issuingA.stop();
-  const marker = await markerOf(set.r2.port, service);
+  const b = await takeOver(
+    a,
+    worker(registry(client(fb.port)), service, 2, closers),
+    set.protectedSet
+      ? undefined
+      : (bGrantedAt) =>
+          waitUntil("A to renew on R1 after B's grant", () => a.lease.lastRenewedAt > bGrantedAt),
+  );
   return {
-    idsA,
-    idsB,
-    leaseA,
-    leaseB: b.lease as RedisLease,
-    aRefusals: issuingA.refusals,
-    aLostAt,
+    a,
+    b,
     promotedAt,
-    bAskedAt,
-    bGrantedAt,
-    aRenewedAtEnd: leaseA.lastRenewedAt,
-    marker,
+    aRenewedAtEnd: a.lease.lastRenewedAt,
+    marker: await markerOf(set.r2.port, service),
   };
 }
 
@@ -223,31 +152,22 @@ describe("registry-redis across a split brain (the old master keeps running)", (
       const set = guarded;
       await Promise.all([set.r1, set.r2, set.r3].map((r) => olderThan(r.port, FAILOVER_LEASE_MS)));
       const service = `split-${process.pid}-${Date.now()}`;
-      const refusedBefore = await noReplicasErrors(set.r1.port);
+      const refusedBefore = await redisErrorCount(set.r1.port, "NOREPLICAS");
       const o = await splitUnderA(set, service);
 
-      expectNoDuplicates([...o.idsA, ...o.idsB]);
-      expect(o.leaseB.workerId).toBe(0);
       // R1 refused A's renewals once it had heard no replica for MAX_LAG s: A's last confirmed
       // renewal was sent before the promotion, and the refusal is the cause of A's fence.
-      expect(await noReplicasErrors(set.r1.port)).toBeGreaterThan(refusedBefore);
+      expect(await redisErrorCount(set.r1.port, "NOREPLICAS")).toBeGreaterThan(refusedBefore);
       expect(await redisInfoField(set.r1.port, "replication", "min_slaves_good_slaves")).toBe("0");
       expect(o.aRenewedAtEnd).toBeLessThan(o.promotedAt);
-      const reason = o.leaseA.lost.reason as Error;
-      expect(reason.message).toMatch(/no renewal confirmed by Redis/);
+      const reason = o.a.lease.lost.reason as Error;
       expect(String((reason.cause as Error | undefined)?.message)).toMatch(
         /refused the write \(NOREPLICAS/,
       );
-      expect(o.aRefusals).toContain("LEASE_LOST");
-      // A fenced on its own clock, before B was granted its id; B's ids start after all of A's.
-      expect(o.aLostAt).toBeGreaterThan(0);
-      expect(o.aLostAt).toBeLessThan(o.bGrantedAt);
-      expect(timestamps(o.idsB).first).toBeGreaterThan(timestamps(o.idsA).last);
-      // The quarantine: B's ask, the first on the promoted R2 (the marker names R1), waited a lease.
-      expect(o.bGrantedAt - o.bAskedAt).toBeGreaterThan(FAILOVER_LEASE_MS - 1500);
-      expect(o.leaseB.floor).toBeGreaterThan(0);
-      expect(timestamps(o.idsB).first).toBeGreaterThanOrEqual(o.leaseB.floor);
-      expect(o.marker).toMatchObject({ reason: "restarted", floor: String(o.leaseB.floor) });
+      // A fenced on its own clock, before B was granted its id; B's ids start after all of A's;
+      // the quarantine: B's ask, the first on the promoted R2 (the marker names R1), waited a lease.
+      expectSafeHandOver(o.a, o.b, o.marker);
+      expect(o.marker).toMatchObject({ reason: "restarted", floor: String(o.b.lease.floor) });
     },
     TEST_MS,
   );
@@ -262,16 +182,16 @@ describe("registry-redis across a split brain (the old master keeps running)", (
 
       // The quarantine held B back a lease, as above, but A never fenced: R1 confirmed its
       // renewals after B's grant, and both issued under worker id 0 at once.
-      expect(o.bGrantedAt - o.bAskedAt).toBeGreaterThan(FAILOVER_LEASE_MS - 1500);
-      expect(o.leaseB.workerId).toBe(0);
-      expect(o.leaseA.lost.aborted).toBe(false);
-      expect(o.aLostAt).toBe(0);
-      expect(o.aRenewedAtEnd).toBeGreaterThan(o.bGrantedAt);
-      expect(await noReplicasErrors(set.r1.port)).toBe(0);
-      const count = countDuplicates([[...o.idsA, ...o.idsB]], 3);
+      expect(o.b.grantedAt - o.b.askedAt).toBeGreaterThan(FAILOVER_LEASE_MS - 1500);
+      expect(o.b.lease.workerId).toBe(0);
+      expect(o.a.lease.lost.aborted).toBe(false);
+      expect(o.a.lostAt).toBe(0);
+      expect(o.aRenewedAtEnd).toBeGreaterThan(o.b.grantedAt);
+      expect(await redisErrorCount(set.r1.port, "NOREPLICAS")).toBe(0);
+      const count = countDuplicates([[...o.a.ids, ...o.b.ids]], 3);
       console.log(
         `split brain without min-replicas-to-write: ${count.duplicates} ids issued twice ` +
-          `(A ${o.idsA.length} ids, B ${o.idsB.length} ids)`,
+          `(A ${o.a.ids.length} ids, B ${o.b.ids.length} ids)`,
       );
       expect(count.duplicates).toBeGreaterThan(0);
     },

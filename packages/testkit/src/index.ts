@@ -32,7 +32,12 @@ export { type PipelinedAnswer, PipelinedConnection } from "./pipelined";
 export { freePort } from "./ports";
 export { waitUntilStopped } from "./process-state";
 export { startRedis } from "./redis";
-export { startRedisCluster } from "./redis-cluster";
+export {
+  type RedisClusterNode,
+  type RedisClusterOptions,
+  redisClusterNodes,
+  startRedisCluster,
+} from "./redis-cluster";
 export {
   redisCommand,
   redisHash,

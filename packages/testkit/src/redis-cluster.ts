@@ -1,25 +1,76 @@
 // A Redis Cluster for tests: private Redis servers started with --cluster-enabled (each with its own
-// bus port), joined by `redis-cli --cluster create` with no replicas, and returned once every node
-// reports cluster_state:ok. Dispose each handle (or call stopAll) to stop them.
+// bus port), joined by `redis-cli --cluster create` (with `replicasPerMaster` replicas of each
+// master), and returned once every node reports cluster_state:ok, knows every other node, and every
+// replica's link to its master is up. Dispose each handle (or call stopAll) to stop them.
 import { spawnSync } from "node:child_process";
 import { Redis } from "ioredis";
 import { TestkitError } from "./errors";
 import { freePort } from "./ports";
 import { startRedis } from "./redis";
+import { redisCommand, redisInfoField } from "./redis-command";
 import type { RedisHandle } from "./types";
+import { waitUntil } from "./wait-until";
 
-/** Starts `masters` (default 3) Redis servers as one cluster; resolves when it serves. */
-export async function startRedisCluster(masters = 3): Promise<RedisHandle[]> {
+/** How startRedisCluster builds the cluster. */
+export interface RedisClusterOptions {
+  /** Masters, each serving a share of the 16384 slots: 3 at least (redis-cli's rule); default 3. */
+  masters?: number;
+  /** Replicas of each master (`--cluster-replicas`); default 0. */
+  replicasPerMaster?: number;
+  /** More redis-server arguments for every node, e.g. ["--cluster-node-timeout", "2000"]. */
+  args?: string[];
+}
+
+/** One line of CLUSTER NODES. */
+export interface RedisClusterNode {
+  id: string;
+  /** The client port the node announces (its own port unless `cluster-announce-port` is set). */
+  port: number;
+  role: "master" | "replica";
+  /** The master's node id for a replica; undefined for a master. */
+  masterId: string | undefined;
+  /** The flags, e.g. ["myself", "master"], ["slave"], ["master", "fail"]. */
+  flags: string[];
+  /** Slot ranges served, as CLUSTER NODES prints them ("0-5460"); empty for a replica. */
+  slots: string[];
+}
+
+/**
+ * Starts a Redis Cluster and resolves with a handle on every node when it serves: `masters`
+ * masters first, then their replicas. A number is `{ masters }` (the earlier signature).
+ */
+export async function startRedisCluster(
+  options: number | RedisClusterOptions = {},
+): Promise<RedisHandle[]> {
+  const {
+    masters = 3,
+    replicasPerMaster = 0,
+    args = [],
+  } = typeof options === "number" ? { masters: options } : options;
+  if (!Number.isInteger(masters) || masters < 3) {
+    throw new TestkitError(
+      "TESTKIT_BAD_OPTION",
+      `startRedisCluster: masters ${masters} is not valid: expected an integer of 3 or more`,
+    );
+  }
+  if (!Number.isInteger(replicasPerMaster) || replicasPerMaster < 0) {
+    throw new TestkitError(
+      "TESTKIT_BAD_OPTION",
+      `startRedisCluster: replicasPerMaster ${replicasPerMaster} is not valid: expected an integer of 0 or more`,
+    );
+  }
+  const total = masters * (1 + replicasPerMaster);
   const nodes: RedisHandle[] = [];
-  for (let i = 0; i < masters; i++) {
+  for (let i = 0; i < total; i++) {
     const busPort = await freePort();
     nodes.push(
       await startRedis({
         useEnv: false,
-        args: ["--cluster-enabled", "yes", "--cluster-port", String(busPort)],
+        args: ["--cluster-enabled", "yes", "--cluster-port", String(busPort), ...args],
       }),
     );
   }
+  // redis-cli makes the first `masters` nodes masters when all share one host.
   const created = spawnSync(
     "redis-cli",
     [
@@ -27,10 +78,10 @@ export async function startRedisCluster(masters = 3): Promise<RedisHandle[]> {
       "create",
       ...nodes.map((n) => `127.0.0.1:${n.port}`),
       "--cluster-replicas",
-      "0",
+      String(replicasPerMaster),
       "--cluster-yes",
     ],
-    { encoding: "utf8", timeout: 30_000 },
+    { encoding: "utf8", timeout: 60_000 },
   );
   if (created.status !== 0) {
     await Promise.all(nodes.map((n) => n.dispose()));
@@ -39,20 +90,60 @@ export async function startRedisCluster(masters = 3): Promise<RedisHandle[]> {
       `redis-cli --cluster create failed: ${created.stdout}${created.stderr}`,
     );
   }
-  for (let attempt = 0; attempt < 100; attempt++) {
-    const states = await Promise.all(nodes.map(clusterOk));
-    if (states.every(Boolean)) return nodes;
-    await new Promise((resolve) => setTimeout(resolve, 100));
+  try {
+    await waitUntil(
+      "the test cluster to serve (cluster_state:ok, every node known, replicas in sync)",
+      async () => (await Promise.all(nodes.map((n) => nodeReady(n, total)))).every(Boolean),
+      60_000,
+      100,
+    );
+  } catch (error) {
+    await Promise.all(nodes.map((n) => n.dispose()));
+    throw new TestkitError(
+      "TESTKIT_START_FAILED",
+      `the test cluster did not come up: ${(error as Error).message}`,
+    );
   }
-  await Promise.all(nodes.map((n) => n.dispose()));
-  throw new TestkitError("TESTKIT_START_FAILED", "the test cluster did not reach cluster_state:ok");
+  const roles = await Promise.all(nodes.map((n) => redisInfoField(n.port, "replication", "role")));
+  return [
+    ...nodes.filter((_, i) => roles[i] === "master"),
+    ...nodes.filter((_, i) => roles[i] !== "master"),
+  ];
 }
 
-async function clusterOk(node: RedisHandle): Promise<boolean> {
-  const client = new Redis(node.url, { lazyConnect: true });
+/** The cluster as the node at `port` sees it (CLUSTER NODES); [] when it does not answer. */
+export async function redisClusterNodes(port: number): Promise<RedisClusterNode[]> {
+  const text = String((await redisCommand(port, "CLUSTER", "NODES")) ?? "");
+  return text
+    .split("\n")
+    .filter((line) => line.trim() !== "")
+    .map((line) => {
+      const [id = "", address = "", flagText = "", master = "-", , , , , ...slots] =
+        line.split(" ");
+      const flags = flagText.split(",");
+      return {
+        id,
+        port: Number(/:(\d+)/.exec(address)?.[1] ?? 0),
+        role: flags.includes("slave") ? "replica" : "master",
+        masterId: master === "-" ? undefined : master,
+        flags,
+        slots: slots.map((s) => s.trim()).filter(Boolean),
+      };
+    });
+}
+
+async function nodeReady(node: RedisHandle, total: number): Promise<boolean> {
+  const client = new Redis(node.url, { lazyConnect: true, retryStrategy: () => null });
+  client.on("error", () => {});
   try {
     await client.connect();
-    return /cluster_state:ok/.test(await client.cluster("INFO"));
+    const info = await client.cluster("INFO");
+    if (!/cluster_state:ok/.test(info)) return false;
+    if (Number(/cluster_known_nodes:(\d+)/.exec(info)?.[1]) !== total) return false;
+    if ((await redisInfoField(node.port, "replication", "role")) === "master") return true;
+    return (await redisInfoField(node.port, "replication", "master_link_status")) === "up";
+  } catch {
+    return false;
   } finally {
     client.disconnect();
   }

@@ -4,7 +4,14 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { type LeafServerProcess, type MysqlHandle, startMysql, stopAll } from "@leaf/testkit";
+import {
+  countRepeatedIds,
+  IdLog,
+  type LeafServerProcess,
+  type MysqlHandle,
+  startMysql,
+  stopAll,
+} from "@leaf/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { isLeafClientError, LeafClient, type SegmentIds } from "../src/index";
 import { leafProcess } from "./leaf-processes";
@@ -70,10 +77,7 @@ afterAll(async () => {
 class Loader {
   readonly client: LeafClient;
   readonly ids: SegmentIds;
-  private chunks: BigInt64Array[] = [];
-  private chunk = new BigInt64Array(65_536);
-  private n = 0;
-  taken = 0;
+  private readonly kept = new IdLog();
   readonly errors: unknown[] = [];
   private running = true;
   private readonly loop: Promise<void>;
@@ -94,13 +98,11 @@ class Loader {
   }
 
   keep(id: bigint): void {
-    if (this.n === this.chunk.length) {
-      this.chunks.push(this.chunk);
-      this.chunk = new BigInt64Array(65_536);
-      this.n = 0;
-    }
-    this.chunk[this.n++] = id;
-    this.taken++;
+    this.kept.push(id);
+  }
+
+  get taken(): number {
+    return this.kept.count;
   }
 
   /** Takes ids with nextIdSync: the cache running dry at any moment is an error (CACHE_EMPTY). */
@@ -123,24 +125,9 @@ class Loader {
     await this.loop;
   }
 
-  all(): BigInt64Array[] {
-    return [...this.chunks, this.chunk.subarray(0, this.n)];
+  all(): IdLog {
+    return this.kept;
   }
-}
-
-/** Every id of `parts` in one sorted array, and how many occur more than once. */
-function duplicates(parts: BigInt64Array[]): { total: number; duplicates: number; max: bigint } {
-  const total = parts.reduce((sum, p) => sum + p.length, 0);
-  const all = new BigInt64Array(total);
-  let at = 0;
-  for (const p of parts) {
-    all.set(p, at);
-    at += p.length;
-  }
-  all.sort();
-  let dup = 0;
-  for (let i = 1; i < all.length; i++) if (all[i] === all[i - 1]) dup++;
-  return { total, duplicates: dup, max: total > 0 ? all[total - 1]! : 0n };
 }
 
 describe("clients under faults of the servers and the database", () => {
@@ -220,7 +207,9 @@ describe("clients under faults of the servers and the database", () => {
     expect(() => last.ids.nextIdSync()).toThrow(expect.objectContaining({ code: "CACHE_EMPTY" }));
     const drained = last.taken - before;
 
-    const { total: counted, duplicates: dup, max } = duplicates(loaders.flatMap((l) => l.all()));
+    const found = countRepeatedIds(loaders.map((l) => l.all()));
+    const { total: counted, duplicates: dup } = found;
+    const max = found.sorted.at(-1) ?? 0n;
     console.log(
       `[client failover] ${counted} ids, ${dup} duplicates, ${errors.length} errors; ${drained} ids from the cache with every server down`,
     );

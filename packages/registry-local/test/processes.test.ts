@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { layouts } from "@leaf/core";
 import { readLeaseCache, readLockFile } from "@leaf/core/adapter";
-import { ChildLines, spawnNode, stopAll, waitUntilStopped } from "@leaf/testkit";
+import { ChildLines, countRepeatedIds, spawnNode, stopAll, waitUntilStopped } from "@leaf/testkit";
 import { afterAll, describe, expect, it } from "vitest";
 
 const root = mkdtempSync(join(tmpdir(), "leaf-local-proc-"));
@@ -228,7 +228,7 @@ describe("worker id locks across a container restart (a new PID namespace)", () 
     expect(idsA.length).toBe(final(a).issued);
     expect(idsB.length).toBe(final(b).issued);
     expect(idsB.length).toBeGreaterThan(0);
-    expect(countDuplicates([idsA, idsB])).toBe(0);
+    expect(countRepeatedIds([idsA, idsB]).duplicates).toBe(0);
     // Nothing the first issued is from after it resumed, nor from the second's time.
     const timeOf = (id: bigint) => layouts.leaf.decompose(id).timestampMs;
     const lastA = timeOf(sorted(idsA).at(-1)!);
@@ -262,20 +262,6 @@ function readIds(file: string): BigUint64Array {
 }
 
 const sorted = (ids: BigUint64Array) => ids.slice().sort();
-
-/** How many ids appear more than once across the lists. */
-function countDuplicates(lists: BigUint64Array[]): number {
-  const all = new BigUint64Array(lists.reduce((n, l) => n + l.length, 0));
-  let at = 0;
-  for (const list of lists) {
-    all.set(list, at);
-    at += list.length;
-  }
-  all.sort();
-  let duplicates = 0;
-  for (let i = 1; i < all.length; i++) if (all[i] === all[i - 1]) duplicates++;
-  return duplicates;
-}
 
 describe("the cache file under kill -9", () => {
   it("still parses after its writer is SIGKILLed in the middle of rewriting it", async () => {

@@ -13,7 +13,13 @@ import {
   SnowflakeWorker,
   type WorkerIdRegistry,
 } from "@leaf/core";
-import { started, startZookeeperEnsemble, type ZookeeperEnsembleHandle } from "@leaf/testkit";
+import {
+  countRepeatedIds,
+  IdLog,
+  started,
+  startZookeeperEnsemble,
+  type ZookeeperEnsembleHandle,
+} from "@leaf/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ZookeeperRegistry } from "../src/index";
 import { nodeOf, uniqueName, waitUntil } from "./helpers";
@@ -42,51 +48,6 @@ afterAll(async () => {
 });
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-/** Ids kept as 64-bit integers, 8 bytes each, never as JS numbers. */
-class IdLog {
-  private readonly chunks: BigUint64Array[] = [];
-  private current = new BigUint64Array(1 << 16);
-  private used = 0;
-
-  push(id: bigint): void {
-    if (this.used === this.current.length) {
-      this.chunks.push(this.current);
-      this.current = new BigUint64Array(1 << 16);
-      this.used = 0;
-    }
-    this.current[this.used++] = id;
-  }
-
-  get count(): number {
-    return this.chunks.length * (1 << 16) + this.used;
-  }
-
-  values(): BigUint64Array {
-    const all = new BigUint64Array(this.count);
-    let offset = 0;
-    for (const chunk of this.chunks) {
-      all.set(chunk, offset);
-      offset += chunk.length;
-    }
-    all.set(this.current.subarray(0, this.used), offset);
-    return all;
-  }
-}
-
-/** Ids that occur more than once among all of `logs`. */
-function duplicates(...logs: IdLog[]): number {
-  const all = new BigUint64Array(logs.reduce((n, log) => n + log.count, 0));
-  let offset = 0;
-  for (const log of logs) {
-    all.set(log.values(), offset);
-    offset += log.count;
-  }
-  all.sort();
-  let repeated = 0;
-  for (let i = 1; i < all.length; i++) if (all[i] === all[i - 1]) repeated++;
-  return repeated;
-}
 
 interface TrialResult {
   trial: number;
@@ -215,7 +176,7 @@ async function runTrial(trial: number): Promise<TrialResult> {
     expect(workerB!.lease!.workerId).toBe(0);
     return {
       trial,
-      duplicates: duplicates(idsA, idsB),
+      duplicates: countRepeatedIds([idsA, idsB]).duplicates,
       idsA: idsA.count,
       idsB: idsB.count,
       lastIdA: Math.round(lastIdA - cutAt),

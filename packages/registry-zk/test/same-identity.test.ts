@@ -11,6 +11,7 @@ import { fileURLToPath } from "node:url";
 import { ErrorCodes, layouts } from "@leaf/core";
 import {
   ChildLines,
+  countRepeatedIds,
   spawnNode,
   startZookeeper,
   waitUntilStopped,
@@ -78,16 +79,6 @@ async function collect(holder: Holder): Promise<{ ids: BigUint64Array; lastIdAt:
   return { ids, lastIdAt: done.lastIdAt };
 }
 
-function duplicates(a: BigUint64Array, b: BigUint64Array): number {
-  const all = new BigUint64Array(a.length + b.length);
-  all.set(a);
-  all.set(b, a.length);
-  all.sort();
-  let repeated = 0;
-  for (let i = 1; i < all.length; i++) if (all[i] === all[i - 1]) repeated++;
-  return repeated;
-}
-
 /** How many of `ids` (Leaf's layout) carry a time at or after `ms`. */
 function issuedSince(ids: BigUint64Array, ms: number): number {
   const { leaf } = layouts;
@@ -146,7 +137,7 @@ describe("normal mode: one live holder per ip:port, across processes", () => {
     expect(lost.lost).toBe(ErrorCodes.LEASE_LOST);
     expect(first.ids.length).toBeGreaterThan(0);
     expect(second.ids.length).toBeGreaterThan(0);
-    expect(duplicates(first.ids, second.ids)).toBe(0);
+    expect(countRepeatedIds([first.ids, second.ids]).duplicates).toBe(0);
     // Not one id after it was resumed: the id had been taken over while it was frozen.
     expect(first.lastIdAt).toBeLessThan(resumedAt);
   }, 120_000);
@@ -157,7 +148,7 @@ describe("normal mode: one live holder per ip:port, across processes", () => {
     expect(first.ids.length).toBeGreaterThan(0);
     expect(second.ids.length).toBeGreaterThan(0);
     const lostAfterMs = lost.at - resumedAt;
-    const repeated = duplicates(first.ids, second.ids);
+    const repeated = countRepeatedIds([first.ids, second.ids]).duplicates;
     const afterResume = issuedSince(first.ids, resumedAt);
     // What default mode does not prevent (README, "When the session is lost"): ids issued between
     // SIGCONT and the loss may repeat the second holder's. Printed for the record.

@@ -2,7 +2,7 @@
 // ranges, or reset to 1) and a negative step. Two generators stand for two servers; every id they
 // hand out is counted and none may repeat; the tag stops being served, with the reason.
 import { ErrorCodes, isLeafError } from "@leaf/core";
-import { type MysqlHandle, startMysql } from "@leaf/testkit";
+import { countDuplicates, type MysqlHandle, startMysql } from "@leaf/testkit";
 import mysql from "mysql2/promise";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { MysqlSegmentStore, SegmentIdGenerator } from "../src/index";
@@ -98,15 +98,8 @@ function drive(servers: Server[]) {
   };
 }
 
-function duplicates(servers: Server[]): number {
-  const all = new BigInt64Array(servers.reduce((n, s) => n + s.ids.length, 0));
-  let i = 0;
-  for (const s of servers) for (const id of s.ids) all[i++] = id;
-  all.sort();
-  let dups = 0;
-  for (let k = 1; k < all.length; k++) if (all[k] === all[k - 1]) dups++;
-  return dups;
-}
+/** Ids handed out more than once, across every server. */
+const duplicates = (servers: Server[]) => countDuplicates(servers.map((s) => s.ids)).duplicates;
 
 const total = (servers: Server[]) => servers.reduce((n, s) => n + s.ids.length, 0);
 

@@ -1,7 +1,7 @@
 // Failover of the MySQL segment store across a real MariaDB primary and replica (binary log,
 // CHANGE MASTER TO, replica read_only=ON): the primary is SIGKILLed, the replica promoted, and the old
 // primary comes back writable. Ids are counted over every generator: none may repeat.
-import { type MysqlReplicaPair, startMysqlReplicaPair } from "@leaf/testkit";
+import { countDuplicates, type MysqlReplicaPair, startMysqlReplicaPair } from "@leaf/testkit";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { MysqlSegmentStore, SegmentIdGenerator } from "../src/index";
 
@@ -99,15 +99,8 @@ function expectGrown(takers: Taker[], before: number[], n: number): void {
   for (const [i, t] of takers.entries()) expect(t.ids.length).toBeGreaterThan(before[i]! + n);
 }
 
-function duplicates(takers: Taker[]): number {
-  const all = new BigInt64Array(takers.reduce((n, t) => n + t.ids.length, 0));
-  let i = 0;
-  for (const t of takers) for (const id of t.ids) all[i++] = id;
-  all.sort();
-  let dups = 0;
-  for (let k = 1; k < all.length; k++) if (all[k] === all[k - 1]) dups++;
-  return dups;
-}
+/** Ids handed out more than once, across every taker. */
+const duplicates = (takers: Taker[]) => countDuplicates(takers.map((t) => t.ids)).duplicates;
 
 const total = (takers: Taker[]) => takers.reduce((n, t) => n + t.ids.length, 0);
 

@@ -3,7 +3,14 @@
 // and cleanup that survives a killed test process.
 export { ChildLines } from "./child-lines";
 export { stopAll } from "./cleanup";
-export { countDuplicates, type DuplicateCount } from "./duplicates";
+export {
+  countDuplicates,
+  countRepeatedIds,
+  type DuplicateCount,
+  type IdArray,
+  IdLog,
+  type RepeatedIds,
+} from "./duplicates";
 export { TestkitError, type TestkitErrorCode } from "./errors";
 export { type EtcdHandle, type EtcdOptions, startEtcd } from "./etcd";
 export { FakeClock, type FakeClockOptions, findLibfaketime } from "./faketime";

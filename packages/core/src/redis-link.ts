@@ -199,6 +199,37 @@ export function planRedis(url: string | readonly string[], component: string): R
   };
 }
 
+/** How often a Redis Cluster client made from URLs re-reads the slot map, in ms. */
+export const REDIS_CLUSTER_SLOTS_REFRESH_MS = 2000;
+
+/** The options {@link redisClusterDefaults} returns (a subset of ioredis's ClusterOptions). */
+export interface RedisClusterDefaults {
+  /** Connect on first use (`new X(options)` makes no I/O). */
+  lazyConnect: true;
+  /** Redirections (MOVED, ASK) followed for one command while slots move. */
+  maxRedirections: number;
+  /** Re-read the slot map this often (ms): {@link REDIS_CLUSTER_SLOTS_REFRESH_MS}. */
+  slotsRefreshInterval: number;
+}
+
+/**
+ * The ioredis Cluster options every adapter's Cluster client made from node URLs starts from; the
+ * caller's `clusterOptions` are spread over them. The slot map is re-read every
+ * {@link REDIS_CLUSTER_SLOTS_REFRESH_MS} ms because ioredis (5.x) re-reads it otherwise only on a
+ * MOVED reply, CLUSTERDOWN or a closed connection: a master whose host went silent (power lost, a
+ * partition: no reset reaches the client) gives none of them, and the client would send that
+ * master's slots to it for as long as the connection stays open (minutes of TCP retransmission)
+ * after the cluster promoted its replica. Each refresh asks one node CLUSTER SLOTS on a short-lived
+ * connection of its own.
+ */
+export function redisClusterDefaults(): RedisClusterDefaults {
+  return {
+    lazyConnect: true,
+    maxRedirections: 16,
+    slotsRefreshInterval: REDIS_CLUSTER_SLOTS_REFRESH_MS,
+  };
+}
+
 /** A round trip that took longer than its limit. */
 export class TimeLimitError extends Error {
   constructor(what: string, ms: number) {

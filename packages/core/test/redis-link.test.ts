@@ -7,6 +7,8 @@ import {
   luaScript,
   parseRedisUrl,
   planRedis,
+  REDIS_CLUSTER_SLOTS_REFRESH_MS,
+  redisClusterDefaults,
   redisFailurePhrase,
   TimeLimitError,
   withTimeLimit,
@@ -79,6 +81,30 @@ describe("Redis URLs", () => {
         e instanceof TimeLimitError && e.message === "no answer after 20 ms waiting for Redis",
     );
     await expect(withTimeLimit(Promise.resolve(7), 20, "x")).resolves.toBe(7);
+  });
+});
+
+describe("redisClusterDefaults", () => {
+  it("re-reads the slot map periodically (ioredis does not by default), and a caller's clusterOptions override it", () => {
+    expect(redisClusterDefaults()).toEqual({
+      lazyConnect: true,
+      maxRedirections: 16,
+      slotsRefreshInterval: REDIS_CLUSTER_SLOTS_REFRESH_MS,
+    });
+    expect(REDIS_CLUSTER_SLOTS_REFRESH_MS).toBe(2000);
+    // The adapters spread the caller's clusterOptions over the defaults.
+    const callers = { slotsRefreshInterval: 500, natMap: {} };
+    expect({ ...redisClusterDefaults(), ...callers }).toMatchObject({
+      slotsRefreshInterval: 500,
+      maxRedirections: 16,
+    });
+  });
+
+  it("returns a new object each time, so that a client's options never leak into another's", () => {
+    const first = redisClusterDefaults();
+    first.slotsRefreshInterval = 1;
+    expect(redisClusterDefaults().slotsRefreshInterval).toBe(REDIS_CLUSTER_SLOTS_REFRESH_MS);
+    expect(redisClusterDefaults()).not.toBe(redisClusterDefaults());
   });
 });
 

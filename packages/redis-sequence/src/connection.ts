@@ -7,6 +7,7 @@ import {
   isRedisScriptClient,
   type LuaScript,
   planRedis,
+  redisClusterDefaults,
   redisFailurePhrase,
   runRedisScript,
   withTimeLimit,
@@ -67,8 +68,7 @@ export class RedisLink {
               ...redisOptions,
             })
           : new Cluster(plan.nodes, {
-              lazyConnect: true,
-              maxRedirections: 16,
+              ...redisClusterDefaults(),
               ...clusterOptions,
               redisOptions: {
                 ...plan.auth,

@@ -7,6 +7,7 @@ import {
   isRedisScriptClient,
   type LuaScript,
   planRedis,
+  redisClusterDefaults,
   redisFailurePhrase,
   runRedisScript,
   withTimeLimit,
@@ -66,8 +67,7 @@ export class RedisLink {
       plan.kind === "single"
         ? new Redis(plan.url, { ...common, ...options.redisOptions })
         : new Cluster(plan.nodes, {
-            lazyConnect: true,
-            maxRedirections: 16,
+            ...redisClusterDefaults(),
             ...options.clusterOptions,
             redisOptions: {
               ...plan.auth,

@@ -27,20 +27,23 @@ import { performance } from "node:perf_hooks";
 import { type Clock, ErrorCodes, isLeafError, type LeafError, systemClock } from "@leaf/core";
 import {
   countDuplicates,
+  type RedisClusterPair,
   type RedisHandle,
   redisClusterNodes,
+  redisClusterPairThroughProxy,
   redisCommand,
   redisHash,
   redisInfoField,
+  redisKeyInSlots,
+  redisReplicaCommand,
   redisReplicaInSync,
   startRedisCluster,
   TcpProxy,
   waitUntil,
 } from "@leaf/testkit";
-import { Redis } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RedisSequence, sequenceKeys } from "../src/index";
-import { freshNamespace, sleep, warningSink } from "./helpers";
+import { freshNamespace, secondsOf, sleep, warningSink } from "./helpers";
 
 const TEST_MS = 150_000;
 const NODE_TIMEOUT_MS = 3000;
@@ -77,50 +80,13 @@ afterAll(async () => {
   await Promise.all(nodes.map((n) => n.dispose()));
 });
 
-/** A master, its replica, and the proxy the replica replicates through (the master's address). */
-interface Pair {
-  master: RedisHandle;
-  replica: RedisHandle;
-  /** The master's slot ranges, as CLUSTER NODES prints them. */
-  slots: string[];
-  /** The master's announced address: cutOff() and the replica hears nothing more. */
-  replication: TcpProxy;
-}
+type Pair = RedisClusterPair;
 
-/**
- * The first master (by its first slot), its replica, and a proxy announced as the master's
- * address, so the replica replicates through it; resolves once the replica is in sync through it.
- */
+/** The first master (by its first slot) and its replica, replicating through a proxy. */
 async function firstPair(): Promise<Pair> {
-  const view = await redisClusterNodes(nodes[0]!.port);
-  const masters = view
-    .filter((n) => n.role === "master" && n.slots.length > 0)
-    .sort((x, y) => firstSlot(x.slots) - firstSlot(y.slots));
-  const m = masters[0]!;
-  const r = view.find((n) => n.masterId === m.id)!;
-  const byPort = (port: number) => nodes.find((n) => n.port === port)!;
-  const master = byPort(m.port);
-  const replica = byPort(r.port);
-  const replication = await TcpProxy.start({ targetPort: master.port });
-  closers.push(() => replication.close());
-  expect(
-    await redisCommand(
-      master.port,
-      "CONFIG",
-      "SET",
-      "cluster-announce-port",
-      String(replication.port),
-    ),
-  ).toBe("OK");
-  // The cluster bus tells R its master's new address; R reconnects through the proxy.
-  await waitUntil("the replica to replicate through the proxy", () =>
-    redisReplicaInSync(replica.port, replication.port),
-  );
-  return { master, replica, slots: m.slots, replication };
-}
-
-function firstSlot(ranges: string[]): number {
-  return Number(/^\d+/.exec(ranges[0] ?? "")?.[0] ?? Number.POSITIVE_INFINITY);
+  const pair = await redisClusterPairThroughProxy(nodes, 0);
+  closers.push(() => pair.replication.close());
+  return pair;
 }
 
 /** A fresh namespace whose keys live in one of the pair's slots. */
@@ -128,31 +94,13 @@ async function namespaceOn(pair: Pair): Promise<string> {
   for (;;) {
     const namespace = freshNamespace("cluster-failover");
     const key = sequenceKeys(namespace).marker();
-    const slot = Number(await redisCommand(pair.master.port, "CLUSTER", "KEYSLOT", key));
-    const inside = pair.slots.some((range) => {
-      const [from, to = from] = range.split("-").map(Number);
-      return slot >= from! && slot <= to!;
-    });
-    if (inside) return namespace;
-  }
-}
-
-/** `command` on the replica at `port` (READONLY first: a cluster replica redirects otherwise). */
-async function onReplica(port: number, ...command: string[]): Promise<unknown> {
-  const c = new Redis({ port, host: "127.0.0.1", lazyConnect: true, retryStrategy: () => null });
-  c.on("error", () => {});
-  try {
-    await c.connect();
-    await c.call("READONLY");
-    return await c.call(command[0]!, ...command.slice(1));
-  } finally {
-    c.disconnect();
+    if (await redisKeyInSlots(pair.master.port, key, pair.slots)) return namespace;
   }
 }
 
 /** A hash on the replica at `port`, as an object. */
 async function hashOnReplica(port: number, key: string): Promise<Record<string, string>> {
-  const flat = ((await onReplica(port, "HGETALL", key)) ?? []) as string[];
+  const flat = ((await redisReplicaCommand(port, "HGETALL", key)) ?? []) as string[];
   const hash: Record<string, string> = {};
   for (let i = 0; i + 1 < flat.length; i += 2) hash[flat[i]!] = flat[i + 1]!;
   return hash;
@@ -219,18 +167,6 @@ function drawContinuously(sequence: RedisSequence): Drawer {
     await loop;
   };
   return drawer;
-}
-
-/** The seconds (Unix) of `ids`, lowest and highest. */
-function secondsOf(sequence: RedisSequence, ids: bigint[]): { first: number; last: number } {
-  let first = Number.POSITIVE_INFINITY;
-  let last = Number.NEGATIVE_INFINITY;
-  for (const id of ids) {
-    const second = sequence.parse(id).second;
-    if (second < first) first = second;
-    if (second > last) last = second;
-  }
-  return { first, last };
 }
 
 /** The ids drawn after `since` (performance.now()). */
@@ -335,7 +271,7 @@ describe("redis-sequence across a real Redis Cluster failover that loses writes"
       expect(
         Number(await redisCommand(pair.master.port, "GET", keys.sequence(lastA))),
       ).toBeGreaterThan(0);
-      expect(await onReplica(pair.replica.port, "EXISTS", keys.sequence(lastA))).toBe(0);
+      expect(await redisReplicaCommand(pair.replica.port, "EXISTS", keys.sequence(lastA))).toBe(0);
       const fenceBefore = Number((await redisHash(pair.master.port, keys.marker())).fence);
       const killedAt = performance.now();
       toMaster.cutOff();

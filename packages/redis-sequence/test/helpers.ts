@@ -111,3 +111,18 @@ export function redisFixture(
   });
   return fx;
 }
+
+/** The seconds (Unix) of `ids` in the layout of `sequence`, lowest and highest. */
+export function secondsOf(
+  sequence: RedisSequence,
+  ids: readonly bigint[],
+): { first: number; last: number } {
+  let first = Number.POSITIVE_INFINITY;
+  let last = Number.NEGATIVE_INFINITY;
+  for (const id of ids) {
+    const second = sequence.parse(id).second;
+    if (second < first) first = second;
+    if (second > last) last = second;
+  }
+  return { first, last };
+}

@@ -30,7 +30,7 @@ import {
 } from "@leaf/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RedisSequence } from "../src/index";
-import { freshNamespace, sleep, warningSink } from "./helpers";
+import { freshNamespace, secondsOf, sleep, warningSink } from "./helpers";
 
 /** `min-replicas-max-lag`, seconds. R1 accepts writes for up to MAX_LAG + 2 s after the cut. */
 const MAX_LAG = 2;
@@ -109,18 +109,6 @@ function drawContinuously(sequence: RedisSequence): Drawer {
     await loop;
   };
   return drawer;
-}
-
-/** The seconds of `ids` in the layout of `sequence`, lowest and highest. */
-function secondsOf(sequence: RedisSequence, ids: bigint[]): { first: number; last: number } {
-  let first = Number.POSITIVE_INFINITY;
-  let last = Number.NEGATIVE_INFINITY;
-  for (const id of ids) {
-    const second = Math.floor(sequence.layout.decompose(id).timestampMs / 1000);
-    if (second < first) first = second;
-    if (second > last) last = second;
-  }
-  return { first, last };
 }
 
 /** Seconds (Unix) in which both drawers drew ids. */

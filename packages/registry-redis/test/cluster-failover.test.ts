@@ -12,16 +12,20 @@
 // replica whose data is older than node-timeout x factor would not stand for election.
 import { performance } from "node:perf_hooks";
 import {
+  type RedisClusterPair,
   type RedisHandle,
   redisClusterNodes,
+  redisClusterPairThroughProxy,
   redisCommand,
   redisInfoField,
+  redisKeyInSlots,
+  redisReplicaCommand,
   redisReplicaInSync,
   startRedisCluster,
   TcpProxy,
   waitUntil,
 } from "@leaf/testkit";
-import { Cluster, Redis } from "ioredis";
+import { Cluster } from "ioredis";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   type Closers,
@@ -43,15 +47,7 @@ import {
 const TEST_MS = 180_000;
 const NODE_TIMEOUT_MS = 3000;
 
-/** A master, its replica, and the proxy the replica replicates through (the master's address). */
-interface Pair {
-  master: RedisHandle;
-  replica: RedisHandle;
-  /** The master's slot ranges, as CLUSTER NODES prints them. */
-  slots: string[];
-  /** The master's announced address: cutOff() and the replica hears nothing more. */
-  replication: TcpProxy;
-}
+type Pair = RedisClusterPair;
 
 type NatMap = Record<string, { host: string; port: number }>;
 
@@ -74,67 +70,20 @@ beforeAll(async () => {
 
 afterAll(async () => await closeAll(closers));
 
-/**
- * The `index`th master (by its first slot), its replica, and a proxy announced as the master's
- * address, so the replica replicates through it; resolves once the replica is in sync through it.
- */
+/** The `index`th master and its replica, replicating through a proxy (the test kit's). */
 async function pairAt(index: number): Promise<Pair> {
-  const view = await redisClusterNodes(nodes.find((n) => !killed.has(n.port))!.port);
-  const masters = view
-    .filter((n) => n.role === "master" && n.slots.length > 0)
-    .sort((x, y) => firstSlot(x.slots) - firstSlot(y.slots));
-  const m = masters[index]!;
-  const r = view.find((n) => n.masterId === m.id)!;
-  const byPort = (port: number) => nodes.find((n) => n.port === port)!;
-  const master = byPort(m.port);
-  const replica = byPort(r.port);
-  const replication = await TcpProxy.start({ targetPort: master.port });
-  closers.push(() => replication.close());
-  expect(
-    await redisCommand(
-      master.port,
-      "CONFIG",
-      "SET",
-      "cluster-announce-port",
-      String(replication.port),
-    ),
-  ).toBe("OK");
-  // The cluster bus tells R its master's new address; R reconnects through the proxy.
-  await waitUntil("the replica to replicate through the proxy", () =>
-    redisReplicaInSync(replica.port, replication.port),
+  const pair = await redisClusterPairThroughProxy(
+    nodes.filter((n) => !killed.has(n.port)),
+    index,
   );
-  return { master, replica, slots: m.slots, replication };
+  closers.push(() => pair.replication.close());
+  return pair;
 }
 
-function firstSlot(ranges: string[]): number {
-  return Number(/^\d+/.exec(ranges[0] ?? "")?.[0] ?? Number.POSITIVE_INFINITY);
-}
-
-/** A service name whose keys live in one of the pair's slots. */
 async function serviceOn(pair: Pair, prefix: string): Promise<string> {
   for (let i = 0; ; i++) {
     const name = `${prefix}-${process.pid}-${Date.now()}-${i}`;
-    const slot = Number(
-      await redisCommand(pair.master.port, "CLUSTER", "KEYSLOT", keysOf(name).leases),
-    );
-    const inside = pair.slots.some((range) => {
-      const [from, to = from] = range.split("-").map(Number);
-      return slot >= from! && slot <= to!;
-    });
-    if (inside) return name;
-  }
-}
-
-/** `command` on the replica at `port` (READONLY first: a cluster replica redirects otherwise). */
-async function onReplica(port: number, ...command: string[]): Promise<unknown> {
-  const c = new Redis({ port, host: "127.0.0.1", lazyConnect: true, retryStrategy: () => null });
-  c.on("error", () => {});
-  try {
-    await c.connect();
-    await c.call("READONLY");
-    return await c.call(command[0]!, ...command.slice(1));
-  } finally {
-    c.disconnect();
+    if (await redisKeyInSlots(pair.master.port, keysOf(name).leases, pair.slots)) return name;
   }
 }
 
@@ -183,7 +132,9 @@ async function failOverUnderA(pair: Pair, service: string): Promise<HandOver> {
   });
   const a = await takeAndIssue(worker(failoverRegistry(aClient, closers), service, 1, closers));
   // The master confirmed A's grant and renewals; the replica has none of them.
-  expect(await onReplica(pair.replica.port, "HEXISTS", keysOf(service).leases, "0")).toBe(0);
+  expect(await redisReplicaCommand(pair.replica.port, "HEXISTS", keysOf(service).leases, "0")).toBe(
+    0,
+  );
 
   const killedAt = performance.now();
   await pair.master.kill();
@@ -236,7 +187,9 @@ describe("registry-redis across a real Redis Cluster failover that loses writes"
       await olderThan(pair.master.port, FAILOVER_LEASE_MS);
       await olderThan(pair.replica.port, FAILOVER_LEASE_MS);
       const service = await serviceOn(pair, "cluster-promoted");
-      expect(await onReplica(pair.replica.port, "EXISTS", keysOf(service).marker)).toBe(0);
+      expect(await redisReplicaCommand(pair.replica.port, "EXISTS", keysOf(service).marker)).toBe(
+        0,
+      );
 
       const o = await failOverUnderA(pair, service);
       expectSafeHandOver(o.a, o.b, o.marker);
@@ -260,9 +213,14 @@ describe("registry-redis across a real Redis Cluster failover that loses writes"
         closers,
       );
       const idsW = await useAndRelease(w, service, (command, ...args) =>
-        onReplica(pair.replica.port, command, ...args),
+        redisReplicaCommand(pair.replica.port, command, ...args),
       );
-      const markedBy = await onReplica(pair.replica.port, "HGET", keysOf(service).marker, "run_id");
+      const markedBy = await redisReplicaCommand(
+        pair.replica.port,
+        "HGET",
+        keysOf(service).marker,
+        "run_id",
+      );
       const masterRunId = await redisInfoField(pair.master.port, "server", "run_id");
 
       const o = await failOverUnderA(pair, service);

@@ -42,7 +42,11 @@ export { startRedis } from "./redis";
 export {
   type RedisClusterNode,
   type RedisClusterOptions,
+  type RedisClusterPair,
   redisClusterNodes,
+  redisClusterPairThroughProxy,
+  redisKeyInSlots,
+  redisReplicaCommand,
   startRedisCluster,
 } from "./redis-cluster";
 export {

@@ -7,7 +7,8 @@ import { Redis } from "ioredis";
 import { TestkitError } from "./errors";
 import { freePort } from "./ports";
 import { startRedis } from "./redis";
-import { redisCommand, redisInfoField } from "./redis-command";
+import { redisCommand, redisInfoField, redisReplicaInSync } from "./redis-command";
+import { TcpProxy } from "./tcp-proxy";
 import type { RedisHandle } from "./types";
 import { waitUntil } from "./wait-until";
 
@@ -130,6 +131,103 @@ export async function redisClusterNodes(port: number): Promise<RedisClusterNode[
         slots: slots.map((s) => s.trim()).filter(Boolean),
       };
     });
+}
+
+/** A master of a test cluster and its replica, which replicates through `replication`. */
+export interface RedisClusterPair {
+  master: RedisHandle;
+  replica: RedisHandle;
+  /** The master's slot ranges, as CLUSTER NODES prints them ("0-5460"). */
+  slots: string[];
+  /** The master's announced address: `cutOff()` and the replica hears nothing more from it. */
+  replication: TcpProxy;
+}
+
+/**
+ * The `index`th master of `nodes` (by its first slot) and its replica, the master announcing a TCP
+ * proxy as its address (`cluster-announce-port`) so that the replica replicates through it: cut it
+ * and the replica misses every later write, as when a master dies before its asynchronous
+ * replication stream left it. Resolves once the replica is in sync through the proxy. The cluster
+ * is read from the first of `nodes` that answers; close the proxy when done.
+ */
+export async function redisClusterPairThroughProxy(
+  nodes: RedisHandle[],
+  index: number,
+): Promise<RedisClusterPair> {
+  let view: RedisClusterNode[] = [];
+  for (const node of nodes) {
+    view = await redisClusterNodes(node.port);
+    if (view.length > 0) break;
+  }
+  const masters = view
+    .filter((n) => n.role === "master" && n.slots.length > 0)
+    .sort((x, y) => firstSlot(x.slots) - firstSlot(y.slots));
+  const m = masters[index];
+  const r = m && view.find((n) => n.masterId === m.id);
+  const master = m && nodes.find((n) => n.port === m.port);
+  const replica = r && nodes.find((n) => n.port === r.port);
+  if (!m || !master || !replica) {
+    throw new TestkitError(
+      "TESTKIT_BAD_OPTION",
+      `redisClusterPairThroughProxy: no master ${index} with a replica among the ${nodes.length} ` +
+        `nodes given (the cluster lists ${masters.length} masters serving slots)`,
+    );
+  }
+  const replication = await TcpProxy.start({ targetPort: master.port });
+  try {
+    const answer = await redisCommand(
+      master.port,
+      "CONFIG",
+      "SET",
+      "cluster-announce-port",
+      String(replication.port),
+    );
+    if (answer !== "OK") {
+      throw new TestkitError(
+        "TESTKIT_NOT_RUNNING",
+        `CONFIG SET cluster-announce-port on the Redis at port ${master.port} answered ` +
+          `${String(answer)}, expected OK`,
+      );
+    }
+    // The cluster bus tells the replica its master's new address; it reconnects through the proxy.
+    await waitUntil("the replica to replicate through the proxy", () =>
+      redisReplicaInSync(replica.port, replication.port),
+    );
+  } catch (error) {
+    await replication.close();
+    throw error;
+  }
+  return { master, replica, slots: m.slots, replication };
+}
+
+function firstSlot(ranges: string[]): number {
+  return Number(/^\d+/.exec(ranges[0] ?? "")?.[0] ?? Number.POSITIVE_INFINITY);
+}
+
+/** True when `key` hashes to a slot in `slots` (ranges as CLUSTER NODES prints them); asks `port`. */
+export async function redisKeyInSlots(
+  port: number,
+  key: string,
+  slots: string[],
+): Promise<boolean> {
+  const slot = Number(await redisCommand(port, "CLUSTER", "KEYSLOT", key));
+  return slots.some((range) => {
+    const [from, to = from] = range.split("-").map(Number);
+    return slot >= from! && slot <= to!;
+  });
+}
+
+/** `command` on the cluster replica at `port`, after READONLY (a replica redirects otherwise). */
+export async function redisReplicaCommand(port: number, ...command: string[]): Promise<unknown> {
+  const c = new Redis({ port, host: "127.0.0.1", lazyConnect: true, retryStrategy: () => null });
+  c.on("error", () => {});
+  try {
+    await c.connect();
+    await c.call("READONLY");
+    return await c.call(command[0]!, ...command.slice(1));
+  } finally {
+    c.disconnect();
+  }
 }
 
 async function nodeReady(node: RedisHandle, total: number): Promise<boolean> {

@@ -2,11 +2,15 @@ import { afterAll, describe, expect, it } from "vitest";
 import {
   type RedisHandle,
   redisClusterNodes,
+  redisClusterPairThroughProxy,
   redisCommand,
   redisInfoField,
+  redisKeyInSlots,
+  redisReplicaCommand,
   redisReplicaInSync,
   startRedisCluster,
   TestkitError,
+  waitUntil,
 } from "../src/index";
 
 const started: RedisHandle[] = [];
@@ -61,5 +65,37 @@ describe("startRedisCluster", () => {
     );
     await expect(startRedisCluster(2)).rejects.toMatchObject({ code: "TESTKIT_BAD_OPTION" });
     await expect(startRedisCluster(2)).rejects.toBeInstanceOf(TestkitError);
+  });
+});
+
+describe("redisClusterPairThroughProxy", () => {
+  it("makes a master's replica replicate through a proxy that cuts it off, and reads the replica", async () => {
+    const nodes = await startRedisCluster({ masters: 3, replicasPerMaster: 1 });
+    started.push(...nodes);
+    const pair = await redisClusterPairThroughProxy(nodes, 1);
+    try {
+      expect(pair.slots[0]).toMatch(/^\d+-\d+$/);
+      expect(await redisReplicaInSync(pair.replica.port, pair.replication.port)).toBe(true);
+      // A key of the pair's slots, written on the master, reaches the replica through the proxy.
+      let key = "";
+      for (let i = 0; !(await redisKeyInSlots(pair.master.port, key, pair.slots)); i++) {
+        key = `k${i}`;
+      }
+      expect(await redisCommand(pair.master.port, "SET", key, "before")).toBe("OK");
+      await waitUntil(
+        "the write to reach the replica",
+        async () => (await redisReplicaCommand(pair.replica.port, "GET", key)) === "before",
+      );
+      // Cut: a later write never reaches the replica.
+      pair.replication.cutOff();
+      expect(await redisCommand(pair.master.port, "SET", key, "after")).toBe("OK");
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      expect(await redisReplicaCommand(pair.replica.port, "GET", key)).toBe("before");
+    } finally {
+      await pair.replication.close();
+    }
+    await expect(redisClusterPairThroughProxy(nodes, 5)).rejects.toThrow(
+      /no master 5 with a replica among the 6 nodes given/,
+    );
   });
 });

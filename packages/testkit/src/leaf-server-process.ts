@@ -29,6 +29,8 @@ export interface LeafServerProcessOptions {
   config: Record<string, unknown>;
   /** Start the process under this clock. */
   clock?: FakeClock;
+  /** Variables added to the process's environment (a pod's HOSTNAME, say). */
+  env?: Record<string, string>;
   /** How long a start may take before it counts as failed and the process is killed (default 45 s). */
   readyTimeoutMs?: number;
   /** How long stop() waits after SIGTERM before it sends SIGKILL (default 20 s). */
@@ -218,7 +220,7 @@ export class LeafServerProcess {
         `${this.clock ? ` (clock offset ${this.clock.offsetMs} ms)` : ""}\n`,
     );
     const child = spawnNode(this.options.cli, ["--config", this.configFile], {
-      env: { ...(this.clock?.env() ?? {}) },
+      env: { ...(this.options.env ?? {}), ...(this.clock?.env() ?? {}) },
       stdio: ["ignore", "pipe", "pipe"],
       wrapper: this.options.pidNamespace ? PID_NAMESPACE : undefined,
     });

@@ -5,9 +5,15 @@ import { COMPONENT, MAX_STEP } from "./validation";
 
 /** Options of Leaf's dynamic step. */
 export interface DynamicStepOptions {
-  /** Largest step the doubling reaches (default 1,000,000, Leaf's MAX_STEP). */
+  /**
+   * Bound of the doubling (default 1,000,000, Leaf's MAX_STEP): a step whose double would pass it
+   * stays as it is, as in Java Leaf.
+   */
   maxStep?: number;
-  /** Smallest step the halving reaches (default: the tag's step in the store, as Leaf). */
+  /**
+   * Bound of the halving (default: the tag's step in the store, as Leaf): a step whose half would
+   * fall below it stays as it is.
+   */
   minStep?: number;
   /**
    * Leaf's SEGMENT_DURATION, in ms (default 15 minutes): when the time since the previous load is
@@ -69,9 +75,12 @@ export function resolveDynamicStep(
 
 /**
  * The step of the next range. `previousStep` is the step of the last range taken, `tableStep` the
- * store's step for the tag, `sinceLastLoadMs` the time since that range was taken. Under the segment
- * duration the step doubles (up to maxStep), from twice it the step halves (down to minStep, default
- * the table's step). The table's step is a floor even above maxStep: a step set by hand is kept.
+ * store's step for the tag, `sinceLastLoadMs` the time since that range was taken. As Java Leaf's
+ * SegmentIDGenImpl: under the segment duration the step doubles unless the double passes maxStep,
+ * then it stays (from a table step of 100: ..., 409,600, 819,200, 819,200, never 1,000,000); from
+ * twice the duration it halves unless the half falls below minStep (default the table's step), then
+ * it stays. A table step changed by hand still bounds the result: raised above the current step it
+ * is taken at once, and a table step above maxStep is kept.
  */
 export function nextDynamicStep(
   previousStep: number,
@@ -79,10 +88,14 @@ export function nextDynamicStep(
   sinceLastLoadMs: number,
   settings: DynamicStep,
 ): number {
-  const floor = settings.minStep ?? tableStep;
-  const ceiling = Math.max(settings.maxStep, tableStep);
+  const floor = Math.max(settings.minStep ?? tableStep, 1);
+  const ceiling = Math.min(Math.max(settings.maxStep, tableStep), MAX_STEP);
   let step = previousStep;
-  if (sinceLastLoadMs < settings.segmentDurationMs) step = previousStep * 2;
-  else if (sinceLastLoadMs >= settings.segmentDurationMs * 2) step = Math.floor(previousStep / 2);
-  return Math.min(Math.max(step, floor, 1), ceiling, MAX_STEP);
+  if (sinceLastLoadMs < settings.segmentDurationMs) {
+    if (previousStep * 2 <= ceiling) step = previousStep * 2;
+  } else if (sinceLastLoadMs >= settings.segmentDurationMs * 2) {
+    const half = Math.floor(previousStep / 2);
+    if (half >= floor) step = half;
+  }
+  return Math.min(Math.max(step, floor), ceiling);
 }

@@ -1,5 +1,5 @@
-// The conformance suite every worker-id registry runs unchanged: ours (zk, mysql, local) and third
-// parties'. It takes vitest's `test` so that it registers real tests in the adapter's own test file.
+// The conformance suite every worker-id registry runs unchanged: ours (zk, mysql, local, redis,
+// etcd) and third parties'. It takes vitest's `test` so that it registers real tests in the adapter's own test file.
 // Subpath `@leaf/conformance/registry`.
 import {
   type AcquireRequest,
@@ -55,6 +55,13 @@ export interface RegistryConformanceOptions {
   backups?: Capability<true>;
   /** A lone node that releases and acquires again gets the same worker id back (default true). */
   sameIdOnReacquire?: Capability<true>;
+  /**
+   * Grants a requested worker id (`AcquireRequest.workerId`, e.g. a StatefulSet pod's ordinal)
+   * exactly, under a lease, or refuses it with WORKER_ID_IN_USE while another holder has it.
+   * Switched off (the default), the suite checks instead that a request naming a worker id is
+   * refused with INVALID_ARGUMENT rather than answered with another id.
+   */
+  requestedWorkerId?: Capability<true>;
 }
 
 /** @deprecated The name in `@leaf/registry-conformance`: use {@link RegistryConformanceOptions}. */
@@ -280,6 +287,67 @@ export function registryConformance(test: TestFunction, options: RegistryConform
     });
   }
 
+  const requested = options.requestedWorkerId ?? NOT_DECLARED;
+  if (isUnsupported(requested)) {
+    scenario("refuses a requested worker id it cannot grant, never granting another", async (s) => {
+      const error = await acquireError(s.acquire(await s.registry(), 0, { workerId: 1 }));
+      expectTrue(
+        isLeafError(error, ErrorCodes.INVALID_ARGUMENT),
+        `expected INVALID_ARGUMENT for a requested worker id, got ${describe(error)}`,
+      );
+    });
+  } else {
+    scenario(
+      "grants exactly a requested worker id and refuses it to a second node while held",
+      async (s) => {
+        const wanted = Math.min(5, maxWorkerId);
+        const a = await s.acquire(await s.registry(), 0, { workerId: wanted });
+        expectTrue(a.workerId === wanted, `asked for worker id ${wanted}, got ${a.workerId}`);
+        const error = await acquireError(s.acquire(await s.registry(), 1, { workerId: wanted }));
+        expectTrue(
+          isLeafError(error, ErrorCodes.WORKER_ID_IN_USE),
+          `a second node asking for held worker id ${wanted}: expected WORKER_ID_IN_USE, got ${describe(error)}`,
+        );
+        const other = await s.acquire(await s.registry(), 2);
+        expectTrue(
+          other.workerId !== wanted,
+          `a node asking for any id got the requested id ${wanted}, still held`,
+        );
+        const taken = await acquireError(
+          s.acquire(await s.registry(), 3, { workerId: other.workerId }),
+        );
+        expectTrue(
+          isLeafError(taken, ErrorCodes.WORKER_ID_IN_USE),
+          `asking for worker id ${other.workerId}, granted without a request: expected WORKER_ID_IN_USE, got ${describe(taken)}`,
+        );
+        expectTrue(!a.lost.aborted, "the holder lost its lease to a refused request");
+      },
+    );
+
+    scenario("grants a released requested worker id again, with its last timestamp", async (s) => {
+      const wanted = Math.min(3, maxWorkerId);
+      const first = await s.acquire(await s.registry(), 0, { workerId: wanted });
+      const final = Date.now() - 1_000;
+      await first.release(final);
+      const again = await s.acquire(await s.registry(), 1, { workerId: wanted });
+      expectTrue(again.workerId === wanted, `asked for worker id ${wanted}, got ${again.workerId}`);
+      expectTrue(
+        again.lastTimestamp >= final,
+        `lastTimestamp ${again.lastTimestamp} is below the previous holder's final report ${final}`,
+      );
+    });
+
+    scenario("refuses a requested worker id outside the layout's range", async (s) => {
+      const error = await acquireError(
+        s.acquire(await s.registry(), 0, { workerId: maxWorkerId + 1 }),
+      );
+      expectTrue(
+        isLeafError(error, ErrorCodes.INVALID_ARGUMENT),
+        `worker id ${maxWorkerId + 1} with maxWorkerId ${maxWorkerId}: expected INVALID_ARGUMENT, got ${describe(error)}`,
+      );
+    });
+  }
+
   const loss = options.leaseLoss ?? NOT_DECLARED;
   if (isUnsupported(loss)) skipped("signals a lost lease and the wired generator is fenced", loss);
   else {
@@ -333,6 +401,22 @@ interface Scenario {
     i: number,
     extra?: Partial<AcquireRequest>,
   ): Promise<WorkerLease>;
+}
+
+/** The rejection of `pending`, or undefined when it resolved. */
+async function acquireError(pending: Promise<unknown>): Promise<unknown> {
+  try {
+    await pending;
+    return undefined;
+  } catch (error) {
+    return error;
+  }
+}
+
+/** An outcome for a failure message: the error's code and message, or "a lease". */
+function describe(error: unknown): string {
+  if (error === undefined) return "a lease";
+  return isLeafError(error) ? `${error.code}: ${error.message}` : String(error);
 }
 
 function expectTrue(condition: boolean, message: string): asserts condition {

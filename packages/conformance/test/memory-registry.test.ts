@@ -16,6 +16,7 @@ registryConformance(test, {
   name: "core MemoryRegistry",
   create: async ({ namespace }) => new MemoryRegistry({ store: storeFor(namespace) }),
   backups: true,
+  requestedWorkerId: true,
   leaseLoss: {
     induce: async (lease, { namespace }) => {
       storeFor(namespace).revoke(namespace, lease.workerId, "revoked by the conformance test");

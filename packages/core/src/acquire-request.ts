@@ -12,6 +12,8 @@ export interface CheckedAcquireRequest {
   maxWorkerId: number;
   /** How many backup worker ids to lease with the primary one (0 when not asked). */
   backups: number;
+  /** The one worker id asked for (`AcquireRequest.workerId`), undefined when any id will do. */
+  workerId: number | undefined;
   signal: AbortSignal | undefined;
 }
 
@@ -25,13 +27,19 @@ export interface AcquireRequestLimits {
   minPort?: number;
   /** Largest `maxWorkerId` accepted (default `Number.MAX_SAFE_INTEGER`). */
   maxWorkerIdLimit?: number;
+  /**
+   * True when the registry grants a requested `workerId` exactly (or refuses with
+   * WORKER_ID_IN_USE). Default false: a request naming a worker id is refused with INVALID_ARGUMENT.
+   */
+  requestedWorkerId?: boolean;
 }
 
 /**
  * Checks an acquire request: a node with a non-empty name and ip and a port up to 65535, an integer
- * maxWorkerId of 0 or more and an integer backups count of 0 or more, within `limits`. Throws
- * INVALID_ARGUMENT (from `component`) naming the first bad field, then the signal's reason when it
- * is already aborted. Returns the request with `backups` defaulted to 0 and the node's key.
+ * maxWorkerId of 0 or more and an integer backups count of 0 or more, within `limits`. A requested `workerId` must lie in 0..maxWorkerId, without backups, and is refused
+ * unless `limits.requestedWorkerId` says the registry grants one. Throws INVALID_ARGUMENT (from
+ * `component`) naming the first bad field, then the signal's reason when it is already aborted.
+ * Returns the request with `backups` defaulted to 0 and the node's key.
  */
 export function checkAcquireRequest(
   component: string,
@@ -82,8 +90,43 @@ export function checkAcquireRequest(
   if (!Number.isSafeInteger(backups) || backups < 0) {
     throw argumentError(component, "backups", backups, "an integer of 0 or more");
   }
+  const workerId = request.workerId;
+  if (workerId !== undefined) {
+    if (!limits.requestedWorkerId) {
+      throw argumentError(
+        component,
+        "workerId",
+        workerId,
+        "no requested worker id: this registry chooses the id itself; use a registry that grants a " +
+          "requested id (redis, etcd), or leave workerId out",
+      );
+    }
+    if (!Number.isSafeInteger(workerId) || workerId < 0 || workerId > maxWorkerId) {
+      throw argumentError(
+        component,
+        "workerId",
+        workerId,
+        `an integer from 0 to ${maxWorkerId} (the layout's maxWorkerId)`,
+      );
+    }
+    if (backups > 0) {
+      throw argumentError(
+        component,
+        "backups",
+        backups,
+        `0 with a requested worker id (${workerId}): a requested id is leased alone`,
+      );
+    }
+  }
   request.signal?.throwIfAborted();
-  return { node, key: `${node.ip}:${node.port}`, maxWorkerId, backups, signal: request.signal };
+  return {
+    node,
+    key: `${node.ip}:${node.port}`,
+    maxWorkerId,
+    backups,
+    workerId,
+    signal: request.signal,
+  };
 }
 
 /**

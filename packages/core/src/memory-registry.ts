@@ -43,7 +43,10 @@ export interface MemoryRegistryOptions {
   store?: MemoryRegistryStore;
 }
 
-/** A {@link WorkerIdRegistry} in memory. A node gets back the id it had, else the lowest free one. */
+/**
+ * A {@link WorkerIdRegistry} in memory. A node gets back the id it had, else the lowest free one;
+ * a requested id exactly, or WORKER_ID_IN_USE while another lease holds it.
+ */
 export class MemoryRegistry implements WorkerIdRegistry {
   readonly kind = "memory";
   readonly store: MemoryRegistryStore;
@@ -66,7 +69,8 @@ export class MemoryRegistry implements WorkerIdRegistry {
       key,
       maxWorkerId,
       backups: backupCount,
-    } = checkAcquireRequest("registry-memory", request);
+      workerId: requested,
+    } = checkAcquireRequest("registry-memory", request, { requestedWorkerId: true });
     let space = this.store.spaces.get(node.name);
     if (!space) {
       space = new Map();
@@ -74,6 +78,18 @@ export class MemoryRegistry implements WorkerIdRegistry {
     }
     const chosen: number[] = [];
     const free = (id: number) => !space.get(id)?.holder && !chosen.includes(id);
+    if (requested !== undefined) {
+      const holder = space.get(requested)?.holder;
+      if (holder) {
+        throw new LeafError({
+          component: COMPONENT,
+          code: ErrorCodes.WORKER_ID_IN_USE,
+          message: `worker id ${requested} requested by ${key} is held by ${holder.node.ip}:${holder.node.port}`,
+          details: { workerId: requested, node: key },
+        });
+      }
+      chosen.push(requested);
+    }
     // Ids this node had before come first, in id order; then never-held or free ids.
     const own = [...space.entries()].filter(([, r]) => r.owner === key).map(([id]) => id);
     for (const id of own.sort((a, b) => a - b)) {

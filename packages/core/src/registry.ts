@@ -25,6 +25,15 @@ export interface AcquireRequest {
   maxWorkerId: number;
   /** How many backup worker ids to lease with the primary one (default 0). */
   backups?: number;
+  /**
+   * Optional: the one worker id this node must hold (0..maxWorkerId), for example a Kubernetes
+   * StatefulSet pod's ordinal. A registry that supports it grants exactly this id, under the same
+   * lease as any other, or rejects with WORKER_ID_IN_USE while another holder's lease on it lives;
+   * it never grants another id instead. Cannot be combined with `backups`. A registry that does not
+   * support it rejects the request with INVALID_ARGUMENT (`checkAcquireRequest` does so unless the
+   * registry declares the support), so a requested id is never silently ignored.
+   */
+  workerId?: number;
   /** Aborts a pending acquire (for example while retrying after a lost lease). */
   signal?: AbortSignal;
 }
@@ -87,6 +96,8 @@ export interface WorkerIdRegistry {
    * 0..maxWorkerId is available, WORKER_ID_IN_USE when the node's fixed id is held by another live
    * process, UNAVAILABLE when the backing store cannot be reached and no safe fallback exists,
    * CLOCK_BEHIND_LEASE when the registry itself checks the stored timestamp against the clock.
+   * With `request.workerId`: WORKER_ID_IN_USE while another holder's lease on that id lives, and
+   * INVALID_ARGUMENT from a registry that cannot grant a requested id.
    */
   acquire(request: AcquireRequest): Promise<WorkerLease>;
   /** Stops timers and closes connections. Does not release leases: call `release` first. */

@@ -48,6 +48,11 @@ export interface SnowflakeWorkerOptions {
   firstReportDelayMs?: number;
   /** Backup worker ids to lease with the primary one (default 0). */
   backups?: number;
+  /**
+   * The one worker id to ask the registry for, at start and after a lost lease (for example a
+   * StatefulSet pod's ordinal); see `AcquireRequest.workerId`. Default: the registry chooses.
+   */
+  workerId?: number;
   /** Take a new lease after losing one (default true). The generator stays fenced until then. */
   reacquire?: boolean;
   /** Generator options other than those the lease decides. */
@@ -171,6 +176,7 @@ export class SnowflakeWorker {
       node: this.options.node,
       maxWorkerId: this.layout.maxWorkerId,
       backups: this.options.backups ?? 0,
+      ...(this.options.workerId !== undefined ? { workerId: this.options.workerId } : {}),
       signal: this.closing.signal,
     });
   }

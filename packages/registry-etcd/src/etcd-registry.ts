@@ -111,7 +111,7 @@ export class EtcdRegistry implements WorkerIdRegistry {
 
   async acquire(request: AcquireRequest): Promise<WorkerLease> {
     if (this.#closed) throw closedError();
-    const checked = checkAcquireRequest(COMPONENT, request);
+    const checked = checkAcquireRequest(COMPONENT, request, { requestedWorkerId: true });
     const keys = new Keyspace(this.#settings.prefix, checked.node.name);
     const grantSentAt = performance.now();
     const grantWallAt = Date.now();
@@ -177,16 +177,33 @@ export class EtcdRegistry implements WorkerIdRegistry {
     this.#owned?.close();
   }
 
-  /** Wins `1 + backups` ids: the node's former ids first, then the lowest free ones. */
+  /**
+   * Wins `1 + backups` ids: the node's former ids first, then the lowest free ones; or exactly the
+   * requested id, else WORKER_ID_IN_USE naming its holder.
+   */
   async #claimIds(checked: CheckedAcquireRequest, claim: Claim, claimed: ClaimedId[]) {
     const { keys } = claim;
-    const held = new Set<number>();
+    const held = new Map<number, string>();
     const records = new Map<number, Stored>();
     for (const kv of await this.#calls.list(keys.root)) {
       const key = kv.key.toString();
       const parsed = keys.parse(key);
-      if (parsed?.kind === "holder") held.add(parsed.workerId);
+      if (parsed?.kind === "holder") held.set(parsed.workerId, kv.value.toString());
       if (parsed?.kind === "id") records.set(parsed.workerId, stored(key, kv));
+    }
+    if (checked.workerId !== undefined) {
+      const workerId = checked.workerId;
+      const won = held.has(workerId)
+        ? undefined
+        : await this.#claim(claim, workerId, records.get(workerId));
+      if (won) {
+        claimed.push(won);
+        return;
+      }
+      // Held when listed, or taken between the list and the claim: name the holder either way.
+      const holderText =
+        held.get(workerId) ?? (await this.#calls.get(keys.holder(workerId)))?.value.toString();
+      throw this.#inUse(checked, keys, workerId, holderText);
     }
     const wanted = checked.backups + 1;
     for (const workerId of candidates(checked, held, records)) {
@@ -208,6 +225,31 @@ export class EtcdRegistry implements WorkerIdRegistry {
         details: { maxWorkerId, backups: checked.backups, prefix: keys.root },
       });
     }
+  }
+
+  /** WORKER_ID_IN_USE for a requested id whose holder key names another holder. */
+  #inUse(
+    checked: CheckedAcquireRequest,
+    keys: Keyspace,
+    workerId: number,
+    holderText: string | undefined,
+  ): LeafError {
+    let holder = "another holder";
+    try {
+      const value = JSON.parse(holderText ?? "") as Partial<HolderValue>;
+      holder = `${value.node} (host ${value.host}, pid ${value.pid}, since ${value.since})`;
+    } catch {
+      // An unreadable holder key still holds the id: the message just cannot name its holder.
+    }
+    return new LeafError({
+      component: COMPONENT,
+      code: ErrorCodes.WORKER_ID_IN_USE,
+      message:
+        `worker id ${workerId} requested by ${checked.key} is held in etcd by ${holder}; stop that ` +
+        "node (a pod with the same StatefulSet ordinal still running?) and start this one again: " +
+        `its etcd lease (TTL ${this.#settings.ttlSeconds} s) ends once it stops renewing`,
+      details: { workerId, holder: holderText, prefix: keys.root },
+    });
   }
 
   /**
@@ -315,7 +357,7 @@ function nodeOf(s: Stored): string | undefined {
 /** The ids to try, in order: free ids this node had before, then every free id from 0 up. */
 function* candidates(
   checked: CheckedAcquireRequest,
-  held: ReadonlySet<number>,
+  held: ReadonlyMap<number, string>,
   records: ReadonlyMap<number, Stored>,
 ): Generator<number> {
   const own = [...records]

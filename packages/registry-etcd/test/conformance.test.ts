@@ -25,6 +25,7 @@ registryConformance(test, {
   name: "registry-etcd",
   create: async () => new EtcdRegistry({ url: etcd.url, prefix: PREFIX, leaseTtlSeconds: 2 }),
   backups: true,
+  requestedWorkerId: true,
   exhaustion: { maxWorkerId: 3 },
   leaseLoss: {
     induce: async (lease, { namespace }) => {

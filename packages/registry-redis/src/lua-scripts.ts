@@ -56,12 +56,15 @@ end
 `;
 
 /**
- * Takes the `need` lowest free ids in 0..max, all or none. A lease is free when missing or ended by
- * Redis TIME; taking an ended one folds its holder's horizon into the id's stamp first.
- * ARGV: lease ms, token, need, max worker id, horizon (the taker's clock + lease), ip, port.
+ * Takes the `need` lowest free ids in 0..max, all or none, or exactly the requested id. A lease is
+ * free when missing or ended by Redis TIME; taking an ended one folds its holder's horizon into the
+ * id's stamp first.
+ * ARGV: lease ms, token, need, max worker id, horizon (the taker's clock + lease), ip, port, the
+ * requested id ('' for the lowest free ones; need is then 1).
  * Replies: {'ok', floor, id1, stamp1, id2, stamp2, ...} (stamps already raised to the floor);
  * {'wait', ms, reason} during a quarantine; {'exhausted', soonest id, ms left, ip, port} (or just
- * {'exhausted'} when max is below 0).
+ * {'exhausted'} when max is below 0); {'in_use', id, ms left, ip, port} when the requested id is
+ * leased.
  */
 export const ACQUIRE_SCRIPT = script(`${PRELUDE}${MARKER}
 if now_ms < quarantine then
@@ -69,9 +72,12 @@ if now_ms < quarantine then
 end
 local token, need, max_id = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local horizon, ip, port = tonumber(ARGV[5]), ARGV[6], ARGV[7]
+local requested = tonumber(ARGV[8])
+local first_id, last_id = 0, max_id
+if requested then first_id, last_id = requested, requested end
 local free, old = {}, {}
 local soonest_id, soonest_end, soonest
-for id = 0, max_id do
+for id = first_id, last_id do
   local raw = redis.call('HGET', leases_key, id)
   local lease = raw and cjson.decode(raw)
   if not lease or tonumber(lease.e) < now_ms then
@@ -83,6 +89,9 @@ for id = 0, max_id do
   end
 end
 if #free < need then
+  if requested and soonest then
+    return {'in_use', requested, ms(soonest_end - now_ms), soonest.ip or '', soonest.port or ''}
+  end
   if not soonest then return {'exhausted'} end
   return {'exhausted', soonest_id, ms(soonest_end - now_ms), soonest.ip or '', soonest.port or ''}
 end

@@ -7,7 +7,8 @@ import {
   type BackupWorker,
   type Clock,
   delay,
-  type LeafError,
+  ErrorCodes,
+  LeafError,
   type NodeIdentity,
 } from "@leaf/core";
 import {
@@ -47,7 +48,10 @@ export interface LeaseSettings extends LeaseTimings {
   forget(lease: RedisLease): void;
 }
 
-/** Takes 1 + backups worker ids for `request.node`, all or none; waits out a quarantine. */
+/**
+ * Takes 1 + backups worker ids for `request.node`, all or none (or exactly the requested id, else
+ * WORKER_ID_IN_USE); waits out a quarantine.
+ */
 export async function acquireRedisLease(
   settings: LeaseSettings,
   request: CheckedAcquireRequest,
@@ -69,6 +73,7 @@ export async function acquireRedisLease(
         settings.clock.now() + settings.leaseMs,
         request.node.ip,
         request.node.port,
+        request.workerId ?? "",
       ],
       `taking ${need === 1 ? "a worker id" : `${need} worker ids`} for ${request.key}`,
     )) as string[];
@@ -76,6 +81,22 @@ export async function acquireRedisLease(
       // Redis lost or may have lost the leases: holders of the old data fence within one lease.
       await delay(Number(reply[1]) + 1, request.signal);
       continue;
+    }
+    if (reply[0] === "in_use") {
+      // ["in_use", id, ms left, ip, port]: the requested id is leased to another holder.
+      throw new LeafError({
+        component: COMPONENT,
+        code: ErrorCodes.WORKER_ID_IN_USE,
+        message:
+          `worker id ${reply[1]} requested by ${request.key} is leased in Redis to ${reply[3]}:${reply[4]} ` +
+          `for ${reply[2]} ms more unless renewed; stop that node (a pod with the same StatefulSet ` +
+          "ordinal still running?) and start this one again once its lease ends",
+        details: {
+          workerId: Number(reply[1]),
+          holder: `${reply[3]}:${reply[4]}`,
+          leftMs: Number(reply[2]),
+        },
+      });
     }
     if (reply[0] === "exhausted") {
       // ["exhausted"] or ["exhausted", soonest id, ms left, ip, port]

@@ -142,7 +142,8 @@ export class RedisRegistry implements WorkerIdRegistry {
   }
 
   /**
-   * Grants the lowest free worker id (and `backups` more) for `request.node`. Rejects with
+   * Grants the lowest free worker id (and `backups` more) for `request.node`, or exactly
+   * `request.workerId` when given. Rejects with WORKER_ID_IN_USE (the requested id is leased),
    * WORKER_IDS_EXHAUSTED, UNAVAILABLE (Redis does not answer; there is no local fallback: another
    * node may hold this node's former id), CLOCK_BEHIND_LEASE, CORRUPT_DATA or CLOSED. After Redis
    * lost its data it waits (at most one lease) before granting.
@@ -158,6 +159,7 @@ export class RedisRegistry implements WorkerIdRegistry {
     const checked = checkAcquireRequest(COMPONENT, request, {
       maxNameLength: 200,
       maxWorkerIdLimit: 2 ** 31 - 1,
+      requestedWorkerId: true,
     });
     const lease = await acquireRedisLease(
       {

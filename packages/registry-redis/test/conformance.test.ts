@@ -22,6 +22,7 @@ registryConformance(test, {
   name: "registry-redis",
   create: async () => new RedisRegistry({ url: redis.url, leaseMs: 5000 }),
   backups: true,
+  requestedWorkerId: true,
   leaseLoss: {
     // The id is handed to another token behind the holder's back: its next renewal finds out.
     induce: async (lease) => {

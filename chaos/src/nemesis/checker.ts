@@ -1,0 +1,213 @@
+// The checker: reads a history and the faults' windows and finds what breaks a promise: an id twice
+// in a space, an id not above the previous one from the same server process (where the README
+// promises it), an error code no active fault may cause; and reports the longest time each client
+// went without an id.
+import type { Effect } from "./faults/fault";
+import { NO_ANSWER } from "./faults/fault";
+import type { Answer, History } from "./history";
+
+/** When a fault was active and what it may cause meanwhile. */
+export interface Window {
+  step: number;
+  fault: string;
+  target: string;
+  fromMs: number;
+  /** When its codes stop being accepted (stop + settle; Infinity for a lasting change). */
+  toMs: number;
+  effects: Effect[];
+}
+
+/** A duplicate: one id, the two answers that carried it. */
+export interface Duplicate {
+  space: string;
+  id: string;
+  first: Answer;
+  second: Answer;
+}
+
+/** What the checker found. */
+export interface Verdict {
+  ids: number;
+  answers: number;
+  failedAnswers: number;
+  /** Extra copies of ids, per space. */
+  duplicates: Record<string, number>;
+  /** The duplicate whose second copy arrived first. */
+  firstDuplicate: Duplicate | undefined;
+  decreases: number;
+  firstDecrease: string | undefined;
+  /** Error codes no active fault may cause: client, code, count, first time, a message. */
+  undocumented: Array<{
+    client: string;
+    code: string;
+    count: number;
+    firstMs: number;
+    message: string;
+  }>;
+  /** Per client: the longest time without an id, and the faults active meanwhile. */
+  gaps: Array<{ client: string; ms: number; fromMs: number; toMs: number; during: string[] }>;
+  /** Whether a promise was broken (duplicates, decreases, undocumented codes). */
+  failed: boolean;
+  /** Which promises: "duplicates", "decreases", "codes". */
+  broken: string[];
+}
+
+/** Checks a history against the windows of the faults applied and of servers left down. */
+export function check(
+  history: History,
+  windows: Window[],
+  down: Array<{ server: string; fromMs: number; toMs: number }>,
+): Verdict {
+  const duplicates: Record<string, number> = {};
+  let firstDuplicate: Duplicate | undefined;
+  for (const space of history.spaceNames()) {
+    const found = findDuplicates(history, space);
+    if (found.count > 0) duplicates[space] = found.count;
+    if (found.first && (!firstDuplicate || found.first.second.toMs < firstDuplicate.second.toMs)) {
+      firstDuplicate = found.first;
+    }
+  }
+  const undocumented = new Map<
+    string,
+    { client: string; code: string; count: number; firstMs: number; message: string }
+  >();
+  let failedAnswers = 0;
+  for (const answer of history.answers) {
+    if (answer.code === undefined) continue;
+    failedAnswers++;
+    if (accepted(answer, windows, down)) continue;
+    const key = `${answer.client} ${answer.code}`;
+    const entry = undocumented.get(key);
+    if (entry) entry.count++;
+    else {
+      undocumented.set(key, {
+        client: answer.client,
+        code: answer.code,
+        count: 1,
+        firstMs: Math.round(answer.fromMs),
+        message: history.messages.get(key) ?? "",
+      });
+    }
+  }
+  const d = history.decreases[0];
+  const broken = [
+    ...(Object.keys(duplicates).length > 0 ? ["duplicates"] : []),
+    ...(history.decreases.length > 0 ? ["decreases"] : []),
+    ...(undocumented.size > 0 ? ["codes"] : []),
+  ];
+  return {
+    ids: history.totalIds(),
+    answers: history.answers.length,
+    failedAnswers,
+    duplicates,
+    firstDuplicate,
+    decreases: history.decreases.length,
+    firstDecrease: d
+      ? `${d.client} from ${d.server} #${d.incarnation}: ${d.previous} then ${d.id} at ${(history.answers[d.answer]!.toMs / 1000).toFixed(1)} s`
+      : undefined,
+    undocumented: [...undocumented.values()],
+    gaps: gaps(history, windows),
+    failed: broken.length > 0,
+    broken,
+  };
+}
+
+/** Whether a failed answer's code is one an active fault (or a server left down) may cause. */
+function accepted(
+  answer: Answer,
+  windows: Window[],
+  down: Array<{ server: string; fromMs: number; toMs: number }>,
+): boolean {
+  const code = answer.code!;
+  const overlapping = windows.filter((w) => w.fromMs <= answer.toMs && answer.fromMs <= w.toMs);
+  if (answer.server === "pool") {
+    // A client over every server: UNAVAILABLE or TIMEOUT when every server failed, or a server's code.
+    if (overlapping.length > 0 && (code === "UNAVAILABLE" || code === "TIMEOUT")) return true;
+    return overlapping.some((w) => w.effects.some((e) => e.codes.includes(code)));
+  }
+  if (
+    NO_ANSWER.includes(code) &&
+    down.some(
+      (d) => d.server === answer.server && d.fromMs <= answer.toMs && answer.fromMs <= d.toMs,
+    )
+  ) {
+    return true;
+  }
+  return overlapping.some((w) =>
+    w.effects.some(
+      (e) =>
+        (e.servers.includes("*") || e.servers.includes(answer.server)) && e.codes.includes(code),
+    ),
+  );
+}
+
+/** Sorts a copy of the space's ids; counts extra copies; finds the duplicate seen earliest. */
+function findDuplicates(
+  history: History,
+  space: string,
+): { count: number; first: Duplicate | undefined } {
+  const { ids, answers } = history.idsOf(space);
+  const sorted = ids.slice().sort();
+  let count = 0;
+  const values = new Set<bigint>();
+  for (let i = 1; i < sorted.length; i++) {
+    if (sorted[i] === sorted[i - 1]) {
+      count++;
+      if (values.size < 10_000) values.add(sorted[i]!);
+    }
+  }
+  if (count === 0) return { count, first: undefined };
+  // Each duplicated id's answers, in arrival order; the pair whose second copy came first.
+  const seen = new Map<bigint, number>();
+  for (let i = 0; i < ids.length; i++) {
+    const id = ids[i]!;
+    if (!values.has(id)) continue;
+    const earlier = seen.get(id);
+    if (earlier === undefined) {
+      seen.set(id, answers[i]!);
+      continue;
+    }
+    return {
+      count,
+      first: {
+        space,
+        id: id.toString(),
+        first: history.answers[earlier]!,
+        second: history.answers[answers[i]!]!,
+      },
+    };
+  }
+  return { count, first: undefined };
+}
+
+/** Per client, the longest time from the start of a request that got no id to the next id. */
+function gaps(history: History, windows: Window[]): Verdict["gaps"] {
+  const open = new Map<string, number>();
+  const longest = new Map<string, { ms: number; fromMs: number; toMs: number }>();
+  const end = history.now();
+  const consider = (client: string, fromMs: number, toMs: number) => {
+    const best = longest.get(client);
+    if (!best || toMs - fromMs > best.ms) longest.set(client, { ms: toMs - fromMs, fromMs, toMs });
+  };
+  for (const a of history.answers) {
+    if (a.code !== undefined) {
+      if (!open.has(a.client)) open.set(a.client, a.fromMs);
+      continue;
+    }
+    const since = open.get(a.client) ?? a.fromMs;
+    open.delete(a.client);
+    consider(a.client, since, a.toMs);
+  }
+  for (const [client, since] of open) consider(client, since, end);
+  return [...longest.entries()]
+    .map(([client, g]) => ({
+      client,
+      ms: Math.round(g.ms),
+      fromMs: Math.round(g.fromMs),
+      toMs: Math.round(g.toMs),
+      during: windows
+        .filter((w) => w.fromMs <= g.toMs && g.fromMs <= w.toMs)
+        .map((w) => `#${w.step} ${w.fault} ${w.target}`),
+    }))
+    .sort((a, b) => b.ms - a.ms);
+}

@@ -1,0 +1,198 @@
+// The cluster of one family: its stores (private servers of the test kit), a TCP proxy between each
+// server and each store it uses (so one link can be cut), a fake clock per server, and the Leaf
+// server processes themselves. Faults act on it; the load reads its servers.
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import {
+  FakeClock,
+  freePort,
+  type ServiceHandle,
+  startEtcd,
+  startMysql,
+  startRedis,
+  startZookeeper,
+  TcpProxy,
+} from "@leaf/testkit";
+import { LeafProcess, serverCli } from "../leaf-process";
+import { type SegmentDatabase, segmentDatabaseOn } from "../services";
+import type { History } from "./history";
+
+/** The stores a family can use. */
+export type StoreKind = "mysql" | "zookeeper" | "redis" | "etcd";
+
+type Config = Record<string, unknown>;
+
+/** One Leaf server of a family. */
+export interface ServerSpec {
+  label: string;
+  /** Its configuration; `c.urlOf(label, store)` gives the store's address through its proxy. */
+  config(c: Cluster): Config;
+  /** The stores it reaches, each through a proxy of its own. */
+  links: StoreKind[];
+  env?: Record<string, string>;
+  /** Not started with the cluster: a fault starts it (a second pod, say). */
+  spare?: boolean;
+}
+
+/** The running cluster. */
+export class Cluster {
+  readonly stores = new Map<StoreKind, ServiceHandle>();
+  readonly proxies = new Map<string, TcpProxy>();
+  readonly servers = new Map<string, LeafProcess>();
+  readonly clocks = new Map<string, FakeClock>();
+  /** The segment database (MariaDB families with tags). */
+  db: SegmentDatabase | undefined;
+  /** Called when a spare server starts (the load adds its clients). */
+  onStarted: ((label: string) => void) | undefined;
+  /**
+   * Servers left down because every restart was refused (a documented start-up check): from when,
+   * until a later start (Infinity while still down).
+   */
+  readonly down: Array<{ server: string; fromMs: number; toMs: number }> = [];
+
+  constructor(
+    readonly dir: string,
+    readonly history: History,
+    private readonly log: (line: string) => void,
+  ) {}
+
+  /** Starts `stores` (in parallel), creates `tags` in a new database when MariaDB is one. */
+  async startStores(
+    stores: StoreKind[],
+    tags: Array<{ tag: string; step: number }>,
+  ): Promise<void> {
+    const handles = await Promise.all(
+      stores.map(async (kind): Promise<[StoreKind, ServiceHandle]> => {
+        switch (kind) {
+          case "mysql":
+            return [kind, await startMysql({ useEnv: false })];
+          case "zookeeper":
+            return [kind, await startZookeeper({ useEnv: false })];
+          case "redis":
+            return [kind, await startRedis({ useEnv: false })];
+          case "etcd":
+            return [kind, await startEtcd({ useEnv: false })];
+        }
+      }),
+    );
+    for (const [kind, handle] of handles) this.stores.set(kind, handle);
+    const mysql = this.stores.get("mysql");
+    if (mysql) this.db = await segmentDatabaseOn(mysql as never, tags);
+  }
+
+  /** Makes each server's proxies, clock and process (not started). */
+  async prepare(specs: ServerSpec[]): Promise<void> {
+    const cli = serverCli();
+    for (const spec of specs) {
+      for (const store of spec.links) {
+        const handle = this.store(store);
+        this.proxies.set(
+          linkName(spec.label, store),
+          await TcpProxy.start({ targetPort: handle.port }),
+        );
+      }
+      mkdirSync(this.dir, { recursive: true });
+      const clock = new FakeClock({ file: join(this.dir, `${spec.label}.clock`) });
+      this.clocks.set(spec.label, clock);
+      this.servers.set(
+        spec.label,
+        new LeafProcess({
+          cli,
+          label: spec.label,
+          dir: this.dir,
+          port: await freePort(),
+          config: spec.config(this),
+          clock,
+          env: spec.env,
+          readyTimeoutMs: 30_000,
+          stopTimeoutMs: 12_000,
+        }),
+      );
+    }
+  }
+
+  /** The store of `kind`, or an error naming it. */
+  store(kind: StoreKind): ServiceHandle {
+    const handle = this.stores.get(kind);
+    if (!handle) throw new Error(`[leaf] [nemesis] this family has no ${kind}`);
+    return handle;
+  }
+
+  /** The server `label`, or an error naming it. */
+  server(label: string): LeafProcess {
+    const server = this.servers.get(label);
+    if (!server) throw new Error(`[leaf] [nemesis] no server ${label}`);
+    return server;
+  }
+
+  /** The proxy between `label` and `store`. */
+  proxy(label: string, store: StoreKind): TcpProxy {
+    const proxy = this.proxies.get(linkName(label, store));
+    if (!proxy) throw new Error(`[leaf] [nemesis] no link ${linkName(label, store)}`);
+    return proxy;
+  }
+
+  /** `store`'s address as server `label` reaches it (through its proxy). */
+  urlOf(label: string, store: StoreKind): string {
+    const port = this.proxy(label, store).port;
+    switch (store) {
+      case "mysql":
+        return this.db!.urlVia(port);
+      case "zookeeper":
+        return `127.0.0.1:${port}`;
+      case "redis":
+        return `redis://127.0.0.1:${port}`;
+      case "etcd":
+        return `http://127.0.0.1:${port}`;
+    }
+  }
+
+  /**
+   * Starts a server, retrying a refused start (a worker id still leased, a clock check) up to
+   * `attempts` times, 2 s apart. Returns whether it serves; each refusal is an event.
+   */
+  async startServer(label: string, attempts = 1): Promise<boolean> {
+    const server = this.server(label);
+    for (let i = 0; i < attempts; i++) {
+      if (server.running) return true;
+      const outcome = await server.tryStart();
+      if (outcome.started) {
+        this.note(`${label} started (#${server.incarnation}, ${Math.round(outcome.ms)} ms)`);
+        for (const d of this.down)
+          if (d.server === label && d.toMs === Infinity) d.toMs = this.history.now();
+        return true;
+      }
+      const why = /refusing to start[^\n]*|[A-Z_]{6,}[^\n]{0,160}/.exec(outcome.output)?.[0];
+      this.note(`${label} refused to start (exit ${outcome.code}): ${why ?? "no reason printed"}`);
+      if (i + 1 < attempts) await sleep(2000);
+    }
+    if (!this.down.some((d) => d.server === label && d.toMs === Infinity)) {
+      this.down.push({ server: label, fromMs: this.history.now(), toMs: Infinity });
+    }
+    return false;
+  }
+
+  /** Logs and records an event. */
+  note(text: string): void {
+    this.log(
+      `  ${(this.history.now() / 1000).toFixed(1).padStart(6)} s  ${this.history.event(text)}`,
+    );
+  }
+
+  /** Stops every server, proxy and store. */
+  async dispose(): Promise<void> {
+    await Promise.all([...this.servers.values()].map((s) => s.kill().catch(() => undefined)));
+    await Promise.all([...this.proxies.values()].map((p) => p.close().catch(() => undefined)));
+    await this.db?.close().catch(() => undefined);
+    await Promise.all([...this.stores.values()].map((s) => s.dispose().catch(() => undefined)));
+  }
+}
+
+/** "A~mysql". */
+export function linkName(label: string, store: StoreKind): string {
+  return `${label}~${store}`;
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

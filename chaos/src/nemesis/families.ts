@@ -1,0 +1,282 @@
+// The families the nemesis attacks, one at a time: the servers, stores and clients of each, and the
+// error codes the README documents for a server of that mode whose store, lease or clock is in
+// trouble (what the checker accepts while a fault that causes it is active).
+import {
+  adminOn,
+  type RegistryKind,
+  segmentEmbedded,
+  segmentOff,
+  segmentOn,
+  serverConfig,
+  snowflakeOff,
+  snowflakeOn,
+} from "../server-configs";
+import type { Cluster, ServerSpec, StoreKind } from "./cluster";
+import type { Mode } from "./history";
+
+/** One client of the load. */
+export interface ClientSpec {
+  name: string;
+  /** Java Leaf's plain-text paths, the JSON API, or a @leaf/client over several servers. */
+  kind: "java" | "json" | "pool";
+  mode: Mode;
+  /** The server it asks (java, json) or the servers of its pool. */
+  servers: string[];
+  /** Segment tag. */
+  tag?: string;
+  /** Redis sequence shard. */
+  shard?: number;
+  space: string;
+  /** Whether ids from one server process must increase for this client (README promise). */
+  increasing: boolean;
+}
+
+/** A family: one mode (and registry) with its cluster and load. */
+export interface Family {
+  name: string;
+  title: string;
+  stores: StoreKind[];
+  tags: Array<{ tag: string; step: number }>;
+  servers: ServerSpec[];
+  clients: ClientSpec[];
+  /** Codes a server may answer while its store or lease is in doubt. */
+  storeCodes: string[];
+  /** Codes a server may answer while its wall clock is stepped. */
+  clockCodes: string[];
+  /** ms a server may need after its store returns before it serves again (lease, session, quarantine). */
+  recoveryMs: number;
+  /** The store that leases worker ids (the link a clock step plus cut targets). */
+  leaseStore?: StoreKind;
+  /** Segment tag served by the MariaDB servers (row locks and admin operations use it). */
+  mysqlTag?: string;
+  /** The servers a restart may be refused on while a worker id is still leased: retries. */
+  restartAttempts: number;
+}
+
+/** The name every server serves under (the registries' worker-id space). */
+const NAME = "nem";
+
+/** Java and JSON clients on one server. */
+function httpClients(
+  label: string,
+  mode: Mode,
+  space: string,
+  increasing: boolean,
+  extra: { tag?: string; shard?: number } = {},
+): ClientSpec[] {
+  return (["java", "json"] as const).map((kind) => ({
+    name: `${label} ${kind} ${mode}`,
+    kind: mode === "redisSequence" ? "json" : kind,
+    mode,
+    servers: [label],
+    space,
+    increasing,
+    ...extra,
+  }));
+}
+
+function segmentFamily(): Family {
+  const tag = "nem";
+  const mysqlServers = ["A", "B", "C"];
+  const servers: ServerSpec[] = mysqlServers.map((label) => ({
+    label,
+    links: ["mysql"],
+    config: (c: Cluster) =>
+      serverConfig(
+        NAME,
+        segmentOn(c.urlOf(label, "mysql"), { dynamicStep: false }),
+        snowflakeOff(),
+        adminOn(),
+      ),
+  }));
+  servers.push({
+    label: "D",
+    links: [],
+    config: () => serverConfig(NAME, segmentEmbedded("nem-embedded"), snowflakeOff()),
+  });
+  const space = `segment:${tag}`;
+  return {
+    name: "segment",
+    title: "segment: A, B, C on one MariaDB table (tag nem, step 500), D on the embedded store",
+    stores: ["mysql"],
+    tags: [{ tag, step: 500 }],
+    servers,
+    clients: [
+      ...mysqlServers.flatMap((label) => httpClients(label, "segment", space, true, { tag })),
+      ...httpClients("D", "segment", "segment:D-embedded", true, { tag: "nem-embedded" }),
+      ...[1, 2].map((n) => ({
+        name: `client-${n} segment`,
+        kind: "pool" as const,
+        mode: "segment" as const,
+        servers: mysqlServers,
+        tag,
+        space,
+        increasing: false,
+      })),
+    ],
+    storeCodes: ["SEGMENTS_EXHAUSTED", "NOT_INITIALIZED"],
+    clockCodes: [],
+    recoveryMs: 5000,
+    mysqlTag: tag,
+    restartAttempts: 2,
+  };
+}
+
+/** The snowflake registries the nemesis runs, each a family. */
+export const SNOWFLAKE_REGISTRIES = [
+  "zk",
+  "zk-recycle",
+  "mysql",
+  "mysql-lease",
+  "redis",
+  "etcd",
+  "local",
+  "statefulset",
+] as const;
+type SnowflakeRegistry = (typeof SNOWFLAKE_REGISTRIES)[number];
+
+/** Lease length of the leased registries (short, so that faults outlast leases). */
+const LEASE_MS = 3000;
+
+function snowflakeConfig(c: Cluster, label: string, registry: SnowflakeRegistry, index: number) {
+  const leased = ["zk-recycle", "mysql-lease", "redis", "etcd"].includes(registry);
+  const workerBits = leased ? { workerBits: 2 } : {};
+  const common = { enabled: true, ip: "127.0.0.1", backups: 0, ...workerBits };
+  switch (registry) {
+    case "redis":
+      return {
+        snowflake: {
+          ...common,
+          registry: "redis",
+          redis: { url: c.urlOf(label, "redis"), leaseMs: LEASE_MS },
+        },
+      };
+    case "etcd":
+      return {
+        snowflake: {
+          ...common,
+          registry: "etcd",
+          etcd: { url: c.urlOf(label, "etcd"), leaseTtlSeconds: LEASE_MS / 1000 },
+        },
+      };
+    case "statefulset":
+      return { snowflake: { ...common, registry: "local", local: { statefulSet: true } } };
+    default: {
+      const kind = registry as RegistryKind;
+      return snowflakeOn(
+        kind,
+        {
+          zookeeper: kind.startsWith("zk") ? c.urlOf(label, "zookeeper") : undefined,
+          mysqlUrl: kind.startsWith("mysql") ? c.urlOf(label, "mysql") : undefined,
+          localWorkerId: index,
+        },
+        {
+          ...workerBits,
+          sessionTimeoutMs: 4000,
+          leaseMs: kind === "mysql-lease" ? LEASE_MS : undefined,
+        },
+      );
+    }
+  }
+}
+
+function snowflakeFamily(registry: SnowflakeRegistry): Family {
+  const store: StoreKind | undefined = registry.startsWith("zk")
+    ? "zookeeper"
+    : registry.startsWith("mysql")
+      ? "mysql"
+      : registry === "redis" || registry === "etcd"
+        ? registry
+        : undefined;
+  const leased = ["zk-recycle", "mysql-lease", "redis", "etcd"].includes(registry);
+  const labels = ["A", "B", "C"];
+  const servers: ServerSpec[] = labels.map((label, index) => ({
+    label,
+    links: store ? [store] : [],
+    env: registry === "statefulset" ? { HOSTNAME: `leaf-${index}` } : undefined,
+    config: (c: Cluster) =>
+      serverConfig(NAME, segmentOff(), snowflakeConfig(c, label, registry, index)),
+  }));
+  if (registry === "statefulset") {
+    // A second pod with A's ordinal and a volume of its own (a force-deleted pod still running).
+    servers.push({
+      label: "A2",
+      links: [],
+      env: { HOSTNAME: "leaf-0" },
+      spare: true,
+      config: (c: Cluster) =>
+        serverConfig(NAME, segmentOff(), snowflakeConfig(c, "A2", registry, 0)),
+    });
+  }
+  const space = "snowflake:nem";
+  return {
+    name: `snowflake-${registry}`,
+    title: `snowflake on the ${registry} registry: A, B, C${leased ? " (2 worker-id bits, 3 s leases)" : ""}${registry === "statefulset" ? ", A2 a second pod with A's ordinal" : ""}`,
+    stores: store ? [store] : [],
+    tags: [],
+    servers,
+    clients: [
+      ...labels.flatMap((label) => httpClients(label, "snowflake", space, true)),
+      {
+        name: "client-1 snowflake",
+        kind: "pool",
+        mode: "snowflake",
+        servers: labels,
+        space,
+        increasing: false,
+      },
+    ],
+    storeCodes: leased ? ["LEASE_LOST", "NOT_INITIALIZED"] : ["NOT_INITIALIZED"],
+    clockCodes: ["CLOCK_MOVED_BACKWARDS", "CLOCK_BEHIND", ...(leased ? ["LEASE_LOST"] : [])],
+    recoveryMs: leased ? 4 * LEASE_MS + 4000 : 4000,
+    leaseStore: leased ? store : undefined,
+    restartAttempts: leased ? 6 : 2,
+  };
+}
+
+function redisSequenceFamily(): Family {
+  const labels = ["A", "B"];
+  return {
+    name: "redis-sequence",
+    title: "redis sequence: A and B on one Redis (no persistence), namespace nem",
+    stores: ["redis"],
+    tags: [],
+    servers: labels.map((label) => ({
+      label,
+      links: ["redis"],
+      config: (c: Cluster) =>
+        serverConfig(NAME, segmentOff(), snowflakeOff(), {
+          redisSequence: { enabled: true, url: c.urlOf(label, "redis"), namespace: NAME },
+        }),
+    })),
+    clients: labels.flatMap((label, i) =>
+      httpClients(label, "redisSequence", "redisSequence:nem", false, { shard: i }).map((c, k) => ({
+        ...c,
+        name: `${c.name} ${k === 0 ? "id" : "ids"}`,
+      })),
+    ),
+    storeCodes: ["UNAVAILABLE"],
+    clockCodes: ["CLOCK_SKEW", "UNAVAILABLE"],
+    recoveryMs: 5000,
+    restartAttempts: 2,
+  };
+}
+
+/** Every family, in run order. */
+export const FAMILIES: readonly Family[] = [
+  segmentFamily(),
+  ...SNOWFLAKE_REGISTRIES.map(snowflakeFamily),
+  redisSequenceFamily(),
+];
+
+/** The families named in `only` (all when empty); an unknown name is an error listing them. */
+export function selectFamilies(only: string[] | undefined): Family[] {
+  if (!only || only.length === 0) return [...FAMILIES];
+  const unknown = only.filter((name) => !FAMILIES.some((f) => f.name === name));
+  if (unknown.length > 0) {
+    throw new Error(
+      `[leaf] [nemesis] unknown family ${unknown.join(", ")}; the families are: ${FAMILIES.map((f) => f.name).join(", ")}`,
+    );
+  }
+  return FAMILIES.filter((f) => only.includes(f.name));
+}

@@ -1,0 +1,130 @@
+// Admin operations under load, on a server's admin API (and one in SQL): a new tag created and asked
+// for ids, the tag's step changed, its max_id raised, or the tag deleted and re-created at the
+// answered maxId + 1 (issue 24, item 2: the answered maxId must cover every range handed out).
+import mysql from "mysql2/promise";
+import { ADMIN_TOKEN } from "../../server-configs";
+import type { Cluster } from "../cluster";
+import type { Family } from "../families";
+import type { Fault, Params } from "./fault";
+
+const OPS = ["create", "step", "raise", "recreate"] as const;
+
+async function admin(
+  c: Cluster,
+  label: string,
+  method: string,
+  path: string,
+  body?: unknown,
+): Promise<{ status: number; json: Record<string, unknown> }> {
+  const server = c.server(label);
+  const answer = await fetch(`${server.url}${path}`, {
+    method,
+    headers: {
+      authorization: `Bearer ${ADMIN_TOKEN}`,
+      ...(body ? { "content-type": "application/json" } : {}),
+    },
+    body: body ? JSON.stringify(body) : undefined,
+    signal: AbortSignal.timeout(5000),
+  });
+  const text = await answer.text();
+  let json: Record<string, unknown> = {};
+  try {
+    json = JSON.parse(text) as Record<string, unknown>;
+  } catch {
+    json = { text };
+  }
+  return { status: answer.status, json };
+}
+
+async function run(c: Cluster, family: Family, target: string, params: Params): Promise<void> {
+  const label = String(params.server);
+  const tag = family.mysqlTag!;
+  switch (params.op) {
+    case "create": {
+      const name = `${tag}-new-${params.n}`;
+      const made = await admin(c, label, "POST", "/api/v1/admin/tags", { tag: name, step: 100 });
+      c.note(`admin: ${label} created tag ${name}: ${made.status}`);
+      return;
+    }
+    case "step": {
+      const step = Number(params.step);
+      const changed = await admin(c, label, "PATCH", `/api/v1/admin/tags/${tag}`, { step });
+      c.note(`admin: ${label} set ${tag}'s step to ${step}: ${changed.status}`);
+      return;
+    }
+    case "raise": {
+      const mysqlHandle = c.store("mysql") as unknown as {
+        connectionOptions(database?: string): mysql.ConnectionOptions;
+      };
+      const conn = await mysql.createConnection({
+        ...mysqlHandle.connectionOptions(c.db!.database),
+        connectTimeout: 2000,
+      });
+      try {
+        await conn.query("UPDATE leaf_alloc SET max_id = max_id + ? WHERE biz_tag = ?", [
+          Number(params.by),
+          tag,
+        ]);
+        c.note(`admin: ${tag}'s max_id raised by ${params.by} (SQL)`);
+      } finally {
+        conn.destroy();
+      }
+      return;
+    }
+    case "recreate": {
+      const deleted = await admin(c, label, "DELETE", `/api/v1/admin/tags/${target}`);
+      const maxId = deleted.json.maxId;
+      if (deleted.status !== 200 || typeof maxId !== "string") {
+        c.note(`admin: ${label} could not delete ${target}: ${deleted.status}`);
+        return;
+      }
+      const startId = (BigInt(maxId) + 1n).toString();
+      const made = await admin(c, label, "POST", "/api/v1/admin/tags", {
+        tag: target,
+        step: 500,
+        startId,
+      });
+      c.note(
+        `admin: ${label} deleted ${target} (answered maxId ${maxId}) and created it again at ${startId}: ${made.status}`,
+      );
+      return;
+    }
+  }
+}
+
+export const adminOp: Fault = {
+  name: "admin-op",
+  title:
+    "an admin operation under load: a tag created, the step changed, max_id raised (SQL), or the tag deleted and re-created at the answered maxId + 1",
+  targets: (family) => (family.mysqlTag ? [family.mysqlTag] : []),
+  resources: (target) => [`admin:${target}`],
+  durationMs: [1000, 3000],
+  params: (rng) => ({
+    op: rng.pick(OPS),
+    server: rng.pick(["A", "B", "C"]),
+    step: rng.pick([100, 500, 2000]),
+    by: rng.int(1, 100_000),
+    n: rng.int(1, 1_000_000),
+  }),
+  async start(c, family, target, params) {
+    const server = c.servers.get(String(params.server));
+    if (!server?.running) return false;
+    try {
+      await run(c, family, target, params);
+      return true;
+    } catch (error) {
+      c.note(`admin: ${params.op} failed: ${error instanceof Error ? error.message : error}`);
+      return true;
+    }
+  },
+  async stop() {},
+  effects: (family, _target, params) => ({
+    effects: [
+      {
+        servers: params.op === "recreate" ? ["*"] : [],
+        codes: ["UNKNOWN_TAG", ...family.storeCodes],
+      },
+    ],
+    settleMs: params.op === "recreate" ? 5000 : 0,
+  }),
+};

@@ -1,0 +1,41 @@
+// The fault catalogue the generator draws from. Adding a fault is one file and one line here.
+import { adminOp } from "./admin-op";
+import { clockBack } from "./clock-back";
+import { clockForward } from "./clock-forward";
+import { clockForwardCut } from "./clock-forward-cut";
+import type { Fault } from "./fault";
+import { linkCut } from "./link-cut";
+import { rowLock } from "./row-lock";
+import { secondPod } from "./second-pod";
+import { serverKill } from "./server-kill";
+import { serverPause } from "./server-pause";
+import { serverTerm } from "./server-term";
+import { storeKill } from "./store-kill";
+import { storePause } from "./store-pause";
+
+/** Every fault, by name. */
+export const CATALOGUE: readonly Fault[] = [
+  serverPause,
+  serverKill,
+  serverTerm,
+  linkCut,
+  storePause,
+  storeKill,
+  clockBack,
+  clockForward,
+  clockForwardCut,
+  rowLock,
+  adminOp,
+  secondPod,
+];
+
+/** The fault named `name`, or an error listing the catalogue. */
+export function faultNamed(name: string): Fault {
+  const fault = CATALOGUE.find((f) => f.name === name);
+  if (!fault) {
+    throw new Error(
+      `[leaf] [nemesis] unknown fault ${name}; the catalogue has: ${CATALOGUE.map((f) => f.name).join(", ")}`,
+    );
+  }
+  return fault;
+}

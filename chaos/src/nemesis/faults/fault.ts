@@ -1,0 +1,64 @@
+// The shape of a fault in the catalogue: what it can hit in a family, what it holds while active (two
+// faults holding one resource never overlap), how long it lasts, how it starts and stops, and which
+// error codes it may cause on which servers, and for how long after it stops.
+import type { Cluster } from "../cluster";
+import type { Family } from "../families";
+import type { Prng } from "../prng";
+
+/** Codes a fault may cause on some servers. */
+export interface Effect {
+  /** Server labels; "*" for every server of the family. */
+  servers: string[];
+  codes: string[];
+}
+
+/** What a fault may cause. */
+export interface Effects {
+  effects: Effect[];
+  /** ms after it stops during which its codes are still accepted (recovery). */
+  settleMs: number;
+  /** The fault leaves a lasting change (a clock stepped forward): its codes stay accepted. */
+  lasting?: boolean;
+}
+
+/** Parameters drawn for one occurrence (offsets, variants). */
+export type Params = Record<string, number | string>;
+
+/** One kind of fault. */
+export interface Fault {
+  name: string;
+  /** What it does, for the README and the report. */
+  title: string;
+  /** What it can hit in `family` ("A", "A~mysql", "mysql", "nem"); none when it does not apply. */
+  targets(family: Family): string[];
+  /** Resources it holds while active, for `target`. */
+  resources(target: string): string[];
+  /** Shortest and longest duration in ms. */
+  durationMs: [number, number];
+  /** Draws its parameters (default none). */
+  params?(rng: Prng): Params;
+  /** Starts the fault. Returns false when it could not be applied (the server is not running). */
+  start(c: Cluster, family: Family, target: string, params: Params): Promise<boolean>;
+  /** Undoes it (restart, resume, heal). */
+  stop(c: Cluster, family: Family, target: string, params: Params): Promise<void>;
+  /** The codes it may cause. */
+  effects(family: Family, target: string, params: Params): Effects;
+}
+
+/** Codes a client sees when a server does not answer: refused, reset, timed out. */
+export const NO_ANSWER = [
+  "ECONNREFUSED",
+  "ECONNRESET",
+  "EPIPE",
+  "TIMEOUT",
+  "REQUEST_ERROR",
+  "RESPONSE_ERROR",
+];
+
+/** Labels of the servers a family starts with (not the spares). */
+export function mainServers(family: Family): string[] {
+  return family.servers.filter((s) => !s.spare).map((s) => s.label);
+}
+
+/** The resource of a server process (pause, kill, stop are exclusive). */
+export const processOf = (label: string) => `process:${label}`;

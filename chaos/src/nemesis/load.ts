@@ -1,0 +1,200 @@
+// The load: one loop per client, all the time a family runs. HTTP clients ask one server on Java
+// Leaf's plain-text paths or the JSON API (single ids and batches); pool clients are @leaf/client
+// instances over several servers. Every answer goes to the history.
+import type { Agent } from "node:http";
+import { isLeafClientError, LeafClient } from "@leaf/client";
+import { httpGet, keepAliveAgent, NoAnswer } from "@leaf/testkit";
+import { errorCode, errorMessage } from "../load-driver";
+import { type Cluster, sleep } from "./cluster";
+import type { ClientSpec, Family } from "./families";
+import type { History } from "./history";
+
+/** ms between two requests of one client (about 20 a second each). */
+const INTERVAL_MS = 50;
+/** Largest batch a client asks for. */
+const MAX_BATCH = 60;
+/** Time limit of one HTTP request. */
+const REQUEST_TIMEOUT_MS = 2000;
+
+const ID_TEXT = /^[0-9]{1,19}$/;
+
+/** The load of one family. */
+export class NemesisLoad {
+  private stopping = false;
+  private readonly loops: Array<Promise<void>> = [];
+  private readonly clients: LeafClient[] = [];
+  private readonly spares: Set<string>;
+
+  constructor(
+    private readonly cluster: Cluster,
+    private readonly family: Family,
+    private readonly history: History,
+  ) {
+    this.spares = new Set(family.servers.filter((s) => s.spare).map((s) => s.label));
+  }
+
+  /** Starts every client (those of spare servers ask only while their server runs). */
+  start(): void {
+    for (const spec of this.family.clients) {
+      this.loops.push(spec.kind === "pool" ? this.pool(spec) : this.http(spec));
+    }
+  }
+
+  /** Stops every client after its current request. */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    await Promise.all(this.loops);
+    await Promise.all(this.clients.map((c) => c.close().catch(() => undefined)));
+  }
+
+  private async http(spec: ClientSpec): Promise<void> {
+    const label = spec.servers[0]!;
+    const server = this.cluster.server(label);
+    const agent = keepAliveAgent(1);
+    let n = 0;
+    try {
+      while (!this.stopping) {
+        if (this.spares.has(label) && !server.running) {
+          await sleep(100);
+          continue;
+        }
+        const count = n++ % 4 === 0 ? 1 : 2 + Math.floor(Math.random() * (MAX_BATCH - 1));
+        const ok = await this.once(spec, agent, count);
+        await sleep(ok ? INTERVAL_MS : 100);
+      }
+    } finally {
+      agent.destroy();
+    }
+  }
+
+  /** One request; records the answer; returns whether it held ids. */
+  private async once(spec: ClientSpec, agent: Agent, count: number): Promise<boolean> {
+    const server = this.cluster.server(spec.servers[0]!);
+    const incarnation = server.incarnation;
+    const fromMs = this.history.now();
+    let ids: bigint[] | undefined;
+    let code: string | undefined;
+    let message = "";
+    try {
+      const answer = await httpGet(server.port, path(spec, count), {
+        agent,
+        timeoutMs: REQUEST_TIMEOUT_MS,
+      });
+      if (answer.status === 200) {
+        ids = parse(spec, answer.body);
+        if (ids === undefined || ids.length !== count) {
+          code = "MALFORMED";
+          message = answer.body.slice(0, 200);
+          ids = undefined;
+        }
+      } else {
+        code = errorCode(answer.status, answer.body).split(" ")[1];
+        message = errorMessage(answer.body);
+      }
+    } catch (error) {
+      if (!(error instanceof NoAnswer)) throw error;
+      code = error.code;
+      message = error.message;
+    }
+    const base = {
+      client: spec.name,
+      server: server.label,
+      incarnation,
+      fromMs,
+      toMs: this.history.now(),
+      mode: spec.mode,
+      space: spec.space,
+    };
+    if (ids) this.history.record({ ...base, ids: ids.length }, ids, spec.increasing);
+    else this.history.record({ ...base, ids: 0, code }, [], false, message);
+    return ids !== undefined;
+  }
+
+  private async pool(spec: ClientSpec): Promise<void> {
+    const client = new LeafClient({
+      servers: spec.servers.map((label) => this.cluster.server(label).url),
+      timeoutMs: 3000,
+      requestTimeoutMs: 1000,
+    });
+    this.clients.push(client);
+    const source =
+      spec.mode === "segment" ? client.segment(spec.tag!) : client.snowflake({ maxAgeMs: 1000 });
+    while (!this.stopping) {
+      const want = 1 + Math.floor(Math.random() * MAX_BATCH);
+      const ids: bigint[] = [];
+      let fromMs = this.history.now();
+      const base = { client: spec.name, server: "pool", incarnation: 0, mode: spec.mode };
+      for (let i = 0; i < want; i++) {
+        try {
+          ids.push((await source.nextId()) as bigint);
+        } catch (error) {
+          const toMs = this.history.now();
+          if (ids.length > 0) {
+            this.history.record(
+              { ...base, fromMs, toMs, space: spec.space, ids: ids.length },
+              ids,
+              false,
+            );
+            ids.length = 0;
+          }
+          const code = isLeafClientError(error) ? error.code : "THREW";
+          const message = error instanceof Error ? error.message : String(error);
+          this.history.record(
+            { ...base, fromMs, toMs, space: spec.space, ids: 0, code },
+            [],
+            false,
+            message,
+          );
+          fromMs = this.history.now();
+          if (this.stopping) break;
+          await sleep(100);
+        }
+      }
+      if (ids.length > 0) {
+        this.history.record(
+          { ...base, fromMs, toMs: this.history.now(), space: spec.space, ids: ids.length },
+          ids,
+          false,
+        );
+      }
+      await sleep(INTERVAL_MS);
+    }
+  }
+}
+
+function path(spec: ClientSpec, count: number): string {
+  const batch = count > 1;
+  switch (spec.mode) {
+    case "segment": {
+      const tag = encodeURIComponent(spec.tag!);
+      if (spec.kind === "java") return `/api/segment/get/${tag}${batch ? `?count=${count}` : ""}`;
+      return batch ? `/api/v1/segment/${tag}/ids?count=${count}` : `/api/v1/segment/${tag}/id`;
+    }
+    case "snowflake":
+      if (spec.kind === "java") return `/api/snowflake/get/nem${batch ? `?count=${count}` : ""}`;
+      return batch ? `/api/v1/snowflake/ids?count=${count}` : "/api/v1/snowflake/id";
+    case "redisSequence":
+      return batch
+        ? `/api/v1/redis-sequence/ids?shard=${spec.shard}&count=${count}`
+        : `/api/v1/redis-sequence/id?shard=${spec.shard}`;
+  }
+}
+
+/** Ids of a 200 answer: plain text (one per line) on Java Leaf's paths, JSON elsewhere. */
+function parse(spec: ClientSpec, body: string): bigint[] | undefined {
+  let texts: unknown[];
+  if (spec.kind === "java") {
+    texts = body.split("\n").filter((line) => line !== "");
+  } else {
+    const json = JSON.parse(body) as { id?: unknown; ids?: unknown };
+    texts = Array.isArray(json.ids) ? json.ids : [json.id];
+  }
+  const ids: bigint[] = [];
+  for (const text of texts) {
+    if (typeof text !== "string" || !ID_TEXT.test(text)) return undefined;
+    const id = BigInt(text);
+    if (id > 0x7fffffffffffffffn) return undefined;
+    ids.push(id);
+  }
+  return ids;
+}

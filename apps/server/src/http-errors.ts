@@ -47,6 +47,9 @@ const STATUS: Record<ErrorCode, number> = {
   UNKNOWN_TAG: 404,
   NOT_INITIALIZED: 503,
   SEGMENTS_EXHAUSTED: 503,
+  // Permanent: no range of the tag's step fits below 2^63 - 1, on any node. Not a retry (no
+  // Retry-After), and clients do not fail over to another server for it.
+  TAG_EXHAUSTED: 410,
   UNAVAILABLE: 503,
   LEASE_LOST: 503,
   CLOCK_BEHIND: 503,

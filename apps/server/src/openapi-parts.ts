@@ -15,7 +15,7 @@ export const errorBody = {
     code: {
       type: "string",
       description:
-        "Stable code: INVALID_ARGUMENT, INVALID_ID, UNKNOWN_TAG, NOT_INITIALIZED, SEGMENTS_EXHAUSTED, UNAVAILABLE, LEASE_LOST, CLOCK_BEHIND, CLOCK_MOVED_BACKWARDS, SEQUENCE_EXHAUSTED, CLOCK_SKEW, MODE_DISABLED, NOT_FOUND, METHOD_NOT_ALLOWED, UNAUTHORIZED, FORBIDDEN, ALREADY_EXISTS, BAD_REQUEST, SHUTTING_DOWN, INTERNAL, ...",
+        "Stable code: INVALID_ARGUMENT, INVALID_ID, UNKNOWN_TAG, NOT_INITIALIZED, SEGMENTS_EXHAUSTED, TAG_EXHAUSTED, UNAVAILABLE, LEASE_LOST, CLOCK_BEHIND, CLOCK_MOVED_BACKWARDS, SEQUENCE_EXHAUSTED, CLOCK_SKEW, MODE_DISABLED, NOT_FOUND, METHOD_NOT_ALLOWED, UNAUTHORIZED, FORBIDDEN, ALREADY_EXISTS, BAD_REQUEST, SHUTTING_DOWN, INTERNAL, ...",
     },
     leafCode: {
       type: "integer",
@@ -43,6 +43,7 @@ export const ERROR_TEXT: Record<number, string> = {
   403: "The token is not valid here.",
   404: "Unknown tag (Leaf code -2), a disabled mode (MODE_DISABLED), or no such route.",
   409: "The tag exists already.",
+  410: "The tag is used up: no range of its step fits below 2^63 - 1 (TAG_EXHAUSTED, Leaf code -3). Permanent: do not retry, move to a new tag.",
   503: "Not ready (Leaf code -1), both segments used up (-3), lease lost (-4), clock behind (-1/-3), Redis unavailable, or shutting down.",
 };
 

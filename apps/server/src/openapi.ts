@@ -47,7 +47,7 @@ export function openApiDocument(version: string) {
         parameters: [tagParam("key"), countParam, tokenParam],
         responses: {
           "200": text("The id, or ids one per line"),
-          ...errors(400, 401, 403, 404, 503),
+          ...errors(400, 401, 403, 404, 410, 503),
         },
       }),
       "/api/snowflake/get/{key}": javaOperations({
@@ -86,7 +86,7 @@ export function openApiDocument(version: string) {
               type: "object",
               properties: { tag: { type: "string" }, id: formattedId, format: formatName },
             }),
-            ...errors(400, 401, 403, 404, 503),
+            ...errors(400, 401, 403, 404, 410, 503),
           },
         },
       },
@@ -95,7 +95,7 @@ export function openApiDocument(version: string) {
           tags: ["Ids"],
           summary: "Consecutive segment ids",
           parameters: [tagParam("tag"), countParam, idFormatParam, idPrefixParam, tokenParam],
-          responses: { "200": json(formattedIds), ...errors(400, 401, 403, 404, 503) },
+          responses: { "200": json(formattedIds), ...errors(400, 401, 403, 404, 410, 503) },
         },
       },
       "/api/v1/segment/{tag}/range": {
@@ -126,7 +126,7 @@ export function openApiDocument(version: string) {
                 count: { type: "integer", description: "Ids in the range: end - start." },
               },
             }),
-            ...errors(400, 401, 403, 404, 503),
+            ...errors(400, 401, 403, 404, 410, 503),
           },
         },
       },

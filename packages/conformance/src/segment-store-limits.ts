@@ -119,17 +119,18 @@ export function limitScenarios(scenario: Scenario): void {
   });
 
   scenario(
-    "refuses a range past 2^63 - 1 with SEGMENTS_EXHAUSTED and leaves the tag as it was",
+    "refuses a range past 2^63 - 1 with TAG_EXHAUSTED (-3) and leaves the tag as it was",
     async (open) => {
       const store = await open();
       await store.createTag({ tag: "edge", step: 10, startId: MAX_ID - 15n });
       const last = await store.takeRange("edge");
       assert.deepEqual([last.start, last.end], [MAX_ID - 15n, MAX_ID - 5n]);
-      await assert.rejects(store.takeRange("edge"), (e: unknown) =>
-        isLeafError(e, ErrorCodes.SEGMENTS_EXHAUSTED),
+      await assert.rejects(
+        store.takeRange("edge"),
+        (e: unknown) => isLeafError(e, ErrorCodes.TAG_EXHAUSTED) && e.leafCode === -3,
       );
       await assert.rejects(store.takeRange("edge", 6), (e: unknown) =>
-        isLeafError(e, ErrorCodes.SEGMENTS_EXHAUSTED),
+        isLeafError(e, ErrorCodes.TAG_EXHAUSTED),
       );
       const fits = await store.takeRange("edge", 5);
       assert.deepEqual([fits.start, fits.end], [MAX_ID - 5n, MAX_ID]);

@@ -35,6 +35,11 @@ export const ErrorCodes = {
   UNKNOWN_TAG: "UNKNOWN_TAG",
   /** Both segments of a tag are used up and the next could not be loaded (Leaf segment code -3). */
   SEGMENTS_EXHAUSTED: "SEGMENTS_EXHAUSTED",
+  /**
+   * A segment tag's ids are used up: no range of its step fits below 2^63 - 1 any more. Permanent
+   * (retrying changes nothing); Java Leaf's paths show it as segment code -3.
+   */
+  TAG_EXHAUSTED: "TAG_EXHAUSTED",
   /** The sequence space of a time slot is used up. */
   SEQUENCE_EXHAUSTED: "SEQUENCE_EXHAUSTED",
   /** A resource (tag, node) already exists; nothing was changed. */

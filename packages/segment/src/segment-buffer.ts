@@ -105,10 +105,15 @@ export class TagBuffer {
   lastError: unknown = undefined;
   waiters: Waiter[] = [];
   removed = false;
-  /** Set while the tag is not served: the CORRUPT_DATA error that refused its last range. */
+  /**
+   * Set while the tag gets no range: the CORRUPT_DATA error that refused its last range (its ranges
+   * dropped), or TAG_EXHAUSTED (no range fits below 2^63 - 1; the ranges held are still served).
+   */
   refused: LeafError | undefined = undefined;
   /** The store moved its max id for the refused range: a refresh cannot tell a fix from that. */
   refusedUntilRestart = false;
+  /** Near 2^63 - 1 a larger range did not fit: ranges of the table's step only, one at a time. */
+  tableStepOnly = false;
 
   constructor(
     readonly tag: string,

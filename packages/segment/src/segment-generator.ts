@@ -47,8 +47,9 @@ export type { GeneratorStatus, TagSnapshot } from "./tag-snapshot";
  *
  * Ids of one tag increase monotonically within a process and are unique across every process
  * sharing the store. Errors are LeafErrors: NOT_INITIALIZED (-1) before `start()`, UNKNOWN_TAG (-2),
- * SEGMENTS_EXHAUSTED (-3) when both ranges are used up and no range arrives in time,
- * INVALID_ARGUMENT for a malformed tag or count, CLOSED after `close()`.
+ * SEGMENTS_EXHAUSTED (-3) when both ranges are used up and no range arrives in time, TAG_EXHAUSTED
+ * (-3, at once, permanent) once the ranges held are used up and no range of the tag's step fits
+ * below 2^63 - 1, INVALID_ARGUMENT for a malformed tag or count, CLOSED after `close()`.
  */
 export class SegmentIdGenerator {
   private readonly store: SegmentStore;
@@ -474,7 +475,7 @@ export class SegmentIdGenerator {
         row.step >= 1 &&
         row.step <= MAX_STEP &&
         row.maxId >= b.floor &&
-        row.maxId <= MAX_ID;
+        row.maxId <= MAX_ID - BigInt(row.step);
       if (!sane) continue;
       b.refused = undefined;
       b.consecutiveFailures = 0;

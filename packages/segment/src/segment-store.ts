@@ -63,7 +63,8 @@ export interface NewTag {
  *
  * Failures reject with a `LeafError` (from @leaf/core): `INVALID_ARGUMENT` for a malformed tag, step,
  * start id or description (nothing is changed); `UNKNOWN_TAG` (Leaf code -2) for a tag the store
- * does not hold; `SEGMENTS_EXHAUSTED` when a range would pass 2^63 - 1; `UNAVAILABLE` when the
+ * does not hold; `TAG_EXHAUSTED` (Leaf code -3) when a range would pass 2^63 - 1 (nothing is
+ * changed); `UNAVAILABLE` when the
  * backing storage cannot be reached or is read-only (a range may have been consumed without being
  * returned: a gap, never a duplicate; callers retry with backoff), with `details.reason`
  * "split-brain" when more than one backing server takes writes (the range taken is discarded: a

@@ -175,7 +175,7 @@ export class TagLoader {
     // one range is used up between two loads; with a deeper prefetch, loads bring several ranges
     // or are skipped, so the time since the last load is divided by the ranges used up meanwhile.
     const step =
-      this.dynamic === undefined || b.loads < 2 || b.lastLoadAt === undefined
+      this.dynamic === undefined || b.loads < 2 || b.lastLoadAt === undefined || b.tableStepOnly
         ? undefined
         : nextDynamicStep(
             b.lastStep,
@@ -187,7 +187,7 @@ export class TagLoader {
     // A deeper prefetch fills its gap in one round trip: one range of `count` steps, split below.
     const perRange = step ?? b.tableStep;
     const count =
-      b.depth > 1 && perRange > 0
+      b.depth > 1 && perRange > 0 && !b.tableStepOnly
         ? Math.max(1, Math.min(b.depth - b.ahead.length, Math.floor(MAX_STEP / perRange)))
         : 1;
     let range: SegmentRange;
@@ -204,16 +204,25 @@ export class TagLoader {
       }
     } catch (error) {
       b.loading = false;
-      // A batch that would pass 2^63 - 1 may fit as one range: one is asked for at once (the store
-      // refused the batch without moving its max id).
-      if (count > 1 && isLeafError(error, ErrorCodes.SEGMENTS_EXHAUSTED) && !b.removed) {
-        b.depth = 1;
-        this.startLoad(b);
-        return;
+      // A batch, or a dynamic step above the table's, that would pass 2^63 - 1 may fit as one range
+      // of the table's step: that is asked for at once (the store refused without moving its max
+      // id), and from then on only that.
+      if (isLeafError(error, ErrorCodes.TAG_EXHAUSTED) && !b.removed) {
+        if (count > 1 || (step !== undefined && step > b.tableStep)) {
+          b.depth = 1;
+          b.tableStepOnly = true;
+          this.startLoad(b);
+          return;
+        }
       }
       // A damaged row or a max id behind this process's ids is not retried: each retry could move
-      // max_id on, into ranges other processes hold. The tag waits for an operator.
-      if (isLeafError(error, ErrorCodes.CORRUPT_DATA)) this.refuse(b, error, taken);
+      // max_id on, into ranges other processes hold. The tag waits for an operator. A used-up tag
+      // is not retried either: no retry can find room.
+      if (
+        isLeafError(error, ErrorCodes.CORRUPT_DATA) ||
+        isLeafError(error, ErrorCodes.TAG_EXHAUSTED)
+      )
+        this.refuse(b, error, taken);
       else this.loadFailed(b, error);
       return;
     }
@@ -309,7 +318,8 @@ export class TagLoader {
     }
     b.refused = error;
     b.refusedUntilRestart = taken;
-    b.drop();
+    // The ranges a used-up tag holds are good: served to their end. Other refusals drop them.
+    if (error.code !== ErrorCodes.TAG_EXHAUSTED) b.drop();
     this.report(error, { tag: b.tag, operation: "load", refused: true, level: "error" });
     const refused = this.refusedError(b);
     for (const w of b.waiters) {
@@ -322,6 +332,16 @@ export class TagLoader {
   /** The error requests of a refused tag get: CORRUPT_DATA with the reason, the cause attached. */
   refusedError(b: TagBuffer): LeafError {
     const cause = b.refused!;
+    if (cause.code === ErrorCodes.TAG_EXHAUSTED) {
+      return new LeafError({
+        component: COMPONENT,
+        code: cause.code,
+        leafCode: cause.leafCode,
+        message: cause.message.replace(/^\[leaf\] \[[a-z-]+\] /, ""),
+        details: { ...cause.details, tag: b.tag },
+        cause,
+      });
+    }
     return new LeafError({
       component: COMPONENT,
       code: ErrorCodes.CORRUPT_DATA,

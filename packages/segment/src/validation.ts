@@ -125,16 +125,21 @@ export function tagExists(tag: string, where: string): LeafError {
   });
 }
 
-/** The error for a range that would pass 2^63 - 1. */
+/**
+ * The error for a range that would pass 2^63 - 1: TAG_EXHAUSTED, permanent (Leaf code -3 on Java
+ * Leaf's paths). Nothing was changed.
+ */
 export function rangeOverflow(tag: string, maxId: bigint, step: number): LeafError {
+  const left = maxId >= MAX_ID ? 0n : MAX_ID - maxId;
   return new LeafError({
     component: COMPONENT,
-    code: ErrorCodes.SEGMENTS_EXHAUSTED,
+    code: ErrorCodes.TAG_EXHAUSTED,
     leafCode: LeafCodes.SEGMENTS_EXHAUSTED,
     message:
-      `tag ${JSON.stringify(tag)} is out of ids: a range of ${step} from max id ${maxId} would pass ` +
-      `2^63 - 1; use a smaller step or a new tag`,
-    details: { tag, maxId: maxId.toString(), step },
+      `tag ${JSON.stringify(tag)} is used up: a range of ${step} from max id ${maxId} would pass ` +
+      `2^63 - 1 (${left} ids left). Retrying changes nothing: move its callers to a new tag ` +
+      "(or lower its step to hand out the last ids)",
+    details: { tag, maxId: maxId.toString(), step, idsLeft: left.toString(), reason: "exhausted" },
   });
 }
 

@@ -332,7 +332,7 @@ describe("SegmentIdGenerator on MariaDB", () => {
       const edge = await generator.nextIds("edge", 10);
       expect(edge[9]).toBe(MAX_ID - 3n);
       const error = await generator.nextId("edge").catch((e: unknown) => e);
-      expect(error).toSatisfy((e: unknown) => isLeafError(e, ErrorCodes.SEGMENTS_EXHAUSTED));
+      expect(error).toSatisfy((e: unknown) => isLeafError(e, ErrorCodes.TAG_EXHAUSTED));
       expect(generator.snapshot("edge")?.lastError).toMatch(/would pass 2\^63 - 1/);
     } finally {
       await generator.close();

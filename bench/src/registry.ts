@@ -416,9 +416,9 @@ try {
   for (const [index, c] of cases(servers).entries()) {
     if (only.length > 0 && !only.some((o) => c.name.startsWith(o))) continue;
     const port = c.server ? servers[c.server].port : 0;
-    const name = `bench-${process.pid}-${index}`;
+    const name = `bench.${process.pid}.${index}`;
     console.log(`${c.name}: ${CYCLES} acquire+release cycles, ${CYCLES} reports`);
-    const latency = await latencies(c, port, `${name}-latency`);
+    const latency = await latencies(c, port, `${name}.latency`);
     const row: BenchRow = { name: c.name, ...latency };
     if (c.noCut) {
       notes.push(`${c.name} (${c.settings}). Renewal: ${c.renewal}. Fence n/a: ${c.noCut}.`);
@@ -431,7 +431,7 @@ try {
       });
     } else {
       console.log(`${c.name}: holder cut off from its server`);
-      const cut = await cutOff(c, port, `${name}-cut`);
+      const cut = await cutOff(c, port, `${name}.cut`);
       Object.assign(row, {
         fenceAfterCutMs: cut.fenceAfterCutMs,
         fenceBoundMs: c.fenceBoundMs ?? null,

@@ -116,10 +116,13 @@ export class ScenarioRun {
     return performance.now() - this.t0;
   }
 
-  /** A unique name for this scenario's service names, tags and namespaces. */
+  /**
+   * A unique name for this scenario's service names, tags and namespaces. No '-': a service name
+   * is a leaf name, and ZooKeeper normal mode (Java Leaf's tree) refuses one with a '-'.
+   */
   unique(prefix: string): string {
-    const safe = this.name.replace(/[^A-Za-z0-9]+/g, "-");
-    return `chaos-${safe}-${prefix}-${Date.now().toString(36)}`;
+    const safe = this.name.replace(/[^A-Za-z0-9]+/g, ".");
+    return `chaos.${safe}.${prefix}.${Date.now().toString(36)}`;
   }
 
   /** Runs `cleanup` when the scenario ends (in reverse order of registration). */

@@ -1,13 +1,14 @@
 // Snowflake mode's settings: where the worker id comes from (local, ZooKeeper or MySQL registry),
 // refused when two nodes could get the same id, and the bit layout with its overrides.
 import { resolve } from "node:path";
-import { defineLayout, isLeafError, type Layout, layouts } from "@leaf/core";
+import { defineLayout, isLeafError, type Layout, type LeafError, layouts } from "@leaf/core";
 import {
   parseWorkIdMap,
   type StatefulSetId,
   statefulSetWorkerId,
   type WorkIdMap,
 } from "@leaf/registry-local";
+import { checkJavaLeafName } from "@leaf/registry-zk";
 import type { ConfigKey } from "./config-keys";
 import { mysqlSettings } from "./config-mysql";
 import type { Placement } from "./config-segment";
@@ -108,10 +109,24 @@ function registrySettings(v: ConfigValues, at: Placement): RegistrySettings | un
       }
       return undefined;
     }
+    const mode =
+      v.optional("snowflake.zk.mode") ?? chosenRegistry?.zkMode ?? v.get("snowflake.zk.mode");
+    if (mode === "normal") {
+      // Normal mode's tree is Java Leaf's: a name Java Leaf cannot run with blocks a rollback.
+      try {
+        checkJavaLeafName(v.get("name"), "name");
+      } catch (error) {
+        const { value, expected } = (error as LeafError).details;
+        v.problem(
+          "name",
+          `invalid ${v.label("name")}: ${JSON.stringify(value)}; expected ${String(expected)}`,
+        );
+      }
+    }
     return {
       kind,
       address,
-      mode: v.optional("snowflake.zk.mode") ?? chosenRegistry?.zkMode ?? v.get("snowflake.zk.mode"),
+      mode,
       sessionTimeoutMs: v.get("snowflake.zk.sessionTimeoutMs"),
       stopWithoutSession: v.get("snowflake.zk.stopWithoutSession"),
     };

@@ -225,6 +225,28 @@ describe("configuration", () => {
     expect(registry.message).toContain("missing snowflake.mysql.password");
   });
 
+  it("refuses a leaf.name with '-' in ZooKeeper normal mode, Java Leaf's tree, with the reason", () => {
+    const zk = (name: string, extra = "") =>
+      file(
+        "zk-name.properties",
+        `leaf.name=${name}\nleaf.segment.enable=false\nleaf.snowflake.zk.address=zk:2181\nleaf.snowflake.port=8080\n${extra}`,
+      );
+    const error = configError({ file: zk("com.example.order-service"), env: {} });
+    expect(error.message).toContain("invalid leaf.name (");
+    expect(error.message).toContain('"com.example.order-service"');
+    expect(error.message).toContain("NumberFormatException");
+    expect(error.message).toContain('"com.example.order.service"');
+    // Recycle mode's tree is never Java Leaf's, and a name without '-' is Java's own kind.
+    const recycle = loadConfig({
+      file: zk("com.example.order-service", "leaf.snowflake.mode=zk_recycle\n"),
+      env: {},
+    });
+    expect(recycle.snowflake?.registry).toMatchObject({ kind: "zk", mode: "recycle" });
+    expect(loadConfig({ file: zk("com.example.order_service"), env: {} }).name).toBe(
+      "com.example.order_service",
+    );
+  });
+
   it("refuses a workIdMap that gives one worker id to two nodes, naming the key", () => {
     const error = configError({
       file: file(

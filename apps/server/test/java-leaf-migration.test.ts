@@ -199,7 +199,7 @@ describe("a Java Leaf deployment moved to this server", () => {
 
     // The ZooKeeper tree as Java Leaf's Curator left it: parents created empty, one persistent
     // sequential node per ip:port, data {"ip","port","timestamp"}. This server replaces the third.
-    const name = `com.sankuai.leaf.opensource.test-${process.pid}`;
+    const name = `com.sankuai.leaf.opensource.test.${process.pid}`;
     const port = await freePort();
     const ip = localIPv4();
     const forever = `/snowflake/${name}/forever`;
@@ -311,7 +311,7 @@ describe("a Java Leaf deployment moved to this server", () => {
   it("starts from Java Leaf's workerID.properties when ZooKeeper is down (item 5)", async () => {
     const dir = tempDir();
     const port = await freePort();
-    const name = `com.sankuai.leaf.opensource.cache-${process.pid}`;
+    const name = `com.sankuai.leaf.opensource.cache.${process.pid}`;
     // Java Leaf wrote its cache file on its last start with ZooKeeper reachable, a minute ago.
     const folder = join(dir, name, "leafconf", String(port));
     mkdirSync(folder, { recursive: true });

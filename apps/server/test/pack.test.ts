@@ -70,7 +70,7 @@ describe("the published server", () => {
   it("checks a Java Leaf leaf.properties with npx @leaf/server", () => {
     writeFileSync(
       join(app, "leaf.properties"),
-      "leaf.name=pack-test\nleaf.segment.enable=false\nleaf.snowflake.enable=true\nleaf.snowflake.zk.address=127.0.0.1:2181\nleaf.snowflake.port=8080\n",
+      "leaf.name=pack.test\nleaf.segment.enable=false\nleaf.snowflake.enable=true\nleaf.snowflake.zk.address=127.0.0.1:2181\nleaf.snowflake.port=8080\n",
     );
     expect(npx(["@leaf/server", "--check", "--config", "leaf.properties"])).toContain(
       "configuration OK",

@@ -6,6 +6,7 @@ export type {
   ZookeeperRegistryOptions,
 } from "./options";
 export {
+  checkJavaLeafName,
   type Endpoint,
   type HolderInfo,
   type LeafTree,

@@ -26,7 +26,7 @@ import {
   refuseRecycleTree,
 } from "./normal-nodes";
 import { COMPONENT } from "./options";
-import { leafTree, nodeKey, parseForeverChild } from "./paths";
+import { checkJavaLeafName, leafTree, nodeKey, parseForeverChild } from "./paths";
 import { checkPeerClocks } from "./peer-clock";
 import type { RegistryContext } from "./registry-context";
 import type { ZkSession } from "./zk-session";
@@ -37,6 +37,7 @@ export async function acquireNormal(
   request: CheckedAcquireRequest,
 ): Promise<WorkerLease> {
   const { node } = request;
+  checkJavaLeafName(node.name, "node.name");
   const options = context.options;
   const cachePath = options.cacheFile?.(node);
   let session: ZkSession;

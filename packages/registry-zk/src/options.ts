@@ -70,7 +70,8 @@ export interface ZookeeperRegistryOptions {
   /**
    * Normal mode: the local cache file of the worker id and last timestamp, used when ZooKeeper is
    * unreachable at start. A path, a function of the node, or false for none. Default
-   * `{os.tmpdir()}/{name}/leafconf/{port}/workerID.json` (Java Leaf's folder).
+   * `{os.tmpdir()}/{name}/registry-zk/{port}/workerID.json`: beside Java Leaf's `leafconf` folder,
+   * never in it (Java Leaf writes its own file only when it creates that folder itself).
    */
   cacheFile?: string | ((node: NodeIdentity) => string) | false;
   /**
@@ -179,8 +180,13 @@ export function resolveOptions(options: ZookeeperRegistryOptions): ResolvedOptio
       liveWindowMs: positiveInt("peerClockCheck.liveWindowMs", peer.liveWindowMs, 10_000),
     };
   }
-  const cacheFile = filePath("cacheFile", options.cacheFile, "workerID.json");
-  const javaCacheFile = filePath("javaCacheFile", options.javaCacheFile, "workerID.properties");
+  const cacheFile = filePath("cacheFile", options.cacheFile, OWN_CACHE_FOLDER, "workerID.json");
+  const javaCacheFile = filePath(
+    "javaCacheFile",
+    options.javaCacheFile,
+    JAVA_LEAF_CACHE_FOLDER,
+    "workerID.properties",
+  );
   const stopWithoutSession = options.stopWithoutSession ?? false;
   if (typeof stopWithoutSession !== "boolean") {
     throw configError(COMPONENT, "stopWithoutSession", stopWithoutSession, "true or false");
@@ -211,16 +217,27 @@ export function resolveOptions(options: ZookeeperRegistryOptions): ResolvedOptio
 }
 
 /**
- * A cache file option: a path, a function of the node, or false (none); undefined: `fileName` in
- * Java Leaf's folder `{os.tmpdir()}/{name}/leafconf/{port}/`.
+ * Java Leaf's cache folder `{java.io.tmpdir}/{leaf.name}/leafconf/{port}/`. Only Java Leaf writes
+ * there: SnowflakeZookeeperHolder writes `workerID.properties` only when the file exists or when
+ * its `mkdirs()` creates the folder, so any other file there first leaves a rolled-back Java Leaf
+ * node with no cache to start from when ZooKeeper is down.
+ */
+const JAVA_LEAF_CACHE_FOLDER = "leafconf";
+/** This package's cache folder, `{os.tmpdir()}/{name}/registry-zk/{port}/`, beside Java Leaf's. */
+const OWN_CACHE_FOLDER = "registry-zk";
+
+/**
+ * A cache file option: a path, a function of the node, or false (none); undefined:
+ * `{os.tmpdir()}/{name}/{folder}/{port}/{fileName}`.
  */
 function filePath(
   key: string,
   value: string | ((node: NodeIdentity) => string) | false | undefined,
+  folder: string,
   fileName: string,
 ): ((node: NodeIdentity) => string) | undefined {
   if (value === undefined) {
-    return (node) => join(tmpdir(), node.name, "leafconf", String(node.port), fileName);
+    return (node) => join(tmpdir(), node.name, folder, String(node.port), fileName);
   }
   if (typeof value === "string" && value !== "") return () => value;
   if (typeof value === "function") return value;

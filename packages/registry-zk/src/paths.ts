@@ -1,7 +1,7 @@
 // The ZooKeeper tree and the data of its nodes. Normal mode writes exactly what Java Leaf writes
 // (`/snowflake/{name}/forever/{ip}:{port}-{10-digit sequence}`, `{"ip","port","timestamp"}`), so
 // both can share a tree; everything else lives beside `forever` where Java Leaf never looks.
-import { argumentError, ErrorCodes, LeafError, type NodeIdentity } from "@leaf/core";
+import { argumentError, configError, ErrorCodes, LeafError, type NodeIdentity } from "@leaf/core";
 import { COMPONENT } from "./options";
 
 /** Paths of one leaf name's tree. */
@@ -59,6 +59,23 @@ export function checkNodeForPaths(node: NodeIdentity): NodeIdentity {
     throw argumentError(COMPONENT, "node.ip", ip, "an address such as 10.0.0.7, without '/'");
   }
   return node;
+}
+
+/**
+ * Refuses a leaf name with a '-' for normal mode, whose tree Java Leaf shares: Java Leaf's
+ * SnowflakeZookeeperHolder reads a new node's worker id by splitting its whole path
+ * (`/snowflake/{name}/forever/{ip}:{port}-{sequence}`) on '-' and parsing the second piece, so with
+ * a '-' in the name it fails (NumberFormatException) and a Java Leaf node could never join this
+ * tree or take over from this one (a rollback). INVALID_CONFIG naming `key`.
+ */
+export function checkJavaLeafName(name: string, key: string): void {
+  if (!name.includes("-")) return;
+  throw configError(
+    COMPONENT,
+    key,
+    name,
+    `a leaf name without '-' in ZooKeeper normal mode (its tree is Java Leaf's, and Java Leaf reads a new node's worker id by splitting the node's path on '-': with ${JSON.stringify(name)} it fails with NumberFormatException, so no Java Leaf node could join or replace this one). Use '.' or '_' instead, e.g. ${JSON.stringify(name.replaceAll("-", "."))}`,
+  );
 }
 
 /** Java Leaf's key of a node: `{ip}:{port}`. Backup ids get `{ip}:{port}~backup{k}` (k from 1). */

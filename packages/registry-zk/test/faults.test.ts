@@ -1,7 +1,15 @@
 // ZooKeeper broken on purpose while generators run: stopped and restarted, paused past the session
 // timeout (a hung server or a network stall), a holder process killed. Each test has this file's
 // private server to itself.
-import { mkdirSync, mkdtempSync, rmSync, statSync, utimesSync, writeFileSync } from "node:fs";
+import {
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  rmSync,
+  statSync,
+  utimesSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
@@ -313,7 +321,7 @@ describe("Java Leaf's cache file, ZooKeeper down at start", () => {
       // This package's own cache file, when present, wins over Java Leaf's.
       const ownName = uniqueName("javaown");
       writeJavaCache(tmp, ownName, "workerID=7", writtenAt);
-      writeLeaseCache(join(tmp, ownName, "leafconf", "8080", "workerID.json"), {
+      writeLeaseCache(join(tmp, ownName, "registry-zk", "8080", "workerID.json"), {
         node: { ...node, name: ownName },
         workerId: 3,
         timestamp: writtenAt,
@@ -326,8 +334,12 @@ describe("Java Leaf's cache file, ZooKeeper down at start", () => {
       const lease = (await attempt(node.name)) as WorkerLease;
       expect(lease.workerId, String(lease)).toBe(7);
       expect(lease.lastTimestamp).toBe(Math.floor(statSync(javaPath).mtimeMs));
-      // Its own cache file is written at once, next to Java Leaf's, with a timestamp.
-      const ours = readLeaseCache(join(tmp, node.name, "leafconf", "8080", "workerID.json"));
+      // Its own cache file is written at once, with a timestamp, beside Java Leaf's folder: that
+      // folder keeps only Java Leaf's own file.
+      const ours = readLeaseCache(join(tmp, node.name, "registry-zk", "8080", "workerID.json"));
+      expect(readdirSync(join(tmp, node.name, "leafconf", "8080"))).toEqual([
+        "workerID.properties",
+      ]);
       expect(ours).toMatchObject({ workerId: 7, node: { ip: "10.1.0.1", port: 8080 } });
       expect(ours!.timestamp).toBeGreaterThanOrEqual(lease.lastTimestamp);
       const reportedOffline = Date.now();
@@ -335,7 +347,7 @@ describe("Java Leaf's cache file, ZooKeeper down at start", () => {
         code: ErrorCodes.UNAVAILABLE,
       });
       expect(
-        readLeaseCache(join(tmp, node.name, "leafconf", "8080", "workerID.json"))!.timestamp,
+        readLeaseCache(join(tmp, node.name, "registry-zk", "8080", "workerID.json"))!.timestamp,
       ).toBe(reportedOffline);
 
       // ZooKeeper is back: the lease finds the same id in Java Leaf's tree and reports there.

@@ -235,7 +235,9 @@ function printWelcome(server: LeafServer): void {
   }
   lines.push("");
   if (config.segment) {
-    const tag = config.segment.demoTag ?? server.services.segment?.generator.tags()[0] ?? "TAG";
+    // The demo tag is created in the embedded store only: a MySQL store serves the tags it holds.
+    const demoTag = config.segment.store === "embedded" ? config.segment.demoTag : null;
+    const tag = demoTag ?? server.services.segment?.generator.tags()[0] ?? "TAG";
     lines.push(`  segment id     ${url}/api/segment/get/${encodeURIComponent(tag)}`);
     lines.push(`  100 ids        ${url}/api/segment/get/${encodeURIComponent(tag)}?count=100`);
   }

@@ -354,8 +354,8 @@ export const CONFIG_KEYS = [
   def("snowflake.local.workerId", {
     type: "integer",
     default: 0,
-    defaultText: "0 (when no workIdMap; loopback only)",
-    doc: "Local registry: this node's worker id. Must be set explicitly when the server listens beyond loopback.",
+    defaultText: "0 (when no workIdMap; loopback only, no shared store or registry)",
+    doc: "Local registry: this node's worker id. Must be set explicitly when the server listens beyond loopback or any shared store or registry is configured (segment.mysql.url, redisSequence.url, ...).",
     read: integer(0, 4_194_303),
   }),
   def("snowflake.local.workIdMap", {
@@ -365,16 +365,16 @@ export const CONFIG_KEYS = [
     doc: 'Local registry: the fork\'s map of nodes to worker ids, `{"10.1.46.33:8080":1,"10.1.46.33:8081":2}`.',
     read: json('a JSON object like {"10.1.46.33:8080": 1, "10.1.46.33:8081": 2}'),
   }),
-  def("snowflake.local.statefulSet", {
+  def("snowflake.statefulSet", {
     type: "boolean",
     default: false,
-    doc: "Local registry on Kubernetes: the worker id is this pod's StatefulSet ordinal (from HOSTNAME, `leaf-3` is 3) plus snowflake.local.statefulSetOffset. Put snowflake.local.dir on the pod's volume.",
+    doc: "Kubernetes: the worker id is this pod's StatefulSet ordinal (from HOSTNAME, `leaf-3` is 3) plus snowflake.statefulSetOffset. With snowflake.registry=redis or etcd the registry leases exactly that id or refuses the start while another pod holds it (safe). With the local registry only the pod's volume guards it: two pods with the same ordinal on different volumes (a force-delete) both issue the same ids; see registry-local's README.",
     read: boolean,
   }),
-  def("snowflake.local.statefulSetOffset", {
+  def("snowflake.statefulSetOffset", {
     type: "integer",
     default: 0,
-    doc: "Local registry on Kubernetes: added to the pod's ordinal, so that several StatefulSets share one worker-id space.",
+    doc: "Kubernetes: added to the pod's ordinal, so that several StatefulSets share one worker-id space.",
     read: integer(0, 4_194_303),
   }),
   def("snowflake.local.dir", {

@@ -22,7 +22,7 @@ export function serverSettings(
   // Where to listen. A configuration that names a shared store or registry is a deployment that
   // other hosts call: every interface, as Java Leaf (Spring Boot) does. Otherwise the zero-config
   // demo: loopback only.
-  const external = EXTERNAL_KEYS.filter((key) => v.named(key));
+  const external = sharedBackendKeys(v);
   const host = v.optional("server.host") ?? (external.length > 0 ? "0.0.0.0" : "127.0.0.1");
   const hostReason = v.has("server.host")
     ? `set by ${v.label("server.host")}`
@@ -46,6 +46,14 @@ export function serverSettings(
       monitor: v.get("server.monitor"),
     },
   };
+}
+
+/**
+ * The keys of `v` that name a shared store or registry (a MySQL segment store, a Redis, ZooKeeper,
+ * etcd or MySQL registry, the redis sequence): a configuration other nodes share.
+ */
+export function sharedBackendKeys(v: ConfigValues): ConfigKey[] {
+  return EXTERNAL_KEYS.filter((key) => v.named(key));
 }
 
 /** True for addresses only this machine can reach: 127.0.0.0/8, ::1 and "localhost". */

@@ -1,5 +1,6 @@
-// Snowflake mode's settings: where the worker id comes from (local, ZooKeeper or MySQL registry),
-// refused when two nodes could get the same id, and the bit layout with its overrides.
+// Snowflake mode's settings: where the worker id comes from (local, ZooKeeper, MySQL, Redis or etcd
+// registry; a StatefulSet pod's ordinal), refused when two nodes could get the same id, and the bit
+// layout with its overrides.
 import { resolve } from "node:path";
 import { defineLayout, isLeafError, type Layout, type LeafError, layouts } from "@leaf/core";
 import {
@@ -12,6 +13,7 @@ import { checkJavaLeafName } from "@leaf/registry-zk";
 import type { ConfigKey } from "./config-keys";
 import { mysqlSettings } from "./config-mysql";
 import type { Placement } from "./config-segment";
+import { sharedBackendKeys } from "./config-server";
 import type { RegistrySettings, SnowflakeSettings } from "./config-types";
 import { bareMessage, type ConfigValues } from "./config-values";
 
@@ -25,12 +27,14 @@ const LAYOUT_FIELDS = [
 
 /** Snowflake mode's settings (the mode is enabled); undefined when a problem was noted. */
 export function snowflakeSettings(v: ConfigValues, at: Placement): SnowflakeSettings | undefined {
-  const registry = registrySettings(v, at);
+  const pod = podSettings(v);
+  const registry = registrySettings(v, at, pod);
   const layout = layoutSettings(v);
   if (!registry || !layout) return undefined;
   return {
     layout,
     registry,
+    pod,
     ip: v.optional("snowflake.ip"),
     port: v.optional("snowflake.port"),
     toleranceMs: v.get("snowflake.clockToleranceMs"),
@@ -38,23 +42,57 @@ export function snowflakeSettings(v: ConfigValues, at: Placement): SnowflakeSett
   };
 }
 
-function registrySettings(v: ConfigValues, at: Placement): RegistrySettings | undefined {
+/** Registries that grant a requested worker id (the pod's ordinal) under a lease, or refuse it. */
+const REQUESTED_ID_REGISTRIES: ReadonlySet<RegistrySettings["kind"]> = new Set(["redis", "etcd"]);
+
+/** The pod whose StatefulSet ordinal (plus the offset) is the worker id, when snowflake.statefulSet. */
+function podSettings(v: ConfigValues): SnowflakeSettings["pod"] {
+  if (!v.get("snowflake.statefulSet")) return undefined;
+  try {
+    const pod: StatefulSetId = statefulSetWorkerId(
+      { offset: v.get("snowflake.statefulSetOffset") },
+      v.env,
+    );
+    return { hostname: pod.hostname, offset: pod.offset, workerId: pod.workerId };
+  } catch (error) {
+    v.invalid("snowflake.statefulSet", error);
+    return undefined;
+  }
+}
+
+function registrySettings(
+  v: ConfigValues,
+  at: Placement,
+  pod: SnowflakeSettings["pod"],
+): RegistrySettings | undefined {
   const chosenRegistry = v.optional("snowflake.registry");
   const kind = chosenRegistry?.registry ?? (v.named("snowflake.zk.address") ? "zk" : "local");
-  const statefulSet = v.get("snowflake.local.statefulSet");
+  const statefulSet = v.get("snowflake.statefulSet");
   const explicitLocalId =
     v.has("snowflake.local.workerId") || v.has("snowflake.local.workIdMap") || statefulSet;
+  // Other nodes may share any of these: a default worker id would be everyone's.
+  const shared = sharedBackendKeys(v);
   if (kind === "local" && v.javaLeafFile && !chosenRegistry) {
     v.problem(
       "snowflake.zk.address",
       `snowflake mode is on (${v.named("snowflake.enabled") ? v.label("snowflake.enabled") : "leaf.snowflake.enable defaults to true in Java Leaf"}) but no leaf.snowflake.zk.address is set. ` +
         "Set leaf.snowflake.zk.address and leaf.snowflake.port, or leaf.snowflake.enable=false, or choose a registry with leaf.snowflake.mode (local needs snowflake.local.workerId or leaf.snowflake.local.workIdMap)",
     );
-  } else if (kind === "local" && !at.loopback && !explicitLocalId) {
+  } else if (kind === "local" && !explicitLocalId && (!at.loopback || shared.length > 0)) {
+    const why = !at.loopback
+      ? `while listening on ${at.host}, reachable from other hosts`
+      : `although the configuration names a shared store or registry (${shared.map((k) => v.label(k)).join(", ")}), which other servers, on this host too, share`;
     v.problem(
       "snowflake.local.workerId",
-      `snowflake mode would use the local registry's default worker id 0 while listening on ${at.host}, reachable from other hosts; two nodes started like this hand out the same ids. ` +
-        "Give each node its own id with snowflake.local.workerId (or leaf.snowflake.local.workIdMap), or use a registry (leaf.snowflake.zk.address, snowflake.registry=mysql)",
+      `snowflake mode would use the local registry's default worker id 0 ${why}; two servers started like this hand out the same ids. ` +
+        `Give each node its own id with ${v.label("snowflake.local.workerId")} (or leaf.snowflake.local.workIdMap), or use a registry (snowflake.registry=redis, etcd, mysql, or leaf.snowflake.zk.address), or snowflake.enabled=false`,
+    );
+  }
+  if (statefulSet && kind !== "local" && !REQUESTED_ID_REGISTRIES.has(kind)) {
+    v.problem(
+      "snowflake.statefulSet",
+      `${v.label("snowflake.statefulSet")} asks the ${kind} registry for the pod's ordinal as its worker id, but that registry chooses ids itself; ` +
+        "use snowflake.registry=redis or etcd (they lease exactly the ordinal, or refuse the start while another pod holds it), or leave snowflake.statefulSet out",
     );
   }
   if (kind === "local") {
@@ -72,26 +110,17 @@ function registrySettings(v: ConfigValues, at: Placement): RegistrySettings | un
         v.invalid("snowflake.local.workIdMap", error);
       }
     }
-    let pod: StatefulSetId | undefined;
-    if (statefulSet) {
-      if (workIdMap !== undefined || v.has("snowflake.local.workerId")) {
-        v.problem(
-          "snowflake.local.statefulSet",
-          `${v.label("snowflake.local.statefulSet")} takes the worker id from the pod's name; remove ${workIdMap !== undefined ? v.label("snowflake.local.workIdMap") : v.label("snowflake.local.workerId")}`,
-        );
-      }
-      try {
-        pod = statefulSetWorkerId({ offset: v.get("snowflake.local.statefulSetOffset") }, v.env);
-      } catch (error) {
-        v.invalid("snowflake.local.statefulSet", error);
-      }
+    if (statefulSet && (workIdMap !== undefined || v.has("snowflake.local.workerId"))) {
+      v.problem(
+        "snowflake.statefulSet",
+        `${v.label("snowflake.statefulSet")} takes the worker id from the pod's name; remove ${workIdMap !== undefined ? v.label("snowflake.local.workIdMap") : v.label("snowflake.local.workerId")}`,
+      );
     }
     return {
       kind,
       workerId:
         pod?.workerId ?? (workIdMap === undefined ? v.get("snowflake.local.workerId") : undefined),
       workIdMap: pod ? undefined : workIdMap,
-      pod: pod && { hostname: pod.hostname, offset: pod.offset },
       dir: resolve(
         v.cwd,
         v.optional("snowflake.local.dir") ?? resolve(at.dataDir, "registry-local"),

@@ -43,8 +43,6 @@ export type RegistrySettings =
       workerId: number | undefined;
       workIdMap: unknown;
       dir: string;
-      /** The pod when the worker id is its StatefulSet ordinal (plus the offset). */
-      pod?: { hostname: string; offset: number };
     }
   | {
       kind: "zk";
@@ -72,6 +70,11 @@ export interface SnowflakeSettings {
   port: number | undefined;
   toleranceMs: number;
   backups: number;
+  /**
+   * The pod when the worker id is its StatefulSet ordinal plus the offset (snowflake.statefulSet):
+   * the local registry's fixed id, or the id requested from a shared registry.
+   */
+  pod: { hostname: string; offset: number; workerId: number } | undefined;
 }
 
 /** Redis sequence settings. */

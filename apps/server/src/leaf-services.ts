@@ -254,6 +254,10 @@ async function startSnowflake(
       node,
       layout: settings.layout,
       backups: settings.backups,
+      // A StatefulSet pod asks a shared registry for its ordinal (the local registry is given it).
+      ...(settings.pod && settings.registry.kind !== "local"
+        ? { workerId: settings.pod.workerId }
+        : {}),
       startToleranceMs: settings.toleranceMs,
       generator: { rollbackToleranceMs: settings.toleranceMs, onClockRollback },
       onEvent,
@@ -281,8 +285,13 @@ async function createRegistry(config: ServerConfig): Promise<WorkerIdRegistry> {
       return new LocalRegistry({
         dir: settings.dir,
         toleranceMs: config.snowflake!.toleranceMs,
-        ...(settings.pod
-          ? { statefulSet: settings.pod }
+        ...(config.snowflake!.pod
+          ? {
+              statefulSet: {
+                hostname: config.snowflake!.pod.hostname,
+                offset: config.snowflake!.pod.offset,
+              },
+            }
           : settings.workIdMap !== undefined
             ? { workIdMap: settings.workIdMap as Record<string, number> }
             : { workerId: settings.workerId ?? 0 }),

@@ -18,7 +18,7 @@ const plain = load({});
 const zk = load({ segment: { enabled: false }, snowflake: { zk: { address: "127.0.0.1:2181" } } });
 const mysql = load({ segment: { mysql: { url: DATABASE } }, snowflake: { registry: "mysql" } });
 const pod = loadConfig({
-  values: { segment: { enabled: false }, snowflake: { local: { statefulSet: true } } },
+  values: { segment: { enabled: false }, snowflake: { statefulSet: true } },
   env: { HOSTNAME: "leaf-2" },
   cwd: dir,
 });
@@ -55,8 +55,8 @@ const WHERE: Record<string, () => unknown> = {
   "snowflake.clockToleranceMs": () => plain.snowflake?.toleranceMs,
   "snowflake.backups": () => plain.snowflake?.backups,
   "snowflake.local.workerId": () => registry(plain, "local")?.workerId,
-  "snowflake.local.statefulSet": () => registry(plain, "local")?.pod !== undefined,
-  "snowflake.local.statefulSetOffset": () => registry(pod, "local")?.pod?.offset,
+  "snowflake.statefulSet": () => plain.snowflake?.pod !== undefined,
+  "snowflake.statefulSetOffset": () => pod.snowflake?.pod?.offset,
   "snowflake.zk.mode": () => registry(zk, "zk")?.mode,
   "snowflake.zk.sessionTimeoutMs": () => registry(zk, "zk")?.sessionTimeoutMs,
   "snowflake.zk.stopWithoutSession": () => registry(zk, "zk")?.stopWithoutSession,

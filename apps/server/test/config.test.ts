@@ -425,28 +425,25 @@ describe("safe defaults for a real deployment", () => {
     const pod = loadConfig({
       env: {
         HOSTNAME: "leaf-4",
-        LEAF_SNOWFLAKE_LOCAL_STATEFUL_SET: "true",
-        LEAF_SNOWFLAKE_LOCAL_STATEFUL_SET_OFFSET: "100",
+        LEAF_SNOWFLAKE_STATEFUL_SET: "true",
+        LEAF_SNOWFLAKE_STATEFUL_SET_OFFSET: "100",
         LEAF_SERVER_HOST: "0.0.0.0",
         LEAF_SEGMENT_ENABLED: "false",
       },
       cwd: dir,
     });
-    expect(pod.snowflake?.registry).toMatchObject({
-      kind: "local",
-      workerId: 104,
-      pod: { hostname: "leaf-4", offset: 100 },
-    });
+    expect(pod.snowflake?.registry).toMatchObject({ kind: "local", workerId: 104 });
+    expect(pod.snowflake?.pod).toEqual({ hostname: "leaf-4", offset: 100, workerId: 104 });
     const deployment = configError({
-      env: { HOSTNAME: "leaf-7f9c8d5b-x2x9z", LEAF_SNOWFLAKE_LOCAL_STATEFUL_SET: "true" },
+      env: { HOSTNAME: "leaf-7f9c8d5b-x2x9z", LEAF_SNOWFLAKE_STATEFUL_SET: "true" },
       cwd: dir,
     });
-    expect(deployment.message).toContain("LEAF_SNOWFLAKE_LOCAL_STATEFUL_SET (environment)");
+    expect(deployment.message).toContain("LEAF_SNOWFLAKE_STATEFUL_SET (environment)");
     expect(deployment.message).toContain('"leaf-7f9c8d5b-x2x9z"');
     const both = configError({
       env: {
         HOSTNAME: "leaf-1",
-        LEAF_SNOWFLAKE_LOCAL_STATEFUL_SET: "true",
+        LEAF_SNOWFLAKE_STATEFUL_SET: "true",
         LEAF_SNOWFLAKE_LOCAL_WORKER_ID: "3",
       },
       cwd: dir,
@@ -470,6 +467,62 @@ describe("safe defaults for a real deployment", () => {
       },
     });
     expect(explicit.snowflake?.registry).toMatchObject({ kind: "local", workerId: 0 });
+  });
+
+  it("refuses the local registry's default worker id on loopback too once a shared store or registry is configured", () => {
+    for (const [name, value] of [
+      ["LEAF_SEGMENT_MYSQL_URL", "mysql://127.0.0.1:3306/leaf"],
+      ["LEAF_REDIS_SEQUENCE_URL", "redis://127.0.0.1:6379"],
+    ] as const) {
+      const error = configError({
+        env: {
+          LEAF_SERVER_HOST: "127.0.0.1",
+          [name]: value,
+          LEAF_SEGMENT_MYSQL_USERNAME: "leaf",
+          LEAF_SEGMENT_MYSQL_PASSWORD: "",
+        },
+      });
+      expect(error.message).toContain("local registry's default worker id 0");
+      expect(error.message).toContain(`${name} (environment)`);
+      expect(error.message).toContain("LEAF_SNOWFLAKE_LOCAL_WORKER_ID");
+      expect(error.details.key).toBe("snowflake.local.workerId");
+    }
+    const explicit = loadConfig({
+      env: {
+        LEAF_SERVER_HOST: "127.0.0.1",
+        LEAF_SEGMENT_MYSQL_URL: "mysql://127.0.0.1:3306/leaf",
+        LEAF_SEGMENT_MYSQL_USERNAME: "leaf",
+        LEAF_SEGMENT_MYSQL_PASSWORD: "",
+        LEAF_SNOWFLAKE_LOCAL_WORKER_ID: "0",
+      },
+    });
+    expect(explicit.snowflake?.registry).toMatchObject({ kind: "local", workerId: 0 });
+  });
+
+  it("asks a shared registry for a StatefulSet pod's ordinal, and refuses a registry that cannot grant it", () => {
+    const pod = loadConfig({
+      env: {
+        HOSTNAME: "leaf-3",
+        LEAF_SNOWFLAKE_STATEFUL_SET: "true",
+        LEAF_SNOWFLAKE_REGISTRY: "redis",
+        LEAF_SNOWFLAKE_REDIS_URL: "redis://127.0.0.1:6379",
+        LEAF_SEGMENT_ENABLED: "false",
+      },
+      cwd: dir,
+    });
+    expect(pod.snowflake?.registry.kind).toBe("redis");
+    expect(pod.snowflake?.pod).toEqual({ hostname: "leaf-3", offset: 0, workerId: 3 });
+    const zk = configError({
+      env: {
+        HOSTNAME: "leaf-3",
+        LEAF_SNOWFLAKE_STATEFUL_SET: "true",
+        LEAF_SNOWFLAKE_ZK_ADDRESS: "127.0.0.1:2181",
+        LEAF_SEGMENT_ENABLED: "false",
+      },
+      cwd: dir,
+    });
+    expect(zk.message).toContain("LEAF_SNOWFLAKE_STATEFUL_SET (environment) asks the zk registry");
+    expect(zk.message).toContain("snowflake.registry=redis or etcd");
   });
 
   it("uses the embedded store with a Java Leaf file or off loopback only when asked to", () => {

@@ -160,7 +160,7 @@ function snowflakeConfig(c: Cluster, label: string, registry: SnowflakeRegistry,
         },
       };
     case "statefulset":
-      return { snowflake: { ...common, registry: "local", local: { statefulSet: true } } };
+      return { snowflake: { ...common, registry: "local", statefulSet: true } };
     default: {
       const kind = registry as RegistryKind;
       return snowflakeOn(

@@ -82,7 +82,7 @@ export class InstrumentedStore implements SegmentStore {
     return this.count("updateStep", this.store.updateStep(tag, step));
   }
 
-  deleteTag(tag: string): Promise<boolean> {
+  deleteTag(tag: string): Promise<TagRecord | undefined> {
     return this.count("deleteTag", this.store.deleteTag(tag));
   }
 

@@ -228,10 +228,10 @@ function registerAdminApi(app: FastifyInstance, sources: IdSources, admin: Admin
     async (request, reply: FastifyReply) => {
       const { generator, store } = sources.segment();
       const tag = readTag(request.params.tag);
-      // The row as it was, so the caller knows its last max_id (a tag created again under the same
-      // name must start above it, or it repeats the old ids).
-      const before = (await store.describeTags()).find((record) => record.tag === tag);
-      if (!(await generator.deleteTag(tag))) {
+      // The row as the store deleted it, read and deleted in one step: its max_id is final, above
+      // every id the tag handed out. The store refuses to create the tag again below it.
+      const deleted = await generator.deleteTag(tag);
+      if (deleted === undefined) {
         throw new LeafError({
           component: "server",
           code: ErrorCodes.UNKNOWN_TAG,
@@ -240,7 +240,7 @@ function registerAdminApi(app: FastifyInstance, sources: IdSources, admin: Admin
           details: { tag },
         });
       }
-      return reply.send(before ? { ...tagJson(before), deleted: true } : { tag, deleted: true });
+      return reply.send({ ...tagJson(deleted), deleted: true });
     },
   );
 }

@@ -214,19 +214,69 @@ export function segmentStoreConformance(
     assert.deepEqual([range.start, range.end], [10n, 14n]);
   });
 
-  scenario("deletes a tag, and answers false for a tag it does not hold", async (open) => {
-    const store = await open();
-    await store.createTag({ tag: "orders", step: 10 });
-    await store.createTag({ tag: "users", step: 10 });
-    assert.equal(await store.deleteTag("orders"), true);
-    assert.equal(await store.deleteTag("orders"), false);
-    assert.deepEqual(await store.listTags(), ["users"]);
-    await assert.rejects(store.takeRange("orders"), (e: unknown) =>
-      isLeafError(e, ErrorCodes.UNKNOWN_TAG),
+  scenario("remembers a deleted tag's max id when closed and opened again", async (open) => {
+    const first = await open();
+    await first.createTag({ tag: "orders", step: 10, startId: 0n });
+    await first.takeRange("orders");
+    await first.deleteTag("orders");
+    await first.close();
+    const again = await open();
+    await assert.rejects(again.createTag({ tag: "orders", step: 10, startId: 9n }), (e: unknown) =>
+      isLeafError(e, ErrorCodes.ALREADY_EXISTS),
     );
-    assert.equal(await store.deleteTag("users"), true);
-    assert.deepEqual(await store.listTags(), []);
+    assert.equal((await again.createTag({ tag: "orders", step: 10, startId: 10n })).maxId, 10n);
   });
+
+  scenario(
+    "deletes a tag, answering its final max id, and undefined for a tag it does not hold",
+    async (open) => {
+      const store = await open();
+      await store.createTag({ tag: "orders", step: 10 });
+      await store.createTag({ tag: "users", step: 10 });
+      await store.takeRange("orders");
+      const deleted = await store.deleteTag("orders");
+      assert.equal(deleted?.tag, "orders");
+      assert.equal(deleted?.maxId, 11n);
+      assert.equal(await store.deleteTag("orders"), undefined);
+      assert.deepEqual(await store.listTags(), ["users"]);
+      await assert.rejects(store.takeRange("orders"), (e: unknown) =>
+        isLeafError(e, ErrorCodes.UNKNOWN_TAG),
+      );
+      assert.equal((await store.deleteTag("users"))?.maxId, 1n);
+      assert.deepEqual(await store.listTags(), []);
+    },
+  );
+
+  scenario(
+    "creates a deleted tag again only at or above the max id it was deleted with",
+    async (open) => {
+      const store = await open();
+      await store.createTag({ tag: "orders", step: 10, startId: 100n });
+      await store.takeRange("orders");
+      await store.takeRange("orders");
+      assert.equal((await store.deleteTag("orders"))?.maxId, 120n);
+      for (const startId of [1n, 119n]) {
+        await assert.rejects(
+          store.createTag({ tag: "orders", step: 10, startId }),
+          (e: unknown) =>
+            isLeafError(e, ErrorCodes.ALREADY_EXISTS) &&
+            (e as { details?: { reason?: unknown; minStartId?: unknown } }).details?.reason ===
+              "deleted" &&
+            (e as { details?: { minStartId?: unknown } }).details?.minStartId === "120",
+        );
+      }
+      assert.deepEqual(await store.listTags(), []);
+      assert.equal((await store.createTag({ tag: "orders", step: 10, startId: 120n })).maxId, 120n);
+      const range = await store.takeRange("orders");
+      assert.deepEqual([range.start, range.end], [120n, 130n]);
+      // Deleted again, the store keeps the higher max id.
+      assert.equal((await store.deleteTag("orders"))?.maxId, 130n);
+      await assert.rejects(
+        store.createTag({ tag: "orders", step: 10, startId: 125n }),
+        (e: unknown) => isLeafError(e, ErrorCodes.ALREADY_EXISTS),
+      );
+    },
+  );
 
   scenario("rejects every call after close with CLOSED", async (open) => {
     const store = await open();

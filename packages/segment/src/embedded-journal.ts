@@ -1,5 +1,5 @@
 // The embedded store's journal format: JSON lines (a header, then put/max/step/delete records),
-// parsed into the tag table; shared by the store's open (which drops a torn last line) and its
+// parsed into the tag table and the deleted tags' last max ids; shared by the store's open (which drops a torn last line) and its
 // verification after a failed write (which accepts nothing but complete lines).
 import { ErrorCodes, LeafError } from "@leaf/core";
 import { COMPONENT, MAX_ID } from "./validation";
@@ -32,11 +32,22 @@ export type JournalRecord =
     }
   | { op: "max"; tag: string; maxId: string; at: number }
   | { op: "step"; tag: string; step: number; at: number }
-  | { op: "delete"; tag: string; at: number };
+  | {
+      op: "delete";
+      tag: string;
+      at: number;
+      /**
+       * The tag's max id when deleted (or, in a compacted journal, the highest it was deleted
+       * with). Replaying the records before it gives the same; compaction keeps it here.
+       */
+      maxId?: string;
+    };
 
 /** What a journal's text holds. */
 export interface ParsedJournal {
   rows: Map<string, Row>;
+  /** Deleted tags (not created again since) with the highest max id each was deleted with. */
+  deleted: Map<string, bigint>;
   /** Records after the header. */
   records: number;
   /** Whether the text starts with a valid header (false for an empty text). */
@@ -54,6 +65,7 @@ export interface ParsedJournal {
  */
 export function parseJournal(path: string, text: string): ParsedJournal {
   const rows = new Map<string, Row>();
+  const deleted = new Map<string, bigint>();
   const totalBytes = Buffer.byteLength(text, "utf8");
   const corrupt = (line: number, what: string) =>
     new LeafError({
@@ -86,14 +98,14 @@ export function parseJournal(path: string, text: string): ParsedJournal {
       header = true;
       continue;
     }
-    const problem = applyRecord(rows, record as JournalRecord);
+    const problem = applyRecord(rows, deleted, record as JournalRecord);
     if (problem) throw corrupt(i + 1, problem);
     records++;
   }
   const validBytes = lines
     .slice(0, validEnd + 1)
     .reduce((n, line) => n + Buffer.byteLength(line, "utf8") + 1, 0);
-  return { rows, records, header, validBytes, totalBytes };
+  return { rows, deleted, records, header, validBytes, totalBytes };
 }
 
 /** The journal's header line. */
@@ -101,9 +113,16 @@ export function headerLine(): string {
   return `${JSON.stringify({ format: FORMAT, version: VERSION, writtenAt: Date.now() })}\n`;
 }
 
-/** A whole journal holding one `put` per tag, as compaction writes it. */
-export function snapshotText(rows: Map<string, Row>): string {
+/**
+ * A whole journal holding one `put` per tag and one `delete` per deleted tag (with the max id it
+ * was deleted with), as compaction writes it.
+ */
+export function snapshotText(rows: Map<string, Row>, deleted: Map<string, bigint>): string {
   let text = headerLine();
+  for (const [tag, maxId] of deleted) {
+    const record: JournalRecord = { op: "delete", tag, at: 0, maxId: maxId.toString() };
+    text += `${JSON.stringify(record)}\n`;
+  }
   for (const [tag, row] of rows) text += `${JSON.stringify(putRecord(tag, row))}\n`;
   return text;
 }
@@ -153,7 +172,11 @@ function parseLine(line: string): unknown {
 }
 
 /** Applies one journal record; returns what is wrong with it, or undefined. */
-function applyRecord(rows: Map<string, Row>, record: JournalRecord): string | undefined {
+function applyRecord(
+  rows: Map<string, Row>,
+  deleted: Map<string, bigint>,
+  record: JournalRecord,
+): string | undefined {
   if (!record || typeof record !== "object" || typeof record.tag !== "string") return "no tag";
   const at = typeof record.at === "number" ? record.at : 0;
   switch (record.op) {
@@ -186,9 +209,18 @@ function applyRecord(rows: Map<string, Row>, record: JournalRecord): string | un
       row.updatedAt = at;
       return undefined;
     }
-    case "delete":
+    case "delete": {
+      let maxId = rows.get(record.tag)?.maxId ?? 0n;
+      if (record.maxId !== undefined) {
+        const stated = parseMax(record.maxId);
+        if (stated === undefined) return `bad maxId ${JSON.stringify(record.maxId)}`;
+        if (stated > maxId) maxId = stated;
+      }
+      const before = deleted.get(record.tag);
+      if (before === undefined || maxId > before) deleted.set(record.tag, maxId);
       rows.delete(record.tag);
       return undefined;
+    }
     default:
       return `unknown op ${JSON.stringify((record as { op?: unknown }).op)}`;
   }

@@ -63,7 +63,7 @@ export interface OpenedFolder {
   /** Bytes of the journal as opened. */
   size: number;
   lock: HeldLockFile;
-  state: { rows: Map<string, Row>; records: number };
+  state: { rows: Map<string, Row>; deleted: Map<string, bigint>; records: number };
 }
 
 /** The options after their checks, with defaults filled in. */
@@ -126,8 +126,8 @@ export async function openFolder(settings: EmbeddedSettings): Promise<OpenedFold
     const path = join(dir, JOURNAL_FILE);
     const state = readJournal(path);
     if (state.records > state.rows.size + compactAfter / 2 || !state.exists) {
-      writeFileAtomic(path, snapshotText(state.rows));
-      state.records = state.rows.size;
+      writeFileAtomic(path, snapshotText(state.rows, state.deleted));
+      state.records = state.rows.size + state.deleted.size;
     }
     const file = await openFile(path);
     const stat = await file.stat();
@@ -180,17 +180,27 @@ function folderError(dir: string, error: unknown): unknown {
  * disk: never fsynced, so never acknowledged) are dropped and cut off the file; an invalid line
  * anywhere else is CORRUPT_DATA.
  */
-function readJournal(path: string): { rows: Map<string, Row>; records: number; exists: boolean } {
+function readJournal(path: string): {
+  rows: Map<string, Row>;
+  deleted: Map<string, bigint>;
+  records: number;
+  exists: boolean;
+} {
   let text: string;
   try {
     text = readFileSync(path, "utf8");
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === "ENOENT") {
-      return { rows: new Map(), records: 0, exists: false };
+      return { rows: new Map(), deleted: new Map(), records: 0, exists: false };
     }
     throw error;
   }
   const parsed = parseJournal(path, text);
   if (parsed.validBytes < parsed.totalBytes) truncateSync(path, parsed.validBytes);
-  return { rows: parsed.rows, records: parsed.records, exists: parsed.header };
+  return {
+    rows: parsed.rows,
+    deleted: parsed.deleted,
+    records: parsed.records,
+    exists: parsed.header,
+  };
 }

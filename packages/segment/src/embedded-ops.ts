@@ -5,6 +5,7 @@
 import { type JournalRecord, putRecord, type Row } from "./embedded-journal";
 import type { NewTag, SegmentRange, TagRecord } from "./segment-store";
 import {
+  belowDeletedTag,
   MAX_ID,
   normalizeNewTag,
   type RangeFloors,
@@ -99,11 +100,22 @@ export function giveBackOp(
   };
 }
 
-/** A new tag; refused with ALREADY_EXISTS when it exists. */
-export function createTagOp(input: NewTag, where: string): RowOp<TagRecord> {
+/**
+ * A new tag; refused with ALREADY_EXISTS when it exists, or when it was deleted with a max id
+ * above its start id (`deleted`: the store's deleted tags).
+ */
+export function createTagOp(
+  input: NewTag,
+  where: string,
+  deleted: Map<string, bigint>,
+): RowOp<TagRecord> {
   const tag = normalizeNewTag(input);
   return (rows, now) => {
     if (rows.has(tag.tag)) throw tagExists(tag.tag, where);
+    const floor = deleted.get(tag.tag);
+    if (floor !== undefined && floor > tag.startId) {
+      throw belowDeletedTag(tag.tag, tag.startId, floor, where);
+    }
     const row: Row = {
       maxId: tag.startId,
       step: tag.step,
@@ -135,16 +147,28 @@ export function updateStepOp(tag: string, step: number, where: string): RowOp<Ta
   };
 }
 
-/** A tag deleted; false when there was none. */
-export function deleteTagOp(tag: string): RowOp<boolean> {
+/**
+ * A tag deleted: answers its record as it was, undefined when there was none; `deleted` (the
+ * store's deleted tags) keeps the highest max id it was deleted with.
+ */
+export function deleteTagOp(
+  tag: string,
+  deleted: Map<string, bigint>,
+): RowOp<TagRecord | undefined> {
   return (rows, now) => {
     const row = rows.get(tag);
-    if (!row) return { value: false };
+    if (!row) return { value: undefined };
+    const before = deleted.get(tag);
     rows.delete(tag);
+    if (before === undefined || row.maxId > before) deleted.set(tag, row.maxId);
     return {
-      record: { op: "delete", tag, at: now },
-      undo: () => rows.set(tag, row),
-      value: true,
+      record: { op: "delete", tag, at: now, maxId: row.maxId.toString() },
+      undo: () => {
+        rows.set(tag, row);
+        if (before === undefined) deleted.delete(tag);
+        else deleted.set(tag, before);
+      },
+      value: toRecord(tag, row),
     };
   };
 }

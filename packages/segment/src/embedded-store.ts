@@ -83,6 +83,8 @@ export class EmbeddedSegmentStore implements SegmentStore {
   /** The folder opened, locked and read: set by {@link start}. */
   private starting: Promise<void> | undefined;
   private rows = new Map<string, Row>();
+  /** Deleted tags with the highest max id each was deleted with: a re-create starts at or above. */
+  private readonly deleted = new Map<string, bigint>();
   /** The journal handle; undefined before start and after a compaction could not reopen it. */
   private file: FileHandle | undefined;
   private fileId: FileId = { dev: -1, ino: -1 };
@@ -140,6 +142,8 @@ export class EmbeddedSegmentStore implements SegmentStore {
     this.size = opened.size;
     this.lock = opened.lock;
     this.rows = opened.state.rows;
+    // Filled in place: operations queued before the folder was opened hold this map.
+    for (const [tag, maxId] of opened.state.deleted) this.deleted.set(tag, maxId);
     this.appendedSinceCompaction = opened.state.records;
   }
 
@@ -167,8 +171,9 @@ export class EmbeddedSegmentStore implements SegmentStore {
     return this.enqueue(giveBackOp(tag, from, end, this.floors));
   }
 
+  /** Refuses (ALREADY_EXISTS, reason "deleted") a start id below the max id the tag was deleted with. */
   async createTag(input: NewTag): Promise<TagRecord> {
-    return this.enqueue(createTagOp(input, this.where));
+    return this.enqueue(createTagOp(input, this.where, this.deleted));
   }
 
   async updateStep(tag: string, step: number): Promise<TagRecord> {
@@ -177,9 +182,14 @@ export class EmbeddedSegmentStore implements SegmentStore {
     return this.enqueue(updateStepOp(tag, step, this.where));
   }
 
-  async deleteTag(tag: string): Promise<boolean> {
+  /**
+   * Answers the tag's record as deleted: the write queue applies calls one at a time, so no range
+   * is taken between the read and the delete. The `delete` record carries the max id, kept by
+   * compaction, so a restarted store still refuses to create the tag below it.
+   */
+  async deleteTag(tag: string): Promise<TagRecord | undefined> {
     checkTag(tag);
-    return this.enqueue(deleteTagOp(tag));
+    return this.enqueue(deleteTagOp(tag, this.deleted));
   }
 
   /** Counters and whether (and why) the store refuses calls right now. */
@@ -264,7 +274,8 @@ export class EmbeddedSegmentStore implements SegmentStore {
         }
       }
       for (const { pending, value } of done) pending.resolve(value);
-      if (this.appendedSinceCompaction >= this.rows.size + this.compactAfter) await this.compact();
+      const kept = this.rows.size + this.deleted.size;
+      if (this.appendedSinceCompaction >= kept + this.compactAfter) await this.compact();
     }
   }
 
@@ -457,13 +468,13 @@ export class EmbeddedSegmentStore implements SegmentStore {
    * reopens and verifies it: it never appends to the replaced, unlinked file.
    */
   private async compact(): Promise<void> {
-    this.appendedSinceCompaction = this.rows.size;
+    this.appendedSinceCompaction = this.rows.size + this.deleted.size;
     try {
       this.checkOwnership("before compacting");
     } catch {
       return;
     }
-    const text = snapshotText(this.rows);
+    const text = snapshotText(this.rows, this.deleted);
     try {
       writeFileAtomic(this.journalPath, text);
     } catch (cause) {

@@ -21,6 +21,37 @@ export function leafAllocSchema(table: string = DEFAULT_TABLE): string {
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`;
 }
 
+/**
+ * The name of the table where the store keeps the last max id of each deleted tag: the tag table's
+ * name with `_deleted` appended (`leaf_alloc_deleted`), in the same database. A separate table, so
+ * Java Leaf, which reads every row of `leaf_alloc`, never sees a deleted tag.
+ */
+export function deletedTableName(table: string = DEFAULT_TABLE): string {
+  const name = `${table}_deleted`;
+  if (name.split(".").at(-1)!.length > 64) {
+    throw configError(
+      COMPONENT,
+      "table",
+      table,
+      "a table name of at most 56 characters: the store keeps deleted tags in a table named after it with _deleted appended",
+    );
+  }
+  return name;
+}
+
+/**
+ * The `CREATE TABLE` statement of the deleted-tags table (see {@link deletedTableName}): one row per
+ * deleted tag, its max id when it was last deleted. A tag is created again only at or above it.
+ */
+export function deletedTagsSchema(table: string = DEFAULT_TABLE): string {
+  return `CREATE TABLE IF NOT EXISTS ${quoteTable(deletedTableName(table))} (
+  \`biz_tag\` varchar(128) NOT NULL,
+  \`max_id\` bigint(20) NOT NULL,
+  \`deleted_at\` timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP,
+  PRIMARY KEY (\`biz_tag\`)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`;
+}
+
 /** Java Leaf's schema with the default table name. */
 export const LEAF_ALLOC_SCHEMA: string = leafAllocSchema();
 

@@ -5,6 +5,7 @@ import type { NewTag, SegmentRange, SegmentStore, TagRecord } from "./segment-st
 import {
   badStoredMaxId,
   badStoredStep,
+  belowDeletedTag,
   checkStep,
   checkTag,
   closedError,
@@ -32,6 +33,8 @@ interface MemoryRow {
 export class MemorySegmentData {
   /** @internal rows by tag */
   readonly rows = new Map<string, MemoryRow>();
+  /** @internal the highest max id each deleted tag was deleted with */
+  readonly deleted = new Map<string, bigint>();
 }
 
 /** Options of {@link MemorySegmentStore}. */
@@ -112,6 +115,10 @@ export class MemorySegmentStore implements SegmentStore {
     this.checkOpen();
     const tag = normalizeNewTag(input);
     if (this.data.rows.has(tag.tag)) throw tagExists(tag.tag, "the memory store");
+    const floor = this.data.deleted.get(tag.tag);
+    if (floor !== undefined && floor > tag.startId) {
+      throw belowDeletedTag(tag.tag, tag.startId, floor, "the memory store");
+    }
     const row: MemoryRow = {
       maxId: tag.startId,
       step: tag.step,
@@ -133,10 +140,15 @@ export class MemorySegmentStore implements SegmentStore {
     return toRecord(tag, row);
   }
 
-  async deleteTag(tag: string): Promise<boolean> {
+  async deleteTag(tag: string): Promise<TagRecord | undefined> {
     this.checkOpen();
     checkTag(tag);
-    return this.data.rows.delete(tag);
+    const row = this.data.rows.get(tag);
+    if (!row) return undefined;
+    this.data.rows.delete(tag);
+    const before = this.data.deleted.get(tag);
+    if (before === undefined || row.maxId > before) this.data.deleted.set(tag, row.maxId);
+    return toRecord(tag, row);
   }
 
   async close(): Promise<void> {

@@ -56,6 +56,11 @@ export interface MysqlStoreStats {
   givenBack: number;
   /** Give-backs not made because a range was taken after the one given back (nothing changed). */
   giveBacksRefused: number;
+  /**
+   * Writes that set a value (give-back, create, step change, delete) sent once and never answered
+   * (a timeout, a lost connection): not sent again, since a copy may still run on the server.
+   */
+  writesUnanswered: number;
   /** Index in the host list of the host in use. */
   currentHost: number;
   hosts: string[];

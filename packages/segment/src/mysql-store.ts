@@ -2,8 +2,10 @@
 // update-then-select in one transaction, sent as one round trip; several hosts in failover order,
 // never a range from a read-only server (a replica), whatever the user's privileges, and none while
 // more than one listed host is writable (a split brain) or from a host whose max id is behind.
-// Over 450 lines because it is one class: host failover, the writability and split-brain checks
-// and the range transaction share its pool cluster and counters.
+// A change that sets a value (a give-back, a new tag, a step, a delete) is sent at most once: a
+// copy the server still holds could run after other changes and undo them. Over 450 lines because
+// it is one class: host failover, the writability and split-brain checks, the range transaction
+// and the once-only writes share its pool cluster and counters.
 import { ErrorCodes, LeafError } from "@leaf/core";
 import {
   classifyMysqlError,
@@ -12,7 +14,12 @@ import {
   mysqlError,
 } from "@leaf/core/adapter";
 import type { PoolCluster, PoolConnection, ResultSetHeader, RowDataPacket } from "mysql2/promise";
-import { leafAllocSchema, quoteTable } from "./leaf-alloc-schema";
+import {
+  deletedTableName,
+  deletedTagsSchema,
+  leafAllocSchema,
+  quoteTable,
+} from "./leaf-alloc-schema";
 import {
   hostCluster,
   type MysqlSegmentStoreOptions,
@@ -26,6 +33,7 @@ import type { NewTag, SegmentRange, SegmentStore, TagRecord } from "./segment-st
 import {
   badStoredMaxId,
   badStoredStep,
+  belowDeletedTag,
   COMPONENT,
   checkStep,
   checkTag,
@@ -43,7 +51,7 @@ import {
 const FIXES: MysqlFixes = {
   credentials: "the user and password (the url, or the user / password options)",
   database: "the database (the url's path, or the database option)",
-  createTable: "createSchema() or sql/leaf_alloc.sql",
+  createTable: "createSchema(), or sql/leaf_alloc.sql and sql/leaf_alloc_deleted.sql",
   server: "the url (or hosts) option",
 };
 
@@ -62,6 +70,10 @@ interface RangeRow extends RowDataPacket {
   max_id: string;
   step: number;
   read_only: number | string;
+}
+
+interface DeletedRow extends RowDataPacket {
+  max_id: string;
 }
 
 interface TagRow extends RowDataPacket {
@@ -87,6 +99,8 @@ export class MysqlSegmentStore implements SegmentStore {
   private readonly hostNames: string[];
   private readonly table: string;
   private readonly tableName: string;
+  /** The deleted tags' table, quoted (see {@link deletedTableName}). */
+  private readonly deletedTable: string;
   private readonly database: string | undefined;
   private readonly queryTimeoutMs: number;
   private current = 0;
@@ -99,6 +113,7 @@ export class MysqlSegmentStore implements SegmentStore {
     rangeRefusals: 0,
     givenBack: 0,
     giveBacksRefused: 0,
+    writesUnanswered: 0,
   };
   /** Ends of the ranges this store handed out, per tag, with the host each came from. */
   private readonly floors = new RangeFloors();
@@ -110,14 +125,19 @@ export class MysqlSegmentStore implements SegmentStore {
     this.database = hosts.database;
     this.tableName = hosts.tableName;
     this.table = quoteTable(hosts.tableName);
+    this.deletedTable = quoteTable(deletedTableName(hosts.tableName));
     this.queryTimeoutMs = hosts.queryTimeoutMs;
   }
 
-  /** Creates the `leaf_alloc` table (Java Leaf's, column for column) when it does not exist. */
+  /**
+   * Creates the `leaf_alloc` table (Java Leaf's, column for column) and the deleted tags' table
+   * (`leaf_alloc_deleted`, which Java Leaf never reads) when they do not exist.
+   */
   async createSchema(): Promise<void> {
     await this.withHost("creating the table", async (conn) => {
       await this.checkWritable(conn);
       await this.send(conn, leafAllocSchema(this.tableName));
+      await this.send(conn, deletedTagsSchema(this.tableName));
     });
   }
 
@@ -147,6 +167,10 @@ export class MysqlSegmentStore implements SegmentStore {
    * is refused without advancing it further). With several hosts, every other listed host is then
    * asked whether it is writable: if one is, the range is discarded (a gap) and the call rejects
    * with UNAVAILABLE, `details.reason` "split-brain".
+   *
+   * Unlike the other writes, a range is tried again on a timeout or a lost connection: its UPDATE
+   * only adds to the max id, so a copy the server still runs later moves the max id past a range
+   * nobody is answered (a gap); the range answered comes from the copy whose result was read.
    */
   async takeRange(tag: string, step?: number): Promise<SegmentRange> {
     checkTag(tag);
@@ -220,7 +244,11 @@ export class MysqlSegmentStore implements SegmentStore {
    * Gives back `[from, end)` (see {@link SegmentStore.giveBack}): `UPDATE ... SET max_id = from
    * WHERE biz_tag = ? AND max_id = end AND @@global.read_only = 0`, one statement, so the compare
    * and the set are atomic against every process taking ranges from the row. A read-only host is
-   * skipped as for ranges; on the next host the compare is made again.
+   * skipped as for ranges; on the next host the compare is made again. The UPDATE is sent at most
+   * once: when its answer does not come (a timeout, a lost connection) the call rejects with
+   * UNAVAILABLE (`details.reason` "outcome-unknown") and the ids are a gap. Sent again, a copy still
+   * queued on the server (behind a row lock) could run after another process took `[from, end)` and
+   * find the max id back at `end`, and give back ids that process holds.
    */
   async giveBack(tag: string, from: bigint, end: bigint): Promise<boolean> {
     if (this.floors.checkGiveBack(tag, from, end) === "moved-on") {
@@ -240,6 +268,7 @@ export class MysqlSegmentStore implements SegmentStore {
           throw new ReadOnlyHost("@@global.read_only is ON");
         return false;
       },
+      (conn) => this.probe(conn),
     );
     if (given) {
       this.floors.lower(tag, from);
@@ -250,54 +279,102 @@ export class MysqlSegmentStore implements SegmentStore {
     return given;
   }
 
+  /**
+   * Inserts the tag's row and, in the same transaction, reads the max id it had when it was last
+   * deleted (a locking read, so a delete committing meanwhile is seen): below it, the insert is
+   * rolled back and the call rejects with ALREADY_EXISTS, `details.reason` "deleted". Sent at most
+   * once (see {@link giveBack}).
+   */
   async createTag(input: NewTag): Promise<TagRecord> {
     const tag = normalizeNewTag(input);
-    return this.withHost(`creating tag ${JSON.stringify(tag.tag)}`, async (conn) => {
-      let results: [ResultSetHeader, TagRow[]];
-      try {
-        [results] = await this.send<[ResultSetHeader, TagRow[]]>(
+    return this.withHost(
+      `creating tag ${JSON.stringify(tag.tag)}`,
+      async (conn) => {
+        let results: [ResultSetHeader, ResultSetHeader, DeletedRow[]];
+        try {
+          [results] = await this.send<[ResultSetHeader, ResultSetHeader, DeletedRow[]]>(
+            conn,
+            `START TRANSACTION; INSERT INTO ${this.table} (biz_tag, max_id, step, description) SELECT ?, ?, ?, ? FROM DUAL WHERE @@global.read_only = 0; SELECT max_id FROM ${this.deletedTable} WHERE biz_tag = ? LOCK IN SHARE MODE`,
+            [tag.tag, tag.startId, tag.step, tag.description, tag.tag],
+          );
+        } catch (error) {
+          if ((error as { errno?: number }).errno === 1062) throw tagExists(tag.tag, this.where());
+          throw error;
+        }
+        // Every error below drops the connection, which rolls the transaction back.
+        if (results[1].affectedRows !== 1) throw new ReadOnlyHost("@@global.read_only is ON");
+        const deleted = results[2][0];
+        if (deleted && BigInt(deleted.max_id) > tag.startId) {
+          throw belowDeletedTag(tag.tag, tag.startId, BigInt(deleted.max_id), this.where());
+        }
+        const [done] = await this.send<[ResultSetHeader, TagRow[]]>(
           conn,
-          `INSERT INTO ${this.table} (biz_tag, max_id, step, description) SELECT ?, ?, ?, ? FROM DUAL WHERE @@global.read_only = 0; ${this.selectOne()}`,
-          [tag.tag, tag.startId, tag.step, tag.description, tag.tag],
+          `COMMIT; ${this.selectOne()}`,
+          [tag.tag],
         );
-      } catch (error) {
-        if ((error as { errno?: number }).errno === 1062) throw tagExists(tag.tag, this.where());
-        throw error;
-      }
-      if (results[0].affectedRows !== 1) throw new ReadOnlyHost("@@global.read_only is ON");
-      return toRecord(results[1][0]!);
-    });
+        return toRecord(done[1][0]!);
+      },
+      (conn) => this.ensureDeletedTable(conn),
+    );
   }
 
+  /** Sent at most once (see {@link giveBack}). */
   async updateStep(tag: string, step: number): Promise<TagRecord> {
     checkTag(tag);
     checkStep(step);
-    return this.withHost(`changing the step of tag ${JSON.stringify(tag)}`, async (conn) => {
-      const [results] = await this.send<[ResultSetHeader, (TagRow & { read_only: number })[]]>(
-        conn,
-        `UPDATE ${this.table} SET step = ? WHERE biz_tag = ? AND @@global.read_only = 0; ${this.selectOne(", @@global.read_only AS read_only")}`,
-        [step, tag, tag],
-      );
-      const row = results[1][0];
-      if (!row) throw unknownTag(tag, this.where());
-      if (results[0].affectedRows !== 1) throw new ReadOnlyHost("@@global.read_only is ON");
-      return toRecord(row);
-    });
+    return this.withHost(
+      `changing the step of tag ${JSON.stringify(tag)}`,
+      async (conn) => {
+        const [results] = await this.send<[ResultSetHeader, (TagRow & { read_only: number })[]]>(
+          conn,
+          `UPDATE ${this.table} SET step = ? WHERE biz_tag = ? AND @@global.read_only = 0; ${this.selectOne(", @@global.read_only AS read_only")}`,
+          [step, tag, tag],
+        );
+        const row = results[1][0];
+        if (!row) throw unknownTag(tag, this.where());
+        if (results[0].affectedRows !== 1) throw new ReadOnlyHost("@@global.read_only is ON");
+        return toRecord(row);
+      },
+      (conn) => this.probe(conn),
+    );
   }
 
-  async deleteTag(tag: string): Promise<boolean> {
+  /**
+   * In one transaction: locks the tag's row (`SELECT ... FOR UPDATE`), records its max id in the
+   * deleted tags' table (keeping the higher one), deletes the row, commits; answers the row read
+   * under the lock, so no range taken in between is missing from its max id. Sent at most once
+   * (see {@link giveBack}).
+   */
+  async deleteTag(tag: string): Promise<TagRecord | undefined> {
     checkTag(tag);
-    return this.withHost(`deleting tag ${JSON.stringify(tag)}`, async (conn) => {
-      const [results] = await this.send<[ResultSetHeader, RowDataPacket[]]>(
-        conn,
-        `DELETE FROM ${this.table} WHERE biz_tag = ? AND @@global.read_only = 0; SELECT @@global.read_only AS read_only`,
-        [tag],
-      );
-      if (results[0].affectedRows === 1) return true;
-      if (Number(results[1][0]?.read_only) !== 0)
-        throw new ReadOnlyHost("@@global.read_only is ON");
-      return false;
-    });
+    return this.withHost(
+      `deleting tag ${JSON.stringify(tag)}`,
+      async (conn) => {
+        const [locked] = await this.send<[ResultSetHeader, (TagRow & { read_only: number })[]]>(
+          conn,
+          `START TRANSACTION; ${this.selectOne(", @@global.read_only AS read_only")} FOR UPDATE`,
+          [tag],
+        );
+        const row = locked[1][0];
+        if (!row) {
+          await this.send(conn, "ROLLBACK");
+          return undefined;
+        }
+        // Every error below drops the connection, which rolls the transaction back.
+        if (Number(row.read_only) !== 0) throw new ReadOnlyHost("@@global.read_only is ON");
+        const [changed] = await this.send<[ResultSetHeader, ResultSetHeader]>(
+          conn,
+          `INSERT INTO ${this.deletedTable} (biz_tag, max_id) SELECT ?, ? FROM DUAL WHERE @@global.read_only = 0 ON DUPLICATE KEY UPDATE max_id = GREATEST(max_id, VALUES(max_id)); DELETE FROM ${this.table} WHERE biz_tag = ? AND @@global.read_only = 0`,
+          [tag, row.max_id, tag],
+        );
+        if (changed[0].affectedRows < 1 || changed[1].affectedRows !== 1) {
+          throw new ReadOnlyHost("@@global.read_only is ON");
+        }
+        await this.send(conn, "COMMIT");
+        return toRecord(row);
+      },
+      (conn) => this.ensureDeletedTable(conn),
+    );
   }
 
   /**
@@ -391,6 +468,21 @@ export class MysqlSegmentStore implements SegmentStore {
     return answers.filter((name): name is string => name !== false);
   }
 
+  /** A round trip that changes nothing: the connection answers before a once-only write is sent. */
+  private async probe(conn: PoolConnection): Promise<void> {
+    await this.send(conn, "SELECT 1");
+  }
+
+  /** Creates the deleted tags' table when it is missing (a table made by Java Leaf's script). */
+  private async ensureDeletedTable(conn: PoolConnection): Promise<void> {
+    try {
+      await this.send(conn, `SELECT 1 FROM ${this.deletedTable} WHERE 1 = 0`);
+    } catch (error) {
+      if ((error as { errno?: number }).errno !== 1146) throw error;
+      await this.send(conn, deletedTagsSchema(this.tableName));
+    }
+  }
+
   private async checkWritable(conn: PoolConnection): Promise<void> {
     const [rows] = await this.send<RowDataPacket[]>(
       conn,
@@ -414,10 +506,17 @@ export class MysqlSegmentStore implements SegmentStore {
    * configuration errors (access denied, missing database, table or column: INVALID_CONFIG) and SQL
    * errors about the statement itself are final. All hosts failing gives UNAVAILABLE, each host
    * named once with what it answered.
+   *
+   * With `once` (a write that sets a value), `once` runs first on the connection (statements that
+   * change nothing, tried again as above) and `body` at most once: once it has sent a statement,
+   * any failure but a read-only answer is final, and one without an answer from the server is
+   * UNAVAILABLE with `details.reason` "outcome-unknown" (the statement may still run there). The
+   * connection is dropped on any failure, which rolls back a transaction `body` left open.
    */
   private async withHost<T>(
     what: string,
     body: (conn: PoolConnection, host: number) => Promise<T>,
+    once?: (conn: PoolConnection) => Promise<void>,
   ): Promise<T> {
     if (this.closed) throw closedError("the MySQL segment store");
     const n = this.hostNames.length;
@@ -433,7 +532,12 @@ export class MysqlSegmentStore implements SegmentStore {
         failures.set(this.hostNames[index]!, this.failure(error, what, index));
         continue;
       }
+      let sent = false;
       try {
+        if (once) {
+          await once(conn);
+          sent = true;
+        }
         const result = await body(conn, index);
         conn.release();
         if (index !== this.current) {
@@ -443,10 +547,12 @@ export class MysqlSegmentStore implements SegmentStore {
         return result;
       } catch (error) {
         // A LeafError or a read-only answer comes after every statement ran: the connection is
-        // clean. A failed statement may leave a transaction open: that connection is dropped.
-        if (error instanceof LeafError || error instanceof ReadOnlyHost) conn.release();
+        // clean. A failed statement, or a once-only write's refusal, may leave a transaction open:
+        // that connection is dropped.
+        if (!sent && (error instanceof LeafError || error instanceof ReadOnlyHost)) conn.release();
         else conn.destroy();
         if (error instanceof LeafError) throw error;
+        if (sent && !(error instanceof ReadOnlyHost)) throw this.unanswered(error, what, index);
         failures.set(this.hostNames[index]!, this.failure(error, what, index));
       }
     }
@@ -469,6 +575,30 @@ export class MysqlSegmentStore implements SegmentStore {
         unreachable: all.every(([, f]) => f.info.kind === "unreachable"),
       },
       cause: all[all.length - 1]![1].error,
+    });
+  }
+
+  /**
+   * The final error of a once-only write that failed after it was sent: the server's own error
+   * when it answered one (nothing was changed), otherwise "outcome-unknown".
+   */
+  private unanswered(error: unknown, what: string, index: number): LeafError {
+    const host = this.hostNames[index]!;
+    const info = classifyMysqlError(error);
+    if (info.kind !== "unreachable" && info.errno !== undefined) {
+      return mysqlError(error, { ...this.context(what), host });
+    }
+    this.counters.writesUnanswered++;
+    return new LeafError({
+      component: COMPONENT,
+      code: ErrorCodes.UNAVAILABLE,
+      message:
+        `no answer from MySQL host ${host} while ${what} (${info.text}): the statement was sent and may ` +
+        "still run on the server (queued behind a row lock, say), so it is not sent again: run twice, it " +
+        "could undo a change made in between. Whether it took effect shows in the table once the server " +
+        "answers; ids of a give-back that failed are a gap, never handed out",
+      details: { reason: "outcome-unknown", host },
+      cause: error,
     });
   }
 

@@ -371,8 +371,11 @@ export class SegmentIdGenerator {
     return this.store.updateStep(tag, step);
   }
 
-  /** Deletes a tag from the store (admin API) and stops serving it. */
-  async deleteTag(tag: string): Promise<boolean> {
+  /**
+   * Deletes a tag from the store (admin API) and stops serving it; answers the store's record of
+   * the tag as deleted (its final max id), undefined when there was none.
+   */
+  async deleteTag(tag: string): Promise<TagRecord | undefined> {
     this.checkUsable();
     const deleted = await this.store.deleteTag(tag);
     this.deletedAt.set(tag, ++this.changeSeq);

@@ -98,16 +98,22 @@ export interface SegmentStore {
   takeRange(tag: string, step?: number): Promise<SegmentRange>;
   /**
    * Creates a tag whose first range starts at `startId` (default 1). Rejects with
-   * `ALREADY_EXISTS` (`details.reason` "exists") when the tag already exists, leaving it as it was.
+   * `ALREADY_EXISTS` (`details.reason` "exists") when the tag already exists, leaving it as it was,
+   * and (`details.reason` "deleted", `details.minStartId`) when a tag of that name was deleted with
+   * a max id above `startId`: its ranges handed out ids up to that max id, so the store remembers
+   * it and creates the tag again only at or above it.
    */
   createTag(tag: NewTag): Promise<TagRecord>;
   /** Changes the stored step of `tag` for the ranges taken after; returns the updated record. */
   updateStep(tag: string, step: number): Promise<TagRecord>;
   /**
-   * Deletes `tag`; answers false when there was no such tag. Generators drop the tag at their next
-   * refresh. Re-creating a deleted tag below ids already handed out would repeat ids: don't.
+   * Deletes `tag` and answers its record as it was deleted, or undefined when there was no such
+   * tag. The record's max id is final: read and deleted atomically, so no range was taken after it
+   * (every id ever handed out from the tag is below it). The store keeps that max id, and
+   * {@link createTag} refuses to create the tag again below it. Generators drop the tag at their
+   * next refresh; until then they serve the ranges they hold, all below the answered max id.
    */
-  deleteTag(tag: string): Promise<boolean>;
+  deleteTag(tag: string): Promise<TagRecord | undefined>;
   /**
    * Optional: gives back ids `[from, end)` that the caller took from this instance and never handed
    * out, so that the next range starts at `from` (no ids lost on a graceful restart). A

@@ -126,6 +126,32 @@ export function tagExists(tag: string, where: string): LeafError {
 }
 
 /**
+ * The error for creating a tag again below the max id it had when it was deleted: its old ranges
+ * handed out ids up to `deletedMaxId - 1`, so a start below would repeat them.
+ */
+export function belowDeletedTag(
+  tag: string,
+  startId: bigint,
+  deletedMaxId: bigint,
+  where: string,
+): LeafError {
+  return new LeafError({
+    component: COMPONENT,
+    code: ErrorCodes.ALREADY_EXISTS,
+    message:
+      `tag ${JSON.stringify(tag)} was deleted from ${where} with max id ${deletedMaxId}: ids below it were ` +
+      `handed out, so it cannot be created again at start id ${startId}; create it with a start id of at ` +
+      `least ${deletedMaxId}, or pick another name`,
+    details: {
+      tag,
+      reason: "deleted",
+      startId: startId.toString(),
+      minStartId: deletedMaxId.toString(),
+    },
+  });
+}
+
+/**
  * The error for a range that would pass 2^63 - 1: TAG_EXHAUSTED, permanent (Leaf code -3 on Java
  * Leaf's paths). Nothing was changed.
  */

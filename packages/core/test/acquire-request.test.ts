@@ -43,6 +43,40 @@ describe("checkAcquireRequest", () => {
     expect(error.message).toMatch(/^\[leaf\] \[registry-x\] invalid /);
   });
 
+  it("refuses a requested worker id unless the registry grants one, and checks it against the layout", () => {
+    const refused = thrown(() =>
+      checkAcquireRequest("registry-x", { node, maxWorkerId: 1023, workerId: 3 }),
+    );
+    expect(refused.code).toBe(ErrorCodes.INVALID_ARGUMENT);
+    expect(refused.details.name).toBe("workerId");
+    expect(refused.message).toContain("this registry chooses the id itself");
+    const supported = { requestedWorkerId: true };
+    expect(
+      checkAcquireRequest("registry-x", { node, maxWorkerId: 1023, workerId: 3 }, supported)
+        .workerId,
+    ).toBe(3);
+    for (const [workerId, name] of [
+      [1024, "workerId"],
+      [-1, "workerId"],
+      [2.5, "workerId"],
+    ] as const) {
+      const error = thrown(() =>
+        checkAcquireRequest("registry-x", { node, maxWorkerId: 1023, workerId }, supported),
+      );
+      expect(error.details.name).toBe(name);
+      expect(error.message).toContain("from 0 to 1023");
+    }
+    const withBackups = thrown(() =>
+      checkAcquireRequest(
+        "registry-x",
+        { node, maxWorkerId: 1023, workerId: 3, backups: 1 },
+        supported,
+      ),
+    );
+    expect(withBackups.details.name).toBe("backups");
+    expect(withBackups.message).toContain("a requested id is leased alone");
+  });
+
   it("applies a registry's narrower limits, saying them in the message", () => {
     const limits = { maxNameLength: 4, maxIpLength: 7, minPort: 1, maxWorkerIdLimit: 255 };
     const cases = [

@@ -148,6 +148,29 @@ describe("SnowflakeWorker", () => {
     await worker.close();
   });
 
+  it("asks the registry for its requested worker id at start and again after a lost lease", async () => {
+    const store = new MemoryRegistryStore();
+    const other = await new MemoryRegistry({ store }).acquire({ node, maxWorkerId: 1023 });
+    expect(other.workerId).toBe(0);
+    const worker = await started(
+      new SnowflakeWorker({ registry: new MemoryRegistry({ store }), node, workerId: 7 }),
+    );
+    expect(worker.lease!.workerId).toBe(7);
+    expect(worker.generator.decode(worker.nextId()).workerId).toBe(7);
+    const taken = new SnowflakeWorker({
+      registry: new MemoryRegistry({ store }),
+      node: { ...node, port: 8081 },
+      workerId: 7,
+    });
+    await expect(taken.start()).rejects.toMatchObject({ code: ErrorCodes.WORKER_ID_IN_USE });
+    store.revoke("orders", 7, "test");
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(worker.state).toBe("held");
+    expect(worker.lease!.workerId).toBe(7);
+    await worker.close();
+    await other.release();
+  });
+
   it("close() fences first, waits for the report in flight, then releases with a timestamp covering every id issued", async () => {
     const clock = new ManualClock(Date.UTC(2026, 0, 1));
     const inner = new MemoryRegistry();

@@ -1,6 +1,6 @@
 // What every WorkerLease does the same way, whatever its store: the lost signal and its one
 // LEASE_LOST error, the highest timestamp per held id, reports run one at a time, an idempotent
-// release and `fenceAt` once the lease has ended. An adapter's lease extends LeaseCore and writes
+// release, `fenceAt` once the lease has ended and the adapter's confirmed `horizon`. An adapter's lease extends LeaseCore and writes
 // only its store calls (as CosId's AbstractMachineIdDistributor).
 import { checkReport, checkReportedTimestamp } from "./acquire-request";
 import { ErrorCodes, LeafCodes, LeafError } from "./errors";
@@ -70,7 +70,8 @@ export interface LoseOptions {
  *   {@link store} in the queue;
  * - `release`: checks the final timestamp, marks the lease released at once, runs the adapter's
  *   {@link free} once in the queue; later calls wait for it and resolve;
- * - `fenceAt`: 0 once lost or released, else the adapter's {@link liveFenceAt}.
+ * - `fenceAt`: 0 once lost or released, else the adapter's {@link liveFenceAt};
+ * - `horizon`: the adapter's {@link liveHorizon}.
  */
 export abstract class LeaseCore implements WorkerLease {
   readonly workerId: number;
@@ -112,6 +113,19 @@ export abstract class LeaseCore implements WorkerLease {
 
   /** The adapter's deadline while the lease is live (default: none). */
   protected liveFenceAt(): number | undefined {
+    return undefined;
+  }
+
+  /**
+   * The latest timestamp (ms since the Unix epoch) the store confirmed ids may carry (see
+   * WorkerLease.horizon): the adapter's {@link liveHorizon}.
+   */
+  get horizon(): number | undefined {
+    return this.liveHorizon();
+  }
+
+  /** The adapter's confirmed horizon (default: none; the store keeps no horizon). */
+  protected liveHorizon(): number | undefined {
     return undefined;
   }
 

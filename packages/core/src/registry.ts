@@ -71,6 +71,16 @@ export interface WorkerLease {
    */
   readonly fenceAt?: number;
   /**
+   * Optional: the latest timestamp (ms since the Unix epoch, on this node's wall clock) ids may carry
+   * under this lease and its backups, as the store last confirmed it: the next holder of these ids
+   * starts after it. Registries that store such a horizon (this holder's clock + the lease, at the
+   * grant and at every renewal) set it from the grant on and raise it with every renewal the store
+   * confirmed; it never moves back. The generator issues nothing timestamped past it, so a wall clock
+   * stepped forward (an NTP step, a VM resumed) cannot carry ids into the next holder's time while
+   * the monotonic `fenceAt` is still ahead. Read on every new tick, like `fenceAt`.
+   */
+  readonly horizon?: number;
+  /**
    * Records the generator's latest timestamp (ms) for the primary id and, optionally, the backups.
    * Called periodically (every 3 s by default). Never moves a stored timestamp backwards. Rejects
    * with a LeafError (UNAVAILABLE) when the backing store cannot be reached; the caller retries at

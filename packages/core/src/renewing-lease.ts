@@ -1,5 +1,6 @@
 // A lease kept alive by renewals, whatever the store: the renewal schedule, the fence deadline (send
-// time of the last confirmed renewal + lease - margin, on the holder's monotonic clock) and its timer.
+// time of the last confirmed renewal + lease - margin, on the holder's monotonic clock) and its timer,
+// and the horizon the store last confirmed (on the holder's wall clock).
 // A registry's lease extends RenewingLease and writes one renewal round trip and its release write.
 import type { Clock } from "./clock";
 import { configError, type LeafError } from "./errors";
@@ -85,12 +86,26 @@ export interface RenewalSchedule extends LeaseTimings {
    * stay as reported.
    */
   clock?: Clock;
+  /**
+   * The horizon the grant stored for every held id (ms since the Unix epoch, the holder's wall
+   * clock): the next holder starts after it. Omit it when the store keeps none. See
+   * WorkerLease.horizon.
+   */
+  horizon?: number;
 }
 
-/** What a renewal round trip may tell: the lease length the store applied, when not `leaseMs`. */
+/**
+ * What a renewal round trip may tell: the lease length the store applied, when not `leaseMs`, and
+ * the horizon it stored.
+ */
 export interface RenewalConfirmed {
   /** The lease length (ms) the store applied from this renewal on (etcd's TTL, for one). */
-  leaseMs: number;
+  leaseMs?: number;
+  /**
+   * The horizon (ms since the Unix epoch) the store now holds for every held id: the lease's
+   * {@link RenewingLease.horizon} rises to it (never falls).
+   */
+  horizon?: number;
 }
 
 /** What {@link RenewingLease.fenced} says when the deadline passes without a confirmed renewal. */
@@ -110,6 +125,8 @@ export interface FenceReason {
  *   first; the margin covers clock-rate differences and a late timer;
  * - the fence timer: at the deadline the lease is lost with the adapter's {@link fenced} reason;
  * - stopping both timers on release, on loss and on {@link abandon};
+ * - the horizon ({@link liveHorizon}): the grant's, raised by every confirmed renewal that tells
+ *   one; the generator issues nothing timestamped past it (see WorkerLease.horizon);
  * - `store` (a report) as a renewal at once, which writes the reported timestamps;
  * - `free` (the release) skipped once lost, else the held ids raised to the clock's now when no
  *   final timestamp was given (see {@link RenewalSchedule.clock}), then {@link releaseOnce}.
@@ -122,6 +139,7 @@ export abstract class RenewingLease extends LeaseCore {
   readonly #clock: Clock | undefined;
   #leaseMs: number;
   #renewedAt: number;
+  #horizon: number | undefined;
   #lastRenewalError: unknown;
   #renewTimer: ReturnType<typeof setTimeout> | undefined;
   #fenceTimer: ReturnType<typeof setTimeout> | undefined;
@@ -133,6 +151,7 @@ export abstract class RenewingLease extends LeaseCore {
     this.#renewIntervalMs = schedule.renewIntervalMs;
     this.#renewedAt = schedule.sentAt;
     this.#clock = schedule.clock;
+    this.#horizon = schedule.horizon;
     this.#scheduleRenewal();
     this.#armFence();
   }
@@ -160,9 +179,14 @@ export abstract class RenewingLease extends LeaseCore {
     return this.#renewedAt + this.#leaseMs - this.#safetyMarginMs;
   }
 
+  /** The horizon the store last confirmed for every held id (see WorkerLease.horizon). */
+  protected override liveHorizon(): number | undefined {
+    return this.#horizon;
+  }
+
   /**
    * One renewal round trip for every held id. Resolves once the store confirmed it (with the lease
-   * length it applied, when that is the store's to choose); rejects UNAVAILABLE when the store did
+   * length it applied, when that is the store's to choose, and the horizon it stored); rejects UNAVAILABLE when the store did
    * not answer (the next renewal retries), or with {@link LeaseCore.lose}'s reason when an id was
    * taken away. Runs in the queue, never once lost.
    */
@@ -197,7 +221,10 @@ export abstract class RenewingLease extends LeaseCore {
     if (this.lost.aborted) throw this.lost.reason;
     if (this.released) return;
     this.#renewedAt = Math.max(this.#renewedAt, sentAt);
-    if (confirmed) this.#leaseMs = confirmed.leaseMs;
+    if (confirmed?.leaseMs !== undefined) this.#leaseMs = confirmed.leaseMs;
+    if (confirmed?.horizon !== undefined) {
+      this.#horizon = Math.max(this.#horizon ?? confirmed.horizon, confirmed.horizon);
+    }
     this.#lastRenewalError = undefined;
     this.#armFence();
   }

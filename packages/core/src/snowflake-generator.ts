@@ -63,14 +63,25 @@ export interface SnowflakeOptions {
   onWarning?: (warning: GeneratorWarning) => void;
   /** Receives clock-rollback events. */
   onClockRollback?: (event: ClockRollbackEvent) => void;
-  /** The lease ids are issued under: its `fenceAt` deadline, when set, is honoured (see WorkerLease). */
+  /**
+   * The lease ids are issued under: its `fenceAt` deadline and its `horizon`, when set, are
+   * honoured (see WorkerLease).
+   */
   lease?: LeaseDeadline;
 }
 
-/** The part of a lease the generator watches: a deadline on this node's monotonic clock. */
+/**
+ * The part of a lease the generator watches: a deadline on this node's monotonic clock, and the
+ * latest timestamp the store confirmed on its wall clock.
+ */
 export interface LeaseDeadline {
   /** `performance.now()` ms after which no id may be issued until a renewal moves it. */
   readonly fenceAt?: number;
+  /**
+   * ms since the Unix epoch: no id is timestamped past it (the next holder starts after it) until a
+   * renewal stores a later one.
+   */
+  readonly horizon?: number;
 }
 
 /** What the generator last issued, per worker id, for timestamp reports. */
@@ -362,9 +373,34 @@ export class SnowflakeGenerator {
   }
 
   /**
-   * A new tick, or a tick after a wait. `fenceAt` is checked here and only here: every tick starts
-   * in this method, after the clock reading that chose it, and the fast path in {@link nextId}
-   * issues only within a tick checked here (its own clock reading is still in that tick).
+   * Throws LEASE_LOST when `tick` starts after the lease's `horizon`, the latest timestamp the store
+   * confirmed: the next holder of the id starts after it, so an id past it could repeat one of its
+   * (the wall clock stepped forward since the last renewal). Not sticky: a renewal that stores a
+   * later horizon lifts it. A tick that starts at or before the horizon is whole below the next
+   * holder's first tick, which is after the horizon's tick.
+   */
+  private checkHorizon(tick: number): void {
+    const horizon = this.leaseDeadline?.horizon;
+    if (horizon === undefined || tick <= Math.floor((horizon - this.epoch) / this.unit)) return;
+    const at = this.layout.msAt(tick);
+    throw new LeafError({
+      component: COMPONENT,
+      code: ErrorCodes.LEASE_LOST,
+      leafCode: LeafCodes.LEASE_LOST,
+      message:
+        `worker id ${this.workerId}: the clock (${new Date(at).toISOString()}) is past the horizon ` +
+        `the registry last confirmed for the lease (${new Date(horizon).toISOString()}), after which ` +
+        "the next holder of the id may issue (the wall clock stepped forward since the last " +
+        "renewal?); no ids until a renewal stores a later horizon",
+      details: { workerId: this.workerId, timestampMs: at, horizonMs: horizon },
+    });
+  }
+
+  /**
+   * A new tick, or a tick after a wait. `fenceAt` and `horizon` are checked here and only here:
+   * every tick starts in this method, after the clock reading that chose it, and the fast path in
+   * {@link nextId} issues only within a tick checked here (its own clock reading is still in that
+   * tick).
    */
   private nextIdSlow(now: number, tick: number): bigint {
     this.checkFence();
@@ -401,6 +437,7 @@ export class SnowflakeGenerator {
       if (now >= this.nextExpiryCheck) this.checkExpiry(now);
       // After the last clock reading of this call, which may have come after a wait.
       this.checkFence();
+      this.checkHorizon(tick);
       this.lastTick = tick;
       this.sequence = this.randomStart > 1 ? Math.floor(this.random() * this.randomStart) : 0;
       this.current =

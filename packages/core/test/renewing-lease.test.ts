@@ -22,9 +22,11 @@ class FakeStoreLease extends RenewingLease {
   gate: Promise<void> | undefined;
   failing = false;
   appliedLeaseMs: number | undefined;
+  /** The horizon the next renewal says it stored. */
+  storedHorizon: number | undefined;
   takenAway = false;
 
-  constructor(sentAt: number, clock?: ManualClock) {
+  constructor(sentAt: number, clock?: ManualClock, horizon?: number) {
     super(
       {
         component: "registry-test",
@@ -32,7 +34,14 @@ class FakeStoreLease extends RenewingLease {
         lastTimestamp: 1_000,
         backups: [{ workerId: 6, lastTimestamp: 900 }],
       },
-      { leaseMs: LEASE_MS, safetyMarginMs: MARGIN_MS, renewIntervalMs: RENEW_MS, sentAt, clock },
+      {
+        leaseMs: LEASE_MS,
+        safetyMarginMs: MARGIN_MS,
+        renewIntervalMs: RENEW_MS,
+        sentAt,
+        clock,
+        horizon,
+      },
     );
   }
 
@@ -52,7 +61,8 @@ class FakeStoreLease extends RenewingLease {
         message: "store did not answer",
       });
     }
-    return this.appliedLeaseMs === undefined ? undefined : { leaseMs: this.appliedLeaseMs };
+    if (this.appliedLeaseMs === undefined && this.storedHorizon === undefined) return undefined;
+    return { leaseMs: this.appliedLeaseMs, horizon: this.storedHorizon };
   }
 
   protected async releaseOnce(finalTimestampMs: number | undefined): Promise<void> {
@@ -190,6 +200,33 @@ describe("RenewingLease", () => {
     expect(lease.lost.aborted).toBe(false);
     await vi.advanceTimersByTimeAsync(1);
     expect(lease.lost.aborted).toBe(true);
+  });
+
+  it("holds the grant's horizon, raises it with each confirmed renewal, never lowers it, and keeps it through failed ones", async () => {
+    const lease = new FakeStoreLease(performance.now(), undefined, 50_000);
+    expect(lease.horizon).toBe(50_000);
+    lease.storedHorizon = 51_000;
+    await vi.advanceTimersByTimeAsync(RENEW_MS);
+    expect(lease.horizon).toBe(51_000);
+    lease.storedHorizon = 40_000;
+    await vi.advanceTimersByTimeAsync(RENEW_MS);
+    expect(lease.horizon).toBe(51_000);
+    // A renewal the store did not confirm moves nothing, though it was sent with a later horizon.
+    lease.failing = true;
+    lease.storedHorizon = 90_000;
+    await vi.advanceTimersByTimeAsync(RENEW_MS);
+    expect(lease.horizon).toBe(51_000);
+    lease.failing = false;
+    await vi.advanceTimersByTimeAsync(RENEW_MS);
+    expect(lease.horizon).toBe(90_000);
+    await lease.release(2_000);
+  });
+
+  it("has no horizon when the store keeps none", async () => {
+    const lease = new FakeStoreLease(performance.now());
+    await vi.advanceTimersByTimeAsync(RENEW_MS);
+    expect(lease.horizon).toBeUndefined();
+    await lease.release(2_000);
   });
 
   it("stops renewing and fencing on release: nothing runs after it, and it is never lost", async () => {

@@ -245,6 +245,50 @@ describe("SnowflakeGenerator", () => {
     expect(g.decode(g.nextId()).timestampMs).toBe(T0 + 1);
   });
 
+  it("issues nothing timestamped past the lease's horizon (a clock stepped forward) until a renewal stores a later one", () => {
+    const clock = new ManualClock(T0);
+    const lease = { fenceAt: performance.now() + 60_000, horizon: T0 + 1000 };
+    const g = generator(clock, { randomSequenceStart: 0, lease });
+    clock.set(T0 + 1000);
+    const atHorizon = g.decode(g.nextId());
+    expect(atHorizon.timestampMs).toBe(T0 + 1000);
+    // The wall clock steps forward 20 s; the monotonic fence is still a minute away.
+    clock.set(T0 + 21_000);
+    const error = errorOf(() => g.nextId());
+    expect(error).toMatchObject({ code: ErrorCodes.LEASE_LOST, leafCode: -4 });
+    expect((error as Error).message).toContain(new Date(T0 + 1000).toISOString());
+    expect((error as Error).message).toContain(new Date(T0 + 21_000).toISOString());
+    expect(codeOf(() => g.nextIds(10))).toBe(ErrorCodes.LEASE_LOST);
+    expect(g.state).toBe("active");
+    // A renewal sent on the stepped clock stores a later horizon: ids resume.
+    lease.horizon = T0 + 30_000;
+    expect(g.decode(g.nextId()).timestampMs).toBe(T0 + 21_000);
+  });
+
+  it("applies the horizon to a backup worker id too, and by whole ticks of a seconds layout", () => {
+    const clock = new ManualClock(T0 + 10_000);
+    const lease = { horizon: T0 + 10_500 };
+    const g = new SnowflakeGenerator({
+      workerId: 1,
+      clock,
+      layout: layouts.safe53s,
+      backups: [{ workerId: 2, lastTimestamp: 0 }],
+      randomSequenceStart: 0,
+      lease,
+    });
+    // The tick of second T0 + 10 s starts before the horizon: issued.
+    expect(g.decode(g.nextId()).workerId).toBe(1);
+    clock.set(T0 + 11_000);
+    expect(codeOf(() => g.nextId())).toBe(ErrorCodes.LEASE_LOST);
+    lease.horizon = T0 + 11_000;
+    expect(g.decode(g.nextId()).timestampMs).toBe(T0 + 11_000);
+    // The clock moves back past the tolerance: the backup takes over, under the same horizon.
+    clock.set(T0 + 5_000);
+    expect(g.decode(g.nextId()).workerId).toBe(2);
+    clock.set(T0 + 12_000);
+    expect(codeOf(() => g.nextId())).toBe(ErrorCodes.LEASE_LOST);
+  });
+
   it("never issues a tick read after fenceAt: a pause inside the wait for the next tick is caught (a clock whose read blocks)", () => {
     const clock = new ManualClock(T0);
     const lease = { fenceAt: performance.now() + 30 };

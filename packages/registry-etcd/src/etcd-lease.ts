@@ -66,6 +66,8 @@ export class EtcdLease extends RenewingLease {
         safetyMarginMs: init.fenceMarginMs,
         renewIntervalMs: init.renewIntervalMs,
         sentAt: init.grantSentAt,
+        // What the claims stored: the next holder starts after it.
+        horizon: Math.min(...init.claimed.map((c) => c.record.horizon)),
       },
     );
     this.#calls = init.calls;
@@ -147,8 +149,9 @@ export class EtcdLease extends RenewingLease {
 
   /**
    * One renewal: a keepalive, then the records' horizons moved to what the new deadline allows.
-   * It is confirmed (the fence moves) only when both succeeded, so no id is ever issued beyond a
-   * stored horizon. Resolves with the TTL etcd applied.
+   * It is confirmed (the fence and the lease's horizon move) only when both succeeded, so no id is
+   * ever issued beyond a stored horizon, also when the wall clock steps forward after it. Resolves
+   * with the TTL etcd applied and the horizon now stored for every held id.
    */
   protected async renewOnce(): Promise<RenewalConfirmed | undefined> {
     const wallAt = Date.now();
@@ -167,7 +170,7 @@ export class EtcdLease extends RenewingLease {
       next.set(workerId, { ...record, horizon: Math.max(record.horizon, horizon) });
     }
     await this.#write("renew the worker ids", next);
-    return { leaseMs: ttlMs };
+    return { leaseMs: ttlMs, horizon: Math.min(...[...next.values()].map((r) => r.horizon)) };
   }
 
   /** No renewal confirmed for TTL - margin: etcd may expire the lease soon. */

@@ -18,6 +18,7 @@ import {
   checkClockNotBehind,
   type FenceReason,
   type LeaseTimings,
+  type RenewalConfirmed,
   RenewingLease,
   workerIdsExhaustedError,
 } from "@leaf/core/adapter";
@@ -37,7 +38,10 @@ export interface LeaseSettings extends LeaseTimings {
 /** Rounds of "look for free ids, try to take them" before concluding that none is left. */
 const MAX_ROUNDS = 10;
 
-/** Takes 1 + backups worker ids for `request.node`; all or none. */
+/**
+ * Takes 1 + backups worker ids for `request.node`, all or none; or exactly the requested id, else
+ * WORKER_ID_IN_USE.
+ */
 export async function acquireLeased(
   settings: LeaseSettings,
   request: CheckedAcquireRequest,
@@ -49,6 +53,8 @@ export async function acquireLeased(
   const leaseMicros = leaseMs * 1000;
   const taken: number[] = [];
   let firstSentAt: number | undefined;
+  /** The lowest horizon written for a taken id: the lease's confirmed horizon. */
+  let storedHorizon = Number.POSITIVE_INFINITY;
 
   /**
    * The holder's own clock + lease: it fences at lease - margin without a renewal, so it issues
@@ -58,6 +64,7 @@ export async function acquireLeased(
 
   const takeFree = async (workerId: number): Promise<void> => {
     const sentAt = performance.now();
+    const written = horizon();
     // One guarded statement: only a released row or one whose lease ended by the database's clock
     // matches. The previous holder's horizon is folded into last_timestamp before it is replaced.
     const result = await db.query<ResultSetHeader>(
@@ -66,27 +73,30 @@ export async function acquireLeased(
         "last_timestamp = GREATEST(last_timestamp, issue_horizon), issue_horizon = ?, " +
         "acquired_at = UTC_TIMESTAMP(3), updated_at = UTC_TIMESTAMP(3) " +
         "WHERE leaf_name = ? AND worker_id = ? AND (holder IS NULL OR lease_until < UTC_TIMESTAMP(3))",
-      [token, request.node.ip, request.node.port, leaseMicros, horizon(), name, workerId],
+      [token, request.node.ip, request.node.port, leaseMicros, written, name, workerId],
       `taking worker id ${workerId}`,
     );
     if (result.affectedRows === 1) {
       taken.push(workerId);
       firstSentAt ??= sentAt;
+      storedHorizon = Math.min(storedHorizon, written);
     }
   };
 
   const takeNew = async (workerId: number): Promise<void> => {
     const sentAt = performance.now();
+    const written = horizon();
     try {
       await db.query<ResultSetHeader>(
         `INSERT INTO \`${table}\` (leaf_name, worker_id, holder, holder_ip, holder_port, lease_until, ` +
           "last_timestamp, issue_horizon, acquired_at, updated_at) VALUES (?, ?, ?, ?, ?, " +
           "UTC_TIMESTAMP(3) + INTERVAL ? MICROSECOND, 0, ?, UTC_TIMESTAMP(3), UTC_TIMESTAMP(3))",
-        [name, workerId, token, request.node.ip, request.node.port, leaseMicros, horizon()],
+        [name, workerId, token, request.node.ip, request.node.port, leaseMicros, written],
         `taking new worker id ${workerId}`,
       );
       taken.push(workerId);
       firstSentAt ??= sentAt;
+      storedHorizon = Math.min(storedHorizon, written);
     } catch (error) {
       // Another node inserted the same id first: the primary key decided.
       if (!(isLeafError(error) && error.details.mysqlCode === "ER_DUP_ENTRY")) throw error;
@@ -94,6 +104,12 @@ export async function acquireLeased(
   };
 
   try {
+    if (request.workerId !== undefined) {
+      // A requested id (a StatefulSet ordinal): that row only, released, expired or never used.
+      await takeFree(request.workerId);
+      if (taken.length === 0) await takeNew(request.workerId);
+      if (taken.length === 0) throw await inUse(settings, request, request.workerId);
+    }
     for (let round = 0; round < MAX_ROUNDS && taken.length < need; round++) {
       request.signal?.throwIfAborted();
       // Released or expired ids: this node's former ids first, then released ones (no horizon to
@@ -146,7 +162,7 @@ export async function acquireLeased(
       source: `${table}.last_timestamp`,
       workerId: primary.workerId,
     });
-    const lease = new LeasedLease(settings, request.node, token, held, firstSentAt!);
+    const lease = new LeasedLease(settings, request.node, token, held, firstSentAt!, storedHorizon);
     if (wait > 0) {
       try {
         await delay(wait + 1, request.signal);
@@ -193,6 +209,31 @@ async function giveBack(settings: LeaseSettings, name: string, token: string): P
   );
 }
 
+/** WORKER_ID_IN_USE for a requested id whose row another holder leases, named with its time left. */
+async function inUse(
+  settings: LeaseSettings,
+  request: CheckedAcquireRequest,
+  workerId: number,
+): Promise<LeafError> {
+  const [row] = await settings.db.query<RowDataPacket[]>(
+    "SELECT holder_ip, holder_port, " +
+      "GREATEST(TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(3), lease_until) DIV 1000, 0) AS ms " +
+      `FROM \`${settings.table}\` WHERE leaf_name = ? AND worker_id = ?`,
+    [request.node.name, workerId],
+    `reading the holder of worker id ${workerId}`,
+  );
+  const holder = row ? `${row.holder_ip}:${row.holder_port}` : "another node";
+  return new LeafError({
+    component: COMPONENT,
+    code: ErrorCodes.WORKER_ID_IN_USE,
+    message:
+      `worker id ${workerId} requested by ${request.key} is leased in ${settings.table} to ${holder}` +
+      `${row ? ` for ${row.ms} ms more unless renewed` : ""}; stop that node (a pod with the same ` +
+      "StatefulSet ordinal still running?) and start this one again once its lease ends",
+    details: { workerId, holder, table: settings.table },
+  });
+}
+
 /** WORKER_IDS_EXHAUSTED naming the lease that ends soonest, by the database's clock. */
 async function exhausted(
   settings: LeaseSettings,
@@ -230,11 +271,13 @@ export class LeasedLease extends RenewingLease {
     token: string,
     held: BackupWorker[],
     sentAt: number,
+    /** The lowest issue_horizon the acquire wrote for a taken id. */
+    horizon: number,
   ) {
     const { leaseMs, safetyMarginMs, renewIntervalMs, clock } = settings;
     super(
       { component: COMPONENT, ...held[0]!, backups: held.slice(1) },
-      { leaseMs, safetyMarginMs, renewIntervalMs, sentAt, clock },
+      { leaseMs, safetyMarginMs, renewIntervalMs, sentAt, clock, horizon },
     );
     this.token = token;
   }
@@ -262,10 +305,10 @@ export class LeasedLease extends RenewingLease {
   }
 
   /**
-   * Extends the lease of every held id by one guarded UPDATE each (the deadline moves only when all
-   * succeeded); loses the lease when a row no longer carries this holder's token.
+   * Extends the lease of every held id by one guarded UPDATE each (the deadline and the horizon
+   * move only when all succeeded); loses the lease when a row no longer carries this holder's token.
    */
-  protected async renewOnce(): Promise<undefined> {
+  protected async renewOnce(): Promise<RenewalConfirmed> {
     // Past the latest timestamp this holder may issue if this is its last successful renewal: it
     // fences at lease - margin, and the margin absorbs a late fence timer. Reported timestamps count
     // too, in case the generator reads a clock ahead of this registry's.
@@ -295,6 +338,7 @@ export class LeasedLease extends RenewingLease {
         );
       }
     }
+    return { horizon };
   }
 
   /** No successful renewal for lease - margin: stop before the database may give the id away. */

@@ -16,6 +16,7 @@ import {
   checkClockNotBehind,
   type FenceReason,
   type LeaseTimings,
+  type RenewalConfirmed,
   RenewingLease,
   workerIdsExhaustedError,
 } from "@leaf/core/adapter";
@@ -62,6 +63,7 @@ export async function acquireRedisLease(
   for (;;) {
     request.signal?.throwIfAborted();
     const sentAt = performance.now();
+    const horizon = settings.clock.now() + settings.leaseMs;
     const reply = (await settings.link.run(
       ACQUIRE_SCRIPT,
       [keys.leases, keys.stamps, keys.marker],
@@ -70,7 +72,7 @@ export async function acquireRedisLease(
         token,
         need,
         request.maxWorkerId,
-        settings.clock.now() + settings.leaseMs,
+        horizon,
         request.node.ip,
         request.node.port,
         request.workerId ?? "",
@@ -121,6 +123,7 @@ export async function acquireRedisLease(
       held,
       sentAt,
       Number(reply[1]),
+      horizon,
     );
     // An id recycled from a holder whose clock ran a little ahead, or granted right after a
     // quarantine, starts in this clock's future by up to the margin: wait it out, else refuse.
@@ -164,11 +167,13 @@ export class RedisLease extends RenewingLease {
     held: BackupWorker[],
     sentAt: number,
     floor: number,
+    /** The horizon the grant stored with every id (the taker's clock + lease). */
+    horizon: number,
   ) {
     const { leaseMs, safetyMarginMs, renewIntervalMs, clock } = settings;
     super(
       { component: COMPONENT, ...held[0]!, backups: held.slice(1) },
-      { leaseMs, safetyMarginMs, renewIntervalMs, sentAt, clock },
+      { leaseMs, safetyMarginMs, renewIntervalMs, sentAt, clock, horizon },
     );
     this.token = token;
     this.keys = keys;
@@ -193,8 +198,11 @@ export class RedisLease extends RenewingLease {
     }
   }
 
-  /** Renews every held id in one script, only while each still carries this lease's token. */
-  protected async renewOnce(): Promise<undefined> {
+  /**
+   * Renews every held id in one script, only while each still carries this lease's token; resolves
+   * with the horizon stored (each id's is at least it), which lifts the generator's limit.
+   */
+  protected async renewOnce(): Promise<RenewalConfirmed> {
     const ids = this.heldIds();
     // The latest timestamp this holder may issue if this is its last confirmed renewal: it fences
     // at lease - margin, the margin absorbs a late fence timer. Reports count too, in case the
@@ -217,6 +225,7 @@ export class RedisLease extends RenewingLease {
           : `worker id ${id} no longer carries this node's token in Redis (released by hand, or Redis lost its data)`;
       throw this.lose(why, { workerId: id, details: { token: this.token } });
     }
+    return { horizon };
   }
 
   /** No confirmed renewal for lease - margin: stop before Redis may give the id to another node. */

@@ -4,6 +4,14 @@
 export { ChildLines } from "./child-lines";
 export { stopAll } from "./cleanup";
 export {
+  type ClockStepHandOver,
+  type ClockStepHandOverOptions,
+  clockStepHandOver,
+  type IdSource,
+  printIdsUntilKilled,
+  type SecondHolder,
+} from "./clock-step";
+export {
   countDuplicates,
   countRepeatedIds,
   type DuplicateCount,

@@ -108,7 +108,7 @@ export const CONFIG_KEYS = [
   def("dataDir", {
     type: "folder path",
     default: "./.leaf-data",
-    doc: "Local data: the embedded segment store (`segments/`) and the local registry's lock and cache files (`registry-local/`).",
+    doc: "Local data: the embedded segment store (`segments/`), the segment high-water marks (`segment-high-water/`) and the local registry's lock and cache files (`registry-local/`). Keep it on a volume.",
     read: nonEmpty("a folder path"),
   }),
   def("log.level", {

@@ -1,6 +1,7 @@
 // Segment mode's settings: the store (Java Leaf's leaf_alloc table in MySQL, or the embedded one
 // for a single node), refused when a second node could serve the same tags from its own store.
 import { resolve } from "node:path";
+import { DEFAULT_TABLE, parseMysqlUrl } from "@leaf/segment";
 import { mysqlSettings } from "./config-mysql";
 import type { MysqlSettings, SegmentSettings } from "./config-types";
 import type { ConfigValues } from "./config-values";
@@ -11,6 +12,23 @@ export interface Placement {
   host: string;
   /** True when `host` is reachable from this machine only. */
   loopback: boolean;
+}
+
+/**
+ * The name under which the node keeps its high-water marks for the configured store: the embedded
+ * store's folder, or for MySQL the database and table without the hosts, so that a failover to
+ * another listed host, or the URL pointed at a promoted replica, is still judged by the marks
+ * taken before (the case they exist for), while another database starts with none.
+ */
+export function segmentStoreId(settings: SegmentSettings): string {
+  if (settings.store === "embedded" || settings.mysql === undefined) {
+    return `embedded:${settings.dir}`;
+  }
+  const table = settings.mysql.table ?? DEFAULT_TABLE;
+  const qualified = table.includes(".")
+    ? table
+    : `${parseMysqlUrl(settings.mysql.url).database ?? ""}.${table}`;
+  return `mysql:${qualified}`;
 }
 
 /** Segment mode's settings (the mode is enabled). */
@@ -57,6 +75,7 @@ export function segmentSettings(v: ConfigValues, at: Placement): SegmentSettings
   return {
     store,
     dir: resolve(at.dataDir, "segments"),
+    highWaterDir: resolve(at.dataDir, "segment-high-water"),
     mysql,
     demoTag: demoTag === "" ? null : demoTag,
     refreshIntervalMs: v.get("segment.refreshIntervalMs"),

@@ -20,6 +20,8 @@ export interface SegmentSettings {
   store: "embedded" | "mysql";
   /** Folder of the embedded store. */
   dir: string;
+  /** Folder of the node's high-water marks (the end of the highest range taken, per tag). */
+  highWaterDir: string;
   mysql: MysqlSettings | undefined;
   /** Embedded store: tag created when missing; null for none. */
   demoTag: string | null;

@@ -21,6 +21,7 @@ import {
 } from "@leaf/segment";
 import type { ServerConfig } from "./config";
 import { envName } from "./config-keys";
+import { segmentStoreId } from "./config-segment";
 import { InstrumentedStore } from "./instrumented-store";
 import type { ServerMetrics } from "./metrics";
 import type {
@@ -125,6 +126,9 @@ async function startSegment(
     dynamicStep: settings.dynamicStep,
     prefetch: { maxDepth: settings.prefetchMaxDepth },
     giveBackOnClose: settings.giveBackOnClose,
+    // The end of the highest range taken per tag, on disk: after a restart a max_id moved back
+    // below it (a hand edit, a promoted replica that missed writes) is refused, not served again.
+    highWater: { dir: settings.highWaterDir, storeId: segmentStoreId(settings) },
     loadOnStart:
       settings.load === "eager"
         ? true

@@ -354,6 +354,52 @@ export function openApiDocument(version: string) {
           },
         },
       },
+      "/api/v1/admin/high-water": {
+        get: {
+          tags: ["Admin"],
+          summary: "This node's segment high-water marks",
+          description:
+            "Per tag, the end of the highest range this node took from its store, kept in dataDir/segment-high-water and read at start: a tag whose max_id is below it is refused (CORRUPT_DATA), not served again.",
+          security: bearer,
+          responses: {
+            "200": json({
+              type: "object",
+              properties: {
+                count: { type: "integer" },
+                marks: {
+                  type: "array",
+                  items: {
+                    type: "object",
+                    properties: { tag: { type: "string" }, highWater: idString },
+                  },
+                },
+              },
+            }),
+            ...errors(401, 403, 404, 503),
+          },
+        },
+      },
+      "/api/v1/admin/high-water/{tag}": {
+        delete: {
+          tags: ["Admin"],
+          summary: "Forget this node's high-water mark of a tag",
+          description:
+            "For an operator who knows the tag's max_id is right (or the store is another one): the mark is removed from disk and a tag refused for it is served again if its row is otherwise sane. Ranges this process took since it started still count. Forgetting while max_id is below ids already handed out repeats them.",
+          security: bearer,
+          parameters: [tagParam("tag")],
+          responses: {
+            "200": json({
+              type: "object",
+              properties: {
+                tag: { type: "string" },
+                forgotten: { oneOf: [idString, { type: "null" }] },
+                refused: { type: "boolean" },
+              },
+            }),
+            ...errors(400, 401, 403, 404, 503),
+          },
+        },
+      },
       "/api/v1/monitor": {
         get: {
           tags: ["Operations"],

@@ -7,6 +7,7 @@ import type { AdminToken } from "./access-tokens";
 import { badParameter, HttpCodes, HttpError } from "./http-errors";
 import type { IdSources } from "./id-sources";
 import { readTag } from "./request-params";
+import { registerHighWaterRoutes } from "./routes-high-water";
 
 const MAX_STEP = 2_147_483_647;
 const MAX_ID = (1n << 63n) - 1n;
@@ -179,6 +180,7 @@ export function registerAdminRoutes(
 
 function registerAdminApi(app: FastifyInstance, sources: IdSources, admin: AdminToken): void {
   const guard = { onRequest: async (request: FastifyRequest) => admin.check(request) };
+  registerHighWaterRoutes(app, sources, guard);
 
   app.get("/api/v1/admin/tags", guard, async (_request, reply: FastifyReply) => {
     const { generator, store } = sources.segment();

@@ -30,8 +30,11 @@ export interface ServerSpec {
   /** The stores it reaches, each through a proxy of its own. */
   links: StoreKind[];
   env?: Record<string, string>;
-  /** Not started with the cluster: a fault starts it (a second pod, say). */
-  spare?: boolean;
+  /**
+   * Not started with the cluster: a fault starts it. "second-pod": a pod with a running pod's
+   * StatefulSet ordinal; "standby": one more server competing for a leased worker id.
+   */
+  spare?: "second-pod" | "standby";
 }
 
 /** The running cluster. */
@@ -42,8 +45,6 @@ export class Cluster {
   readonly clocks = new Map<string, FakeClock>();
   /** The segment database (MariaDB families with tags). */
   db: SegmentDatabase | undefined;
-  /** Called when a spare server starts (the load adds its clients). */
-  onStarted: ((label: string) => void) | undefined;
   /**
    * Servers left down because every restart was refused (a documented start-up check): from when,
    * until a later start (Infinity while still down).

@@ -138,8 +138,17 @@ type SnowflakeRegistry = (typeof SNOWFLAKE_REGISTRIES)[number];
 /** Lease length of the leased registries (short, so that faults outlast leases). */
 const LEASE_MS = 3000;
 
+/** Registries that lease worker ids (a holder cut off must fence before its lease ends). */
+const LEASED: readonly SnowflakeRegistry[] = [
+  "zk-recycle",
+  "mysql-lease",
+  "redis",
+  "etcd",
+  "statefulset",
+];
+
 function snowflakeConfig(c: Cluster, label: string, registry: SnowflakeRegistry, index: number) {
-  const leased = ["zk-recycle", "mysql-lease", "redis", "etcd"].includes(registry);
+  const leased = LEASED.includes(registry);
   const workerBits = leased ? { workerBits: 2 } : {};
   const common = { enabled: true, ip: "127.0.0.1", backups: 0, ...workerBits };
   switch (registry) {
@@ -160,7 +169,16 @@ function snowflakeConfig(c: Cluster, label: string, registry: SnowflakeRegistry,
         },
       };
     case "statefulset":
-      return { snowflake: { ...common, registry: "local", statefulSet: true } };
+      // The safe way to run ordinals: the pod's ordinal is the id the Redis registry leases, or
+      // refuses while another pod holds it (the local registry guards an ordinal by its volume only).
+      return {
+        snowflake: {
+          ...common,
+          registry: "redis",
+          statefulSet: true,
+          redis: { url: c.urlOf(label, "redis"), leaseMs: LEASE_MS },
+        },
+      };
     default: {
       const kind = registry as RegistryKind;
       return snowflakeOn(
@@ -185,10 +203,12 @@ function snowflakeFamily(registry: SnowflakeRegistry): Family {
     ? "zookeeper"
     : registry.startsWith("mysql")
       ? "mysql"
-      : registry === "redis" || registry === "etcd"
-        ? registry
-        : undefined;
-  const leased = ["zk-recycle", "mysql-lease", "redis", "etcd"].includes(registry);
+      : registry === "etcd"
+        ? "etcd"
+        : registry === "redis" || registry === "statefulset"
+          ? "redis"
+          : undefined;
+  const leased = LEASED.includes(registry);
   const labels = ["A", "B", "C"];
   const servers: ServerSpec[] = labels.map((label, index) => ({
     label,
@@ -201,22 +221,34 @@ function snowflakeFamily(registry: SnowflakeRegistry): Family {
     // A second pod with A's ordinal and a volume of its own (a force-deleted pod still running).
     servers.push({
       label: "A2",
-      links: [],
+      links: ["redis"],
       env: { HOSTNAME: "leaf-0" },
-      spare: true,
+      spare: "second-pod",
       config: (c: Cluster) =>
         serverConfig(NAME, segmentOff(), snowflakeConfig(c, "A2", registry, 0)),
     });
   }
+  if (leased && registry !== "statefulset") {
+    // One more server than worker ids are free once A, B and C hold theirs: it takes an id only
+    // when a holder's lease lapsed (a takeover), the moment a fenced holder must have stopped.
+    servers.push({
+      label: "S",
+      links: store ? [store] : [],
+      spare: "standby",
+      config: (c: Cluster) =>
+        serverConfig(NAME, segmentOff(), snowflakeConfig(c, "S", registry, 3)),
+    });
+  }
   const space = "snowflake:nem";
+  const spares = servers.filter((s) => s.spare).map((s) => s.label);
   return {
     name: `snowflake-${registry}`,
-    title: `snowflake on the ${registry} registry: A, B, C${leased ? " (2 worker-id bits, 3 s leases)" : ""}${registry === "statefulset" ? ", A2 a second pod with A's ordinal" : ""}`,
+    title: `snowflake on the ${registry} registry: A, B, C${leased ? " (2 worker-id bits, 3 s leases)" : ""}${registry === "statefulset" ? " as pods leaf-0..2 leasing their ordinals from Redis, A2 a second pod with A's ordinal" : leased ? ", S a standby" : ""}`,
     stores: store ? [store] : [],
     tags: [],
     servers,
     clients: [
-      ...labels.flatMap((label) => httpClients(label, "snowflake", space, true)),
+      ...[...labels, ...spares].flatMap((label) => httpClients(label, "snowflake", space, true)),
       {
         name: "client-1 snowflake",
         kind: "pool",

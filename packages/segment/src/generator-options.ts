@@ -2,6 +2,7 @@
 // generator keeps, so that a wrong value fails at construction with the key named.
 import { type BackoffOptions, type Clock, configError, systemClock } from "@leaf/core";
 import { type DynamicStep, type DynamicStepOptions, resolveDynamicStep } from "./dynamic-step";
+import type { HighWaterOptions } from "./high-water";
 import type { SegmentStore } from "./segment-store";
 import { COMPONENT, isValidTag } from "./validation";
 
@@ -60,6 +61,13 @@ export interface SegmentGeneratorOptions {
    * range was CORRUPT_DATA (max id moved back, stale primary, damaged row, bad range).
    */
   onError?: (error: unknown, context: GeneratorErrorContext) => void;
+  /**
+   * Keep, per tag, the end of the highest range this node took from the store in a file of
+   * `dir` (fsynced before the range is served), read at `start()`: a tag whose stored max id is
+   * below it after a restart (moved back by hand, a replica that missed writes promoted) is refused
+   * with CORRUPT_DATA instead of handing out ids again. Default: off (a restart remembers nothing).
+   */
+  highWater?: HighWaterOptions;
 }
 
 /** {@link SegmentGeneratorOptions.prefetch} in its object form. */
@@ -116,6 +124,7 @@ export interface GeneratorSettings {
   giveBackOnClose: boolean;
   maxDepth: number;
   onError: SegmentGeneratorOptions["onError"];
+  highWater: HighWaterOptions | undefined;
 }
 
 /** Checks `options` (throwing INVALID_CONFIG naming the key) and fills in the defaults. */
@@ -165,7 +174,33 @@ export function resolveGeneratorOptions(options: SegmentGeneratorOptions): Gener
     giveBackOnClose: flag("giveBackOnClose", options.giveBackOnClose ?? true),
     maxDepth: prefetchDepth(options.prefetch),
     onError: options.onError,
+    highWater: highWaterOptions(options.highWater),
   };
+}
+
+/** Checks `highWater`: a folder and the store's name, both non-empty strings. */
+function highWaterOptions(
+  option: SegmentGeneratorOptions["highWater"],
+): HighWaterOptions | undefined {
+  if (option === undefined) return undefined;
+  const expected = "{ dir: a folder path, storeId: the store's name, lockStaleAfterMs?: ms }";
+  if (typeof option !== "object" || option === null) {
+    throw configError(COMPONENT, "highWater", option, expected);
+  }
+  if (typeof option.dir !== "string" || option.dir === "") {
+    throw configError(COMPONENT, "highWater.dir", option.dir, "a folder path");
+  }
+  if (typeof option.storeId !== "string" || option.storeId === "") {
+    throw configError(
+      COMPONENT,
+      "highWater.storeId",
+      option.storeId,
+      "a non-empty name of the store (for MySQL its database and table)",
+    );
+  }
+  const stale = option.lockStaleAfterMs;
+  if (stale !== undefined) positiveInteger("highWater.lockStaleAfterMs", stale);
+  return option;
 }
 
 /** Checks `loadOnStart` and gives it the shape the generator keeps. */

@@ -7,6 +7,12 @@ export {
   JOURNAL_FILE,
   LOCK_FILE,
 } from "./embedded-store";
+export {
+  HIGH_WATER_FILE,
+  HIGH_WATER_LOCK,
+  HighWaterMarks,
+  type HighWaterOptions,
+} from "./high-water";
 export { DEFAULT_TABLE, LEAF_ALLOC_SCHEMA, leafAllocSchema } from "./leaf-alloc-schema";
 export {
   MemorySegmentData,

@@ -88,8 +88,13 @@ export class TagBuffer {
   retryTimer: ReturnType<typeof setTimeout> | undefined = undefined;
   /** When the retry runs, in performance.now() ms. */
   retryAt: number | undefined = undefined;
-  /** One past the highest id of any range accepted: a range starting below it is refused. */
+  /**
+   * A range starting below it is refused: one past the highest id of any range accepted, or the
+   * node's stored high-water mark of the tag when that is higher.
+   */
   floor: bigint;
+  /** One past the highest id of any range this process accepted (the floor without the mark). */
+  taken = 0n;
 
   // Dynamic step and monitoring.
   /** Step of the last range taken. */

@@ -19,6 +19,7 @@ import {
   type SegmentGeneratorOptions,
 } from "./generator-options";
 import { type GiveBackOutcome, giveBackAll } from "./give-back";
+import { belowHighWater, HighWaterMarks } from "./high-water";
 import { TagBuffer } from "./segment-buffer";
 import type { NewTag, SegmentStore, TagRecord } from "./segment-store";
 import { message, TagLoader } from "./tag-loader";
@@ -68,6 +69,8 @@ export class SegmentIdGenerator {
   private readonly onError: SegmentGeneratorOptions["onError"];
   private readonly loader: TagLoader;
   private readonly giveBackOnClose: boolean;
+  /** The node's stored high-water marks (option `highWater`), read at start. */
+  private readonly highWater: HighWaterMarks | undefined;
   private givenBack: GiveBackOutcome[] = [];
   private state: GeneratorStatus["state"] = "new";
   private refreshTimer: ReturnType<typeof setTimeout> | undefined;
@@ -91,6 +94,7 @@ export class SegmentIdGenerator {
     this.loadOnStart = settings.loadOnStart;
     this.closeStore = settings.closeStore;
     this.onError = settings.onError;
+    this.highWater = settings.highWater && new HighWaterMarks(settings.highWater);
     this.loader = new TagLoader({
       store: settings.store,
       threshold: settings.threshold,
@@ -101,6 +105,7 @@ export class SegmentIdGenerator {
       report: (error, context) => this.report(error, context),
       closed: () => this.state === "closed",
       maxDepth: settings.maxDepth,
+      highWater: this.highWater,
     });
     this.giveBackOnClose = settings.giveBackOnClose;
   }
@@ -124,6 +129,7 @@ export class SegmentIdGenerator {
     this.state = "starting";
     try {
       await this.store.start?.();
+      await this.highWater?.open();
     } catch (error) {
       this.state = "new";
       throw error;
@@ -357,7 +363,8 @@ export class SegmentIdGenerator {
     this.deletedAt.delete(record.tag);
     if (this.state !== "closed" && !this.buffers.has(record.tag)) {
       const b = this.addBuffer(record.tag);
-      if (this.selects(record)) this.loader.startLoad(b);
+      if (record.maxId < b.floor && b.floor > b.taken) this.refuseBelowMark(b, record.maxId);
+      else if (this.selects(record)) this.loader.startLoad(b);
     }
     return record;
   }
@@ -411,8 +418,44 @@ export class SegmentIdGenerator {
     const held = [...this.buffers.values()];
     for (const b of held) this.removeBuffer(b, closedError("the segment id generator"));
     await Promise.allSettled([...this.loader.inFlight, this.refreshing]);
-    if (this.giveBackOnClose) this.givenBack = await giveBackAll(this.store, held);
+    if (this.giveBackOnClose) {
+      const marks = this.highWater;
+      this.givenBack = await giveBackAll(
+        this.store,
+        held,
+        marks && ((tag, from) => marks.lower(tag, from)),
+      );
+    }
+    await this.highWater?.close();
     if (this.closeStore) await this.store.close();
+  }
+
+  /**
+   * The node's stored high-water marks (option `highWater`): per tag, the end of the highest range
+   * this node took from the store, as kept on disk. Empty without the option.
+   */
+  highWaterMarks(): ReadonlyMap<string, bigint> {
+    return this.highWater?.all() ?? new Map();
+  }
+
+  /**
+   * Forgets the stored high-water mark of `tag` (an operator's call: the tag's max id is known to be
+   * right, or the store is another one with its own ids), durably, and serves a tag refused for it
+   * again once its row has a sane step (ranges this process took since it started still count).
+   * Resolves with the mark forgotten, or undefined when there was none.
+   */
+  async forgetHighWater(tag: string): Promise<bigint | undefined> {
+    this.checkUsable();
+    checkTag(tag);
+    if (this.highWater === undefined) return undefined;
+    const mark = await this.highWater.forget(tag);
+    const b = this.buffers.get(tag);
+    if (b !== undefined) b.floor = b.taken;
+    if (mark !== undefined && b?.refused !== undefined && this.state === "running") {
+      b.refusedUntilRestart = false;
+      await this.recheckRefused();
+    }
+    return mark;
   }
 
   /**
@@ -479,7 +522,16 @@ export class SegmentIdGenerator {
         row.step <= MAX_STEP &&
         row.maxId >= b.floor &&
         row.maxId <= MAX_ID - BigInt(row.step);
-      if (!sane) continue;
+      if (!sane) {
+        // Said again at every refresh, at error level, until the row is fixed (or a mark forgotten).
+        this.report(this.loader.refusedError(b), {
+          tag: b.tag,
+          operation: "refresh",
+          refused: true,
+          level: "error",
+        });
+        continue;
+      }
       b.refused = undefined;
       b.consecutiveFailures = 0;
       if (this.loadOnStart === true || b.initialized) this.loader.startLoad(b);
@@ -511,6 +563,7 @@ export class SegmentIdGenerator {
     }
     this.deletedAt.clear();
     for (const [tag, at] of this.addedAt) if (at <= seq) this.addedAt.delete(tag);
+    await this.checkMarks(added);
     // At start, start() loads the tags selected (and waits for them); later, the refresh does.
     if (this.state === "running" && added.length > 0) {
       for (const b of await this.selectEarly(added)) this.loader.startLoad(b);
@@ -569,7 +622,10 @@ export class SegmentIdGenerator {
   }
 
   private addBuffer(tag: string): TagBuffer {
-    const b = new TagBuffer(tag, this.retired.get(tag) ?? 0n);
+    const taken = this.retired.get(tag) ?? 0n;
+    const mark = this.highWater?.get(tag) ?? 0n;
+    const b = new TagBuffer(tag, mark > taken ? mark : taken);
+    b.taken = taken;
     this.addedAt.set(tag, this.changeSeq);
     this.retired.delete(tag);
     this.buffers.set(tag, b);
@@ -581,13 +637,47 @@ export class SegmentIdGenerator {
     if (b.retryTimer) clearTimeout(b.retryTimer);
     b.retryTimer = undefined;
     this.buffers.delete(b.tag);
-    if (b.floor > 0n) this.retired.set(b.tag, b.floor);
+    if (b.taken > 0n) this.retired.set(b.tag, b.taken);
     const error = reason ?? unknownTag(b.tag, `the ${this.store.kind} store (removed at refresh)`);
     for (const w of b.waiters) {
       clearTimeout(w.timer);
       w.reject(error);
     }
     b.waiters = [];
+  }
+
+  /**
+   * Before a tag found by a refresh takes its first range: when the node's stored mark is above the
+   * tag's stored max id, the tag is refused without taking a range (the store's max id is left as
+   * it is, so a fixed row is served again at a refresh). One read of the rows for all of them; a
+   * range that still comes back below the mark is refused by the loader.
+   */
+  private async checkMarks(added: TagBuffer[]): Promise<void> {
+    const marked = added.filter((b) => b.floor > b.taken);
+    if (marked.length === 0) return;
+    let records: TagRecord[];
+    try {
+      records = await this.store.describeTags();
+    } catch (error) {
+      this.report(error, { operation: "refresh" });
+      return;
+    }
+    const byTag = new Map(records.map((r) => [r.tag, r]));
+    for (const b of marked) {
+      const row = byTag.get(b.tag);
+      if (row !== undefined && row.maxId < b.floor && !b.removed)
+        this.refuseBelowMark(b, row.maxId);
+    }
+  }
+
+  /** Refuses `b` (no range taken) because `maxId` is below the node's stored mark. */
+  private refuseBelowMark(b: TagBuffer, maxId: bigint): void {
+    const where = `the ${this.store.kind} store`;
+    this.loader.refuse(
+      b,
+      belowHighWater(this.highWater!, b.tag, maxId, b.floor, where, false),
+      false,
+    );
   }
 
   /** Passes an error to `onError`; a throwing handler must not break loading. */

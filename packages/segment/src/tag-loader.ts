@@ -14,6 +14,7 @@ import {
 } from "@leaf/core";
 import { type DynamicStep, nextDynamicStep } from "./dynamic-step";
 import type { GeneratorErrorContext } from "./generator-options";
+import { belowHighWater, type HighWaterMarks } from "./high-water";
 import type { TagBuffer, Waiter } from "./segment-buffer";
 import type { SegmentRange, SegmentStore } from "./segment-store";
 import { badRange, COMPONENT, MAX_STEP, maxIdMovedBack, rangeProblem } from "./validation";
@@ -32,6 +33,8 @@ export interface TagLoaderSettings {
   closed: () => boolean;
   /** Largest prefetch depth (ranges ready ahead of the current one); 1 keeps Leaf's double buffer. */
   maxDepth: number;
+  /** Where each range's end is stored before the range is served, if the node keeps marks. */
+  highWater: HighWaterMarks | undefined;
 }
 
 /** The depth grows while the ids ready ahead would last fewer than this many (slow) loads. */
@@ -57,6 +60,7 @@ export class TagLoader {
   private readonly report: TagLoaderSettings["report"];
   private readonly closed: () => boolean;
   private readonly maxDepth: number;
+  private readonly highWater: HighWaterMarks | undefined;
 
   constructor(settings: TagLoaderSettings) {
     this.store = settings.store;
@@ -68,6 +72,7 @@ export class TagLoader {
     this.report = settings.report;
     this.closed = settings.closed;
     this.maxDepth = settings.maxDepth;
+    this.highWater = settings.highWater;
   }
 
   /**
@@ -200,8 +205,13 @@ export class TagLoader {
       const problem = rangeProblem(range, b.tag);
       if (problem !== undefined) throw badRange(range, b.tag, problem, where);
       if (range.start < b.floor) {
-        throw maxIdMovedBack(b.tag, range.start, b.floor, where, { taken: true });
+        throw b.floor > b.taken && this.highWater !== undefined
+          ? belowHighWater(this.highWater, b.tag, range.start, b.floor, where, true)
+          : maxIdMovedBack(b.tag, range.start, b.floor, where, { taken: true });
       }
+      // The range's end is on disk before any id of it is served: a restart remembers it. When it
+      // cannot be written the range is not served (a gap) and the load is retried.
+      if (this.highWater !== undefined && !b.removed) await this.highWater.raise(b.tag, range.end);
     } catch (error) {
       b.loading = false;
       // A batch, or a dynamic step above the table's, that would pass 2^63 - 1 may fit as one range
@@ -234,6 +244,7 @@ export class TagLoader {
     }
     const pieces = split(range, count);
     b.floor = range.end;
+    b.taken = range.end;
     b.lastStep = pieces[0]!.step;
     b.tableStep = range.tableStep;
     b.lastLoadAt = this.clock.now();
@@ -308,7 +319,7 @@ export class TagLoader {
    * already moved its max id for the refused range (`taken`: a store without its own checks), a
    * fixed-looking row cannot be told from that move, so the tag stays refused until a restart.
    */
-  private refuse(b: TagBuffer, error: LeafError, taken: boolean): void {
+  refuse(b: TagBuffer, error: LeafError, taken: boolean): void {
     b.loadFailures++;
     b.consecutiveFailures++;
     b.lastError = error;

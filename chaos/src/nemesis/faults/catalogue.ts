@@ -10,6 +10,7 @@ import { secondPod } from "./second-pod";
 import { serverKill } from "./server-kill";
 import { serverPause } from "./server-pause";
 import { serverTerm } from "./server-term";
+import { standby } from "./standby";
 import { storeKill } from "./store-kill";
 import { storePause } from "./store-pause";
 
@@ -27,6 +28,7 @@ export const CATALOGUE: readonly Fault[] = [
   rowLock,
   adminOp,
   secondPod,
+  standby,
 ];
 
 /** The fault named `name`, or an error listing the catalogue. */

@@ -6,11 +6,11 @@ import { type Fault, NO_ANSWER } from "./fault";
 export const secondPod: Fault = {
   name: "second-pod",
   title: "a second pod with a running pod's StatefulSet ordinal, on its own volume, for 3-10 s",
-  targets: (family) => family.servers.filter((s) => s.spare).map((s) => s.label),
+  targets: (family) => family.servers.filter((s) => s.spare === "second-pod").map((s) => s.label),
   resources: (target) => [`process:${target}`],
   durationMs: [3000, 10_000],
   async start(c, _family, target) {
-    if (await c.startServer(target, 1)) c.onStarted?.(target);
+    await c.startServer(target, 1);
     return true;
   },
   async stop(c, _family, target) {

@@ -1,0 +1,36 @@
+// The nemesis's short form, as `pnpm test` runs it: a few families, each with a fixed seed, random
+// overlapping faults under load for a few dozen seconds; no id twice, ids increasing per process,
+// only documented error codes. The long form is `pnpm test:nemesis --minutes 60`.
+import { fileURLToPath } from "node:url";
+import { stopAll } from "@leaf/testkit";
+import { afterAll, describe, expect, it } from "vitest";
+import { selectFamilies } from "../src/nemesis/families";
+import { runNemesis } from "../src/nemesis/nemesis";
+import { SHORT_FORM } from "../src/nemesis/short-form";
+
+afterAll(async () => {
+  await stopAll();
+});
+
+describe("the nemesis, short form", () => {
+  for (const { family, seed, seconds, exclude } of SHORT_FORM) {
+    it(`${family}, seed ${seed}: no id twice, ids increasing per process, documented codes only`, async () => {
+      const result = await runNemesis({
+        families: selectFamilies([family]),
+        seed,
+        familyMs: seconds * 1000,
+        exclude,
+        shrinkRuns: 0,
+        resultsDir: fileURLToPath(new URL("../results", import.meta.url)),
+        log: (line) => process.stderr.write(`${line}\n`),
+      });
+      const { run } = result.families[0]!;
+      expect(run.error, "the run reached its end").toBeUndefined();
+      expect(run.verdict.ids, "ids were issued").toBeGreaterThan(0);
+      expect(Object.keys(run.applied).length, "faults were applied").toBeGreaterThan(0);
+      expect(run.verdict.duplicates, "ids issued twice, per space").toEqual({});
+      expect(run.verdict.firstDecrease, "an id not above the previous one").toBeUndefined();
+      expect(run.verdict.undocumented, "error codes no active fault may cause").toEqual([]);
+    }, 240_000);
+  }
+});

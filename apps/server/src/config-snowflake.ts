@@ -42,8 +42,14 @@ export function snowflakeSettings(v: ConfigValues, at: Placement): SnowflakeSett
   };
 }
 
-/** Registries that grant a requested worker id (the pod's ordinal) under a lease, or refuse it. */
-const REQUESTED_ID_REGISTRIES: ReadonlySet<RegistrySettings["kind"]> = new Set(["redis", "etcd"]);
+/** Whether a registry grants a requested worker id (the pod's ordinal) under a lease, or refuses it. */
+function grantsRequestedId(v: ConfigValues, kind: RegistrySettings["kind"]): boolean {
+  return (
+    kind === "redis" ||
+    kind === "etcd" ||
+    (kind === "mysql" && v.get("snowflake.mysql.mode") === "lease")
+  );
+}
 
 /** The pod whose StatefulSet ordinal (plus the offset) is the worker id, when snowflake.statefulSet. */
 function podSettings(v: ConfigValues): SnowflakeSettings["pod"] {
@@ -88,11 +94,11 @@ function registrySettings(
         `Give each node its own id with ${v.label("snowflake.local.workerId")} (or leaf.snowflake.local.workIdMap), or use a registry (snowflake.registry=redis, etcd, mysql, or leaf.snowflake.zk.address), or snowflake.enabled=false`,
     );
   }
-  if (statefulSet && kind !== "local" && !REQUESTED_ID_REGISTRIES.has(kind)) {
+  if (statefulSet && kind !== "local" && !grantsRequestedId(v, kind)) {
     v.problem(
       "snowflake.statefulSet",
-      `${v.label("snowflake.statefulSet")} asks the ${kind} registry for the pod's ordinal as its worker id, but that registry chooses ids itself; ` +
-        "use snowflake.registry=redis or etcd (they lease exactly the ordinal, or refuse the start while another pod holds it), or leave snowflake.statefulSet out",
+      `${v.label("snowflake.statefulSet")} asks the ${kind} registry${kind === "mysql" ? " in fixed mode" : ""} for the pod's ordinal as its worker id, but that registry chooses ids itself; ` +
+        "use snowflake.registry=redis or etcd, or mysql with snowflake.mysql.mode=lease (they lease exactly the ordinal, or refuse the start while another pod holds it), or leave snowflake.statefulSet out",
     );
   }
   if (kind === "local") {

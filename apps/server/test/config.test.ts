@@ -522,7 +522,7 @@ describe("safe defaults for a real deployment", () => {
       cwd: dir,
     });
     expect(zk.message).toContain("LEAF_SNOWFLAKE_STATEFUL_SET (environment) asks the zk registry");
-    expect(zk.message).toContain("snowflake.registry=redis or etcd");
+    expect(zk.message).toContain("snowflake.registry=redis or etcd, or mysql with");
   });
 
   it("uses the embedded store with a Java Leaf file or off loopback only when asked to", () => {

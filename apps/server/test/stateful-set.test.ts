@@ -1,8 +1,9 @@
 // Issue 24 item 4: two pods with the same StatefulSet ordinal (a force-deleted pod still running
 // while its replacement starts on another volume), as two real server processes with HOSTNAME=leaf-3
-// and data folders of their own. Through a shared registry (Redis, etcd) the ordinal is leased: the
-// second is refused while the first runs and takes the id once the first is gone. With the local
-// registry alone (volume only) both issue under worker id 3, as its README says. Every id counted.
+// and data folders of their own. Through a shared registry (Redis, etcd, MySQL lease mode) the
+// ordinal is leased: the second is refused while the first runs and takes the id once the first is
+// gone. With the local registry alone (volume only) both issue under worker id 3, as its README
+// says. Every id counted.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -12,6 +13,7 @@ import {
   freePort,
   LeafServerProcess,
   startEtcd,
+  startMysql,
   startRedis,
   stopAll,
 } from "@leaf/testkit";
@@ -59,6 +61,23 @@ const SHARED: Array<{ kind: string; snowflake: () => Promise<Record<string, unkn
     }),
   },
   {
+    kind: "mysql (lease mode)",
+    snowflake: async () => {
+      const mysql = await startMysql();
+      return {
+        registry: "mysql",
+        mysql: {
+          url: mysql.urlFor(await mysql.createDatabase("leaf_pods")),
+          username: mysql.user,
+          password: mysql.password ?? "",
+          mode: "lease",
+          leaseMs: 3000,
+          createTable: true,
+        },
+      };
+    },
+  },
+  {
     kind: "etcd",
     snowflake: async () => ({
       registry: "etcd",
@@ -70,7 +89,7 @@ const SHARED: Array<{ kind: string; snowflake: () => Promise<Record<string, unkn
 describe("two pods with the same StatefulSet ordinal on different volumes", () => {
   for (const { kind, snowflake } of SHARED) {
     it(`through the ${kind} registry: the second is refused while the first runs, then takes the ordinal; no id repeats`, async () => {
-      const dir = mkdtempSync(join(tmpdir(), `leaf-pods-${kind}-`));
+      const dir = mkdtempSync(join(tmpdir(), "leaf-pods-"));
       dirs.push(dir);
       const settings = await snowflake();
       const old = await pod("old", dir, settings);

@@ -171,7 +171,11 @@ export class MysqlRegistry<M extends RegistryMode = RegistryMode> implements Wor
         message: "registry is closed: create a new MysqlRegistry to acquire again",
       });
     }
-    const checked = checkAcquireRequest(COMPONENT, request, REQUEST_LIMITS);
+    // Lease mode can lease a requested id; fixed mode's id is the one its table gives the node.
+    const checked = checkAcquireRequest(COMPONENT, request, {
+      ...REQUEST_LIMITS,
+      requestedWorkerId: this.mode === "lease",
+    });
     const forget = (lease: FixedLease | LeasedLease) => this.live.delete(lease);
     const lease =
       this.mode === "fixed"

@@ -71,6 +71,7 @@ registryConformance(test, {
   create: async () =>
     new MysqlRegistry({ mode: "lease", url: mysql.urlFor(leaseDb), leaseMs: 10_000 }),
   backups: true,
+  requestedWorkerId: true,
   leaseLoss: {
     // The row is handed to someone else behind the holder's back: its next renewal finds out.
     induce: async (lease, { namespace }) => {

@@ -134,9 +134,20 @@ export interface WorkerRecord {
   /** The last holder, for operators and for giving a restarting node its id back. */
   ip: string;
   port: string;
+  /**
+   * The holder's horizon, ms since the Unix epoch (its clock at a write + `silenceLimitMs`): it
+   * issues nothing timestamped past it, and the next holder starts after it. 0 or absent once
+   * released with a final timestamp, or in a record of an earlier version.
+   */
+  horizon?: number;
+  /** The writer's clock (ms) when it sent this write: its clock sample for the peer clock check. */
+  at?: number;
 }
 
-/** `{"workerId":7,"timestamp":1767225600000,"ip":"10.0.0.7","port":"8080"}` */
+/**
+ * `{"workerId":7,"timestamp":1767225600000,"ip":"10.0.0.7","port":"8080","horizon":1767225604000,
+ * "at":1767225600000}`
+ */
 export function encodeRecord(record: WorkerRecord): Buffer {
   return Buffer.from(JSON.stringify(record));
 }
@@ -151,7 +162,22 @@ export function decodeRecord(path: string, data: Buffer, workerId: number): Work
   if (value.workerId !== workerId) {
     throw corrupt(path, `"workerId" is ${JSON.stringify(value.workerId)}, expected ${workerId}`);
   }
-  return { workerId, timestamp, ip: String(value.ip ?? ""), port: String(value.port ?? "") };
+  const optionalMs = (key: "horizon" | "at"): number | undefined => {
+    const ms = value[key];
+    if (ms === undefined) return undefined;
+    if (typeof ms !== "number" || !Number.isSafeInteger(ms) || ms < 0) {
+      throw corrupt(path, `"${key}" is ${JSON.stringify(ms)}, not ms since the epoch`);
+    }
+    return ms;
+  };
+  return {
+    workerId,
+    timestamp,
+    ip: String(value.ip ?? ""),
+    port: String(value.port ?? ""),
+    horizon: optionalMs("horizon"),
+    at: optionalMs("at"),
+  };
 }
 
 /** Data of an ephemeral node (lease or live marker): who holds it, for operators and waiters. */

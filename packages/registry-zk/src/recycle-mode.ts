@@ -4,7 +4,9 @@
 // Taking an id is that one atomic step, never delete-then-create; an id is free exactly when its
 // lease node is gone, which ZooKeeper does when the holder's session ends. The holder fences
 // itself (lost, code -4; `fenceAt` for the generator) before the leader could expire its session:
-// see ZkSession.
+// see ZkSession. The record also keeps the holder's horizon (its wall clock + `silenceLimitMs`,
+// rewritten every third of that), past which it issues nothing and after which the next holder
+// starts, so a wall clock stepped forward cannot carry ids into the next holder's time.
 import {
   ErrorCodes,
   isLeafError,
@@ -15,6 +17,7 @@ import {
 import { type CheckedAcquireRequest, checkClockNotBehind, LeaseCore } from "@leaf/core/adapter";
 import { COMPONENT } from "./options";
 import {
+  decodeHolder,
   decodeRecord,
   encodeHolder,
   encodeRecord,
@@ -48,8 +51,10 @@ interface Slot {
   workerId: number;
   leasePath: string;
   recordPath: string;
-  /** Highest timestamp stored in the record. */
+  /** Highest timestamp stored in the record (with the previous holder's horizon folded in). */
   stored: number;
+  /** The horizon this lease last stored in the record (0 before its first write). */
+  horizon: number;
   recordVersion: number | undefined;
 }
 
@@ -96,7 +101,12 @@ export async function acquireRecycled(
     for (let round = 0; round < ROUNDS && slots.length < wanted; round++) {
       request.signal?.throwIfAborted();
       view = await readPool(session, tree, maxWorkerId);
-      for (const workerId of candidates(view, node, maxWorkerId, slots)) {
+      // A requested id (a StatefulSet ordinal) is tried alone, and only while no lease node holds it.
+      const requested = request.workerId;
+      if (requested !== undefined && view.held.has(requested)) break;
+      const ids =
+        requested === undefined ? candidates(view, node, maxWorkerId, slots) : [requested];
+      for (const workerId of ids) {
         if (slots.length === wanted) break;
         const before = options.clock.now();
         const slot = await tryTake(
@@ -116,6 +126,9 @@ export async function acquireRecycled(
         slots.push(slot);
       }
     }
+    if (slots.length < wanted && request.workerId !== undefined) {
+      throw await inUse(session, tree, node, request.workerId);
+    }
     if (slots.length < wanted) {
       const held = [...view.held].filter((id) => id <= maxWorkerId).length;
       throw exhausted(node, maxWorkerId, wanted, held);
@@ -125,10 +138,13 @@ export async function acquireRecycled(
       const peers: PeerReport[] = [];
       for (const id of view.held) {
         const entry = view.records.get(id);
-        if (ours.has(id) || !entry || entry.record.timestamp === 0) continue;
+        // The writer's clock when it sent the write that set mtime (`at`; a report's timestamp in
+        // records of earlier versions).
+        const sample = entry?.record.at ?? entry?.record.timestamp ?? 0;
+        if (ours.has(id) || !entry || sample === 0) continue;
         peers.push({
           key: `worker ${id} (${entry.record.ip}:${entry.record.port})`,
-          timestamp: entry.record.timestamp,
+          timestamp: sample,
           storedAt: entry.stat.mtime,
         });
       }
@@ -144,6 +160,8 @@ export async function acquireRecycled(
       workerId: primary.workerId,
     });
     const lease = new RecycledLease(context, node, session, slots);
+    // No id before every record holds this holder's horizon.
+    await lease.begin();
     context.track(lease);
     return lease;
   } catch (error) {
@@ -220,7 +238,8 @@ async function tryTake(
 ): Promise<Slot | undefined> {
   const leasePath = `${tree.recycleLeases}/${workerId}`;
   const recordPath = `${tree.recycleWorkers}/${workerId}`;
-  const stored = entry?.record.timestamp ?? 0;
+  // A holder that vanished may have issued ids up to its horizon.
+  const stored = Math.max(entry?.record.timestamp ?? 0, entry?.record.horizon ?? 0);
   // The record is checked, not rewritten: its modification time then still tells when its
   // timestamp was reported, which the peer clock check relies on.
   const ops: MultiOp[] = [
@@ -248,12 +267,16 @@ async function tryTake(
     leasePath,
     recordPath,
     stored,
+    horizon: 0,
     recordVersion: entry ? entry.stat.version : 0,
   };
 }
 
 /** A recyclable worker id held through a ZooKeeper session. */
 class RecycledLease extends LeaseCore implements TrackedLease {
+  #horizonTimer: NodeJS.Timeout | undefined;
+  #writingHorizons = false;
+
   constructor(
     private readonly context: RegistryContext,
     private readonly node: NodeIdentity,
@@ -282,16 +305,70 @@ class RecycledLease extends LeaseCore implements TrackedLease {
     return this.session.fenceAt;
   }
 
+  /**
+   * The horizon every record last stored (see WorkerLease.horizon): the generator issues nothing
+   * timestamped past it. The session's `fenceAt` stops the holder on the monotonic clock; this stops
+   * it on the wall clock, which the next holder's start is measured in.
+   */
+  protected override liveHorizon(): number {
+    return Math.min(...this.slots.map((s) => s.horizon));
+  }
+
+  /**
+   * Writes every record's horizon, then rewrites it every third of `silenceLimitMs` (skipped while
+   * one write is still in flight). Rejects when the first write fails.
+   */
+  async begin(): Promise<void> {
+    await this.serial(() => this.writeHorizons());
+    this.#horizonTimer = setInterval(
+      () => {
+        if (this.#writingHorizons || this.lost.aborted || this.released) return;
+        this.#writingHorizons = true;
+        this.serial(() =>
+          this.lost.aborted || this.released ? Promise.resolve() : this.writeHorizons(),
+        )
+          .catch(() => {})
+          .finally(() => {
+            this.#writingHorizons = false;
+          });
+      },
+      Math.max(20, Math.floor(this.session.silenceLimitMs / 3)),
+    );
+    this.#horizonTimer.unref();
+  }
+
   protected async store(): Promise<void> {
-    for (const slot of this.slots) await this.writeSlot(slot);
+    await this.writeHorizons();
+  }
+
+  /**
+   * Raises every record to the highest timestamp known and its horizon to this clock +
+   * `silenceLimitMs` (never lowered while held). The horizon is read before the writes are sent:
+   * the leader orders each write after that, so it expires the session no earlier than a session
+   * timeout later, past the horizon (the margin covers clock differences, as for `fenceAt`).
+   */
+  private async writeHorizons(): Promise<void> {
+    const at = this.context.options.clock.now();
+    const horizon = at + this.session.silenceLimitMs;
+    for (const slot of this.slots) await this.writeSlot(slot, Math.max(slot.horizon, horizon), at);
   }
 
   protected async free(finalTimestampMs: number | undefined): Promise<void> {
     if (this.lost.aborted) return;
+    clearInterval(this.#horizonTimer);
     this.context.untrack(this);
     let failure: unknown;
     try {
-      if (finalTimestampMs !== undefined) await this.writeSlot(this.slots[0]!);
+      // A final timestamp covers every id issued: no horizon. Without one, ids may have been issued
+      // up to now, never after the release.
+      const at = this.context.options.clock.now();
+      for (const slot of this.slots) {
+        await this.writeSlot(
+          slot,
+          finalTimestampMs !== undefined ? 0 : Math.min(slot.horizon, at),
+          at,
+        );
+      }
       await this.session.multi(
         this.slots.map((s) => ({ op: "remove", path: s.leasePath, version: -1 })),
       );
@@ -320,10 +397,11 @@ class RecycledLease extends LeaseCore implements TrackedLease {
   }
 
   /**
-   * Raises the record to the highest timestamp reported, in one transaction with a check that the
-   * lease node still exists, at the record's version (compare-and-set: never backwards).
+   * Raises the record to the highest timestamp reported and sets its horizon, in one transaction
+   * with a check that the lease node still exists, at the record's version (compare-and-set: never
+   * backwards). `at` is this clock when the write was decided (the peer clock check's sample).
    */
-  private async writeSlot(slot: Slot): Promise<void> {
+  private async writeSlot(slot: Slot, horizon: number, at: number): Promise<void> {
     for (let attempt = 0; attempt < 5; attempt++) {
       if (slot.recordVersion === undefined) await this.reread(slot);
       const target = Math.max(slot.stored, this.highest(slot.workerId));
@@ -332,6 +410,8 @@ class RecycledLease extends LeaseCore implements TrackedLease {
         timestamp: target,
         ip: this.node.ip,
         port: String(this.node.port),
+        horizon,
+        at,
       });
       try {
         await this.session.multi([
@@ -340,6 +420,7 @@ class RecycledLease extends LeaseCore implements TrackedLease {
         ]);
         slot.recordVersion = slot.recordVersion! + 1;
         slot.stored = target;
+        slot.horizon = horizon;
         return;
       } catch (error) {
         const code = zkCode(error);
@@ -384,6 +465,7 @@ class RecycledLease extends LeaseCore implements TrackedLease {
 
   /** The lease is lost: the registry stops tracking it and its session ends. */
   protected override onLost(): void {
+    clearInterval(this.#horizonTimer);
     this.context.untrack(this);
     void this.session.close();
   }
@@ -413,6 +495,29 @@ async function refuseOtherTrees(session: ZkSession, tree: LeafTree): Promise<voi
       });
     }
   }
+}
+
+/** WORKER_ID_IN_USE for a requested id whose lease node another session holds, named from its data. */
+async function inUse(
+  session: ZkSession,
+  tree: LeafTree,
+  node: NodeIdentity,
+  workerId: number,
+): Promise<LeafError> {
+  const leasePath = `${tree.recycleLeases}/${workerId}`;
+  const holder = decodeHolder((await session.getData(leasePath))?.data);
+  const named = holder
+    ? `${holder.ip}:${holder.port} (pid ${holder.pid}, session timeout ${holder.sessionTimeoutMs} ms)`
+    : "another node";
+  return new LeafError({
+    component: COMPONENT,
+    code: ErrorCodes.WORKER_ID_IN_USE,
+    message:
+      `worker id ${workerId} requested by ${nodeKey(node)} is held by ${named} (${leasePath}); stop ` +
+      "that node (a pod with the same StatefulSet ordinal still running?) and start this one again " +
+      "once its session has ended",
+    details: { workerId, leasePath, holder },
+  });
 }
 
 function exhausted(

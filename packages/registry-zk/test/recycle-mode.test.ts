@@ -33,16 +33,24 @@ describe("recycle mode", () => {
     await lease.report(reported);
     const record = await fx.admin.getData(recordPath);
     expect(record.stat.ephemeralOwner.equals(Buffer.alloc(8))).toBe(true);
-    expect(JSON.parse(record.data)).toEqual({
+    const written = JSON.parse(record.data);
+    expect(written).toMatchObject({
       workerId: 0,
       timestamp: reported,
       ip: "10.1.0.1",
       port: "8080",
     });
+    // The horizon: the writer's clock when it sent the write + silenceLimitMs (2/3 of 3 s).
+    expect(written.at).toBeGreaterThanOrEqual(reported);
+    expect(written.horizon).toBe(written.at + 2000);
+    expect(lease.horizon).toBe(written.horizon);
     await lease.release(reported + 1);
-    // Released: the id is free at once, the record keeps the final timestamp.
+    // Released: the id is free at once, the record keeps the final timestamp, and no horizon.
     expect(await fx.admin.exists(leasePath)).toBe(false);
-    expect(JSON.parse((await fx.admin.getData(recordPath)).data).timestamp).toBe(reported + 1);
+    expect(JSON.parse((await fx.admin.getData(recordPath)).data)).toMatchObject({
+      timestamp: reported + 1,
+      horizon: 0,
+    });
   });
 
   it("reuses an id once its holder is gone, issuing only after the highest timestamp reported under it", async () => {

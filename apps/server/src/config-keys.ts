@@ -368,7 +368,7 @@ export const CONFIG_KEYS = [
   def("snowflake.statefulSet", {
     type: "boolean",
     default: false,
-    doc: "Kubernetes: the worker id is this pod's StatefulSet ordinal (from HOSTNAME, `leaf-3` is 3) plus snowflake.statefulSetOffset. With snowflake.registry=redis, etcd or mysql in lease mode the registry leases exactly that id or refuses the start while another pod holds it (safe). With the local registry only the pod's volume guards it: two pods with the same ordinal on different volumes (a force-delete) both issue the same ids; see registry-local's README.",
+    doc: "Kubernetes: the worker id is this pod's StatefulSet ordinal (from HOSTNAME, `leaf-3` is 3) plus snowflake.statefulSetOffset. With snowflake.registry=redis, etcd, mysql in lease mode or zk in recycle mode the registry leases exactly that id or refuses the start while another pod holds it (safe). With the local registry only the pod's volume guards it: two pods with the same ordinal on different volumes (a force-delete) both issue the same ids; see registry-local's README.",
     read: boolean,
   }),
   def("snowflake.statefulSetOffset", {

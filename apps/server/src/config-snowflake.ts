@@ -42,13 +42,20 @@ export function snowflakeSettings(v: ConfigValues, at: Placement): SnowflakeSett
   };
 }
 
-/** Whether a registry grants a requested worker id (the pod's ordinal) under a lease, or refuses it. */
-function grantsRequestedId(v: ConfigValues, kind: RegistrySettings["kind"]): boolean {
-  return (
-    kind === "redis" ||
-    kind === "etcd" ||
-    (kind === "mysql" && v.get("snowflake.mysql.mode") === "lease")
-  );
+/**
+ * Whether the chosen registry grants a requested worker id (the pod's ordinal) under a lease, or
+ * refuses it: Redis, etcd, MySQL lease mode, ZooKeeper recycle mode.
+ */
+function grantsRequestedId(
+  v: ConfigValues,
+  kind: RegistrySettings["kind"],
+  zkMode: "normal" | "recycle" | undefined,
+): boolean {
+  if (kind === "mysql") return v.get("snowflake.mysql.mode") === "lease";
+  if (kind === "zk") {
+    return (v.optional("snowflake.zk.mode") ?? zkMode ?? v.get("snowflake.zk.mode")) === "recycle";
+  }
+  return kind === "redis" || kind === "etcd";
 }
 
 /** The pod whose StatefulSet ordinal (plus the offset) is the worker id, when snowflake.statefulSet. */
@@ -94,11 +101,11 @@ function registrySettings(
         `Give each node its own id with ${v.label("snowflake.local.workerId")} (or leaf.snowflake.local.workIdMap), or use a registry (snowflake.registry=redis, etcd, mysql, or leaf.snowflake.zk.address), or snowflake.enabled=false`,
     );
   }
-  if (statefulSet && kind !== "local" && !grantsRequestedId(v, kind)) {
+  if (statefulSet && kind !== "local" && !grantsRequestedId(v, kind, chosenRegistry?.zkMode)) {
     v.problem(
       "snowflake.statefulSet",
-      `${v.label("snowflake.statefulSet")} asks the ${kind} registry${kind === "mysql" ? " in fixed mode" : ""} for the pod's ordinal as its worker id, but that registry chooses ids itself; ` +
-        "use snowflake.registry=redis or etcd, or mysql with snowflake.mysql.mode=lease (they lease exactly the ordinal, or refuse the start while another pod holds it), or leave snowflake.statefulSet out",
+      `${v.label("snowflake.statefulSet")} asks the ${kind} registry${kind === "mysql" ? " in fixed mode" : kind === "zk" ? " in normal mode" : ""} for the pod's ordinal as its worker id, but that registry chooses ids itself; ` +
+        "use snowflake.registry=redis or etcd, mysql with snowflake.mysql.mode=lease, or zk with snowflake.zk.mode=recycle (they lease exactly the ordinal, or refuse the start while another pod holds it), or leave snowflake.statefulSet out",
     );
   }
   if (kind === "local") {

@@ -521,8 +521,21 @@ describe("safe defaults for a real deployment", () => {
       },
       cwd: dir,
     });
-    expect(zk.message).toContain("LEAF_SNOWFLAKE_STATEFUL_SET (environment) asks the zk registry");
-    expect(zk.message).toContain("snowflake.registry=redis or etcd, or mysql with");
+    expect(zk.message).toContain(
+      "LEAF_SNOWFLAKE_STATEFUL_SET (environment) asks the zk registry in normal mode",
+    );
+    expect(zk.message).toContain("or zk with snowflake.zk.mode=recycle");
+    const recycle = loadConfig({
+      env: {
+        HOSTNAME: "leaf-3",
+        LEAF_SNOWFLAKE_STATEFUL_SET: "true",
+        LEAF_SNOWFLAKE_REGISTRY: "zk_recycle",
+        LEAF_SNOWFLAKE_ZK_ADDRESS: "127.0.0.1:2181",
+        LEAF_SEGMENT_ENABLED: "false",
+      },
+      cwd: dir,
+    });
+    expect(recycle.snowflake?.pod?.workerId).toBe(3);
   });
 
   it("uses the embedded store with a Java Leaf file or off loopback only when asked to", () => {

@@ -1,9 +1,9 @@
 // Issue 24 item 4: two pods with the same StatefulSet ordinal (a force-deleted pod still running
 // while its replacement starts on another volume), as two real server processes with HOSTNAME=leaf-3
-// and data folders of their own. Through a shared registry (Redis, etcd, MySQL lease mode) the
-// ordinal is leased: the second is refused while the first runs and takes the id once the first is
-// gone. With the local registry alone (volume only) both issue under worker id 3, as its README
-// says. Every id counted.
+// and data folders of their own. Through a shared registry (Redis, etcd, MySQL lease mode,
+// ZooKeeper recycle mode) the ordinal is leased: the second is refused while the first runs and
+// takes the id once the first is gone. With the local registry alone (volume only) both issue
+// under worker id 3, as its README says. Every id counted.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -15,6 +15,7 @@ import {
   startEtcd,
   startMysql,
   startRedis,
+  startZookeeper,
   stopAll,
 } from "@leaf/testkit";
 import { afterAll, describe, expect, it } from "vitest";
@@ -76,6 +77,17 @@ const SHARED: Array<{ kind: string; snowflake: () => Promise<Record<string, unkn
         },
       };
     },
+  },
+  {
+    kind: "zk (recycle mode)",
+    snowflake: async () => ({
+      registry: "zk",
+      zk: {
+        address: (await startZookeeper({ useEnv: false })).url,
+        mode: "recycle",
+        sessionTimeoutMs: 4000,
+      },
+    }),
   },
   {
     kind: "etcd",

@@ -8,10 +8,14 @@ import { checkNodeForPaths } from "./paths";
 
 /**
  * Checks an acquire request: what every registry checks (ports from 1: a node is named by its
- * ip:port), then ZooKeeper's path rules on the node. Throws INVALID_ARGUMENT naming the bad field.
+ * ip:port), then ZooKeeper's path rules on the node. A requested worker id is accepted only when
+ * `requestedWorkerId` (recycle mode). Throws INVALID_ARGUMENT naming the bad field.
  */
-export function checkRequest(request: AcquireRequest): CheckedAcquireRequest {
-  const checked = checkAcquireRequest(COMPONENT, request, { minPort: 1 });
+export function checkRequest(
+  request: AcquireRequest,
+  requestedWorkerId: boolean,
+): CheckedAcquireRequest {
+  const checked = checkAcquireRequest(COMPONENT, request, { minPort: 1, requestedWorkerId });
   checkNodeForPaths(checked.node);
   return checked;
 }

@@ -49,7 +49,8 @@ export class ZookeeperRegistry implements WorkerIdRegistry {
    */
   async acquire(request: AcquireRequest): Promise<WorkerLease> {
     if (this.closing.signal.aborted) throw registryClosed();
-    const checked = checkRequest(request);
+    // Recycle mode can lease a requested id; normal mode's id belongs to the node's ip:port.
+    const checked = checkRequest(request, this.options.mode === "recycle");
     const signal = checked.signal
       ? AbortSignal.any([checked.signal, this.closing.signal])
       : this.closing.signal;

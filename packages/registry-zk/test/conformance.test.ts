@@ -33,6 +33,7 @@ registryConformance(test, {
   name: "registry-zk (recycle mode)",
   create: async () => new ZookeeperRegistry(testOptions(zk.connectString, { mode: "recycle" })),
   backups: true,
+  requestedWorkerId: true,
   leaseLoss: {
     // Revocation: an operator deletes the lease node; session expiry is in recycle.test.ts.
     induce: (lease, { namespace }) =>

@@ -52,6 +52,15 @@ export {
   redactMysqlUrl,
 } from "./mysql-url";
 export {
+  judgeRedisEviction,
+  policyMayEvict,
+  type RedisEvictionContext,
+  type RedisEvictionFinding,
+  type RedisEvictionSettings,
+  type RedisSettingsReader,
+  readRedisEviction,
+} from "./redis-eviction";
+export {
   describeRedisUrl,
   isRedisScriptClient,
   isRedisWriteRefusal,

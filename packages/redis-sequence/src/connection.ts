@@ -7,6 +7,8 @@ import {
   isRedisScriptClient,
   type LuaScript,
   planRedis,
+  type RedisEvictionSettings,
+  readRedisEviction,
   redisClusterDefaults,
   redisFailurePhrase,
   runRedisScript,
@@ -109,22 +111,13 @@ export class RedisLink {
   }
 
   /**
-   * The maxmemory-policy of every master, or undefined when Redis refuses CONFIG (managed
-   * services often do). Anything but "noeviction" may evict a counter and repeat its sequences.
+   * `maxmemory-policy` and `maxmemory` of every master, read with CONFIG GET or else INFO memory
+   * (core's readRedisEviction); a master that answers neither is given as unreadable.
    */
-  async evictionPolicies(timeoutMs: number): Promise<string[] | undefined> {
+  async evictionSettings(timeoutMs: number): Promise<RedisEvictionSettings[]> {
     const nodes: Redis[] =
       this.client instanceof Cluster ? this.client.nodes("master") : [this.client as Redis];
-    try {
-      const answers = await withTimeLimit(
-        Promise.all(nodes.map((n) => n.config("GET", "maxmemory-policy") as Promise<unknown>)),
-        timeoutMs,
-        "reading maxmemory-policy",
-      );
-      return answers.map((a) => (Array.isArray(a) ? String(a[1]) : "unknown"));
-    } catch {
-      return undefined;
-    }
+    return Promise.all(nodes.map((node) => readRedisEviction(node, timeoutMs)));
   }
 
   /** Quits a client made here; a passed-in client is left open. */

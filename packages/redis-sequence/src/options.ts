@@ -20,6 +20,7 @@ export type RedisClient = Redis | Cluster;
 export interface RedisSequenceWarning {
   type:
     | "eviction-policy"
+    | "eviction-policy-unknown"
     | "redis-unavailable"
     | "fenced"
     | "random-fallback"

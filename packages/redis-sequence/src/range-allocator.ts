@@ -2,6 +2,7 @@
 // counter at a time, and what each refusal means (clock skew, a fence after a Redis restart, a
 // used-up second, Redis's clock gone back below seconds already served).
 import type { Layout } from "@leaf/core";
+import { judgeRedisEviction } from "@leaf/core/adapter";
 import { type RedisLink, RedisTimeoutError, unavailable } from "./connection";
 import type { SequenceErrors } from "./errors";
 import type { Fallback } from "./fallback";
@@ -99,16 +100,24 @@ export class RangeAllocator {
    */
   async checkServer(redisMs: number): Promise<void> {
     const { link, clock } = this.parts;
-    this.evictionPolicies = await link.evictionPolicies(this.o.connectTimeoutMs);
-    const risky = this.evictionPolicies?.filter((p) => p !== "noeviction") ?? [];
-    if (risky.length > 0) {
+    const servers = await link.evictionSettings(this.o.connectTimeoutMs);
+    const policies = servers.map((s) => s.policy);
+    this.evictionPolicies = policies.every((p) => p !== undefined) ? policies : undefined;
+    // Counters have a TTL, so volatile-* policies may evict them too. An evicted counter's second
+    // is refused by the high-water second (ids stop, not repeat): a warning, not a refusal.
+    const finding = judgeRedisEviction(servers, {
+      component: COMPONENT,
+      where: link.description,
+      keysExpire: true,
+      consequence:
+        "a sequence counter or the namespace's marker; the allocations of an evicted counter's " +
+        "second are then refused (ids stop rather than repeat, see the README's Guarantees)",
+    });
+    if (finding) {
       this.o.onWarning({
-        type: "eviction-policy",
-        message:
-          `[leaf] [${COMPONENT}] Redis at ${link.description} has maxmemory-policy ` +
-          `${risky.join(", ")}: when memory fills it may evict a sequence counter and then hand ` +
-          "out the same sequences again. Set maxmemory-policy noeviction for this Redis",
-        details: { policies: this.evictionPolicies },
+        type: finding.kind === "evicting" ? "eviction-policy" : "eviction-policy-unknown",
+        message: finding.message,
+        details: { servers: finding.servers },
       });
     }
     const offset = clock.observedOffsetMs ?? 0;

@@ -7,6 +7,8 @@ import {
   isRedisScriptClient,
   type LuaScript,
   planRedis,
+  type RedisEvictionSettings,
+  readRedisEviction,
   redisClusterDefaults,
   redisFailurePhrase,
   runRedisScript,
@@ -106,6 +108,28 @@ export class RedisLink {
     }
   }
 
+  /**
+   * `maxmemory-policy` and `maxmemory` of every server that may hold the keys (each master of a
+   * Cluster), read with CONFIG GET or else INFO memory. Rejects with UNAVAILABLE only when a client
+   * made here cannot connect; a server that answers neither read is given as unreadable.
+   */
+  async evictionSettings(): Promise<RedisEvictionSettings[]> {
+    const status = (this.client as { status?: string }).status;
+    if (this.owned && status === "wait") {
+      try {
+        await withTimeLimit(this.client.connect(), this.timeoutMs, "waiting for Redis to answer");
+      } catch (error) {
+        throw this.failure(error, "reading maxmemory-policy");
+      }
+    }
+    let servers: Redis[] = [this.client as Redis];
+    if (this.client instanceof Cluster) {
+      servers = this.client.nodes("master");
+      if (servers.length === 0) return [unreadable("no Cluster master known yet")];
+    }
+    return Promise.all(servers.map((server) => readRedisEviction(server, this.timeoutMs)));
+  }
+
   /** Quits a client made here; a passed-in client is left open. */
   async close(): Promise<void> {
     if (!this.owned) return;
@@ -139,4 +163,8 @@ export class RedisLink {
       cause,
     });
   }
+}
+
+function unreadable(why: string): RedisEvictionSettings {
+  return { policy: undefined, maxmemory: undefined, source: undefined, unreadable: why };
 }

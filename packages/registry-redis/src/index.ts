@@ -4,4 +4,5 @@ export {
   RedisRegistry,
   type RedisRegistryOptions,
   type RedisRegistryTimings,
+  type RedisRegistryWarning,
 } from "./redis-registry";

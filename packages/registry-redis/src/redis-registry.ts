@@ -9,7 +9,7 @@ import {
   systemClock,
   type WorkerIdRegistry,
 } from "@leaf/core";
-import { checkAcquireRequest, checkLeaseTimings } from "@leaf/core/adapter";
+import { checkAcquireRequest, checkLeaseTimings, judgeRedisEviction } from "@leaf/core/adapter";
 import type { Cluster, ClusterOptions, Redis, RedisOptions } from "ioredis";
 import { COMPONENT, RedisLink } from "./connection";
 import { acquireRedisLease, type RedisLease } from "./redis-lease";
@@ -61,7 +61,31 @@ export interface RedisRegistryOptions {
   toleranceMs?: number;
   /** Clock read for the start check and the horizons (default: the system clock). */
   clock?: Clock;
+  /**
+   * What acquire does when Redis's `maxmemory-policy` may evict the registry's keys (any
+   * `allkeys-*` policy; the keys have no TTL, so `volatile-*` ones never do): "refuse" (default)
+   * rejects with INVALID_CONFIG naming the setting, "warn" grants and warns once. An evicted lease
+   * looks free, so another node can be granted an id still held. A policy that cannot be read
+   * (CONFIG and INFO both refused) is warned about in either case.
+   */
+  evictionCheck?: "refuse" | "warn";
+  /** Receives warnings (default: process.emitWarning with code LEAF_REGISTRY_REDIS_<TYPE>). */
+  onWarning?: (warning: RedisRegistryWarning) => void;
 }
+
+/** A warning of the registry: something that makes ids risky without stopping them. */
+export interface RedisRegistryWarning {
+  /** "eviction-policy": Redis may evict the keys; "eviction-policy-unknown": it could not be read. */
+  type: "eviction-policy" | "eviction-policy-unknown";
+  message: string;
+  details?: Record<string, unknown>;
+}
+
+/** What is lost when Redis evicts the registry's keys, for the eviction check's messages. */
+const EVICTION_CONSEQUENCE =
+  "a worker-id lease or stamp (the keys have no TTL): a lease that is gone looks free, so another " +
+  "node can be granted a worker id that is still held, and a stamp that is gone lets it start " +
+  "before timestamps already used";
 
 /** The timings of a {@link RedisRegistry} after defaults, ms. */
 export interface RedisRegistryTimings {
@@ -87,6 +111,10 @@ export class RedisRegistry implements WorkerIdRegistry {
   private readonly clock: Clock;
   private readonly toleranceMs: number;
   private readonly live = new Set<RedisLease>();
+  private readonly evictionCheck: "refuse" | "warn";
+  private readonly onWarning: (warning: RedisRegistryWarning) => void;
+  /** Warning types already given: each is given once per registry. */
+  private readonly warned = new Set<RedisRegistryWarning["type"]>();
   private closed = false;
 
   constructor(options: RedisRegistryOptions) {
@@ -122,6 +150,16 @@ export class RedisRegistry implements WorkerIdRegistry {
     }
     this.toleranceMs = toleranceMs;
     this.clock = options.clock ?? systemClock;
+    const evictionCheck = options.evictionCheck ?? "refuse";
+    if (evictionCheck !== "refuse" && evictionCheck !== "warn") {
+      throw configError(COMPONENT, "evictionCheck", evictionCheck, '"refuse" or "warn"');
+    }
+    this.evictionCheck = evictionCheck;
+    const onWarning = options.onWarning ?? defaultWarning;
+    if (typeof onWarning !== "function") {
+      throw configError(COMPONENT, "onWarning", onWarning, "a function");
+    }
+    this.onWarning = onWarning;
     this.link = new RedisLink({
       url: options.url,
       client: options.client,
@@ -161,6 +199,7 @@ export class RedisRegistry implements WorkerIdRegistry {
       maxWorkerIdLimit: 2 ** 31 - 1,
       requestedWorkerId: true,
     });
+    const unknownPolicy = await this.checkEviction();
     const lease = await acquireRedisLease(
       {
         link: this.link,
@@ -177,7 +216,45 @@ export class RedisRegistry implements WorkerIdRegistry {
       throw lease.lost.reason;
     }
     this.live.add(lease);
+    // Said only once Redis has answered the grant: an unreadable policy of a Redis that is down is
+    // the UNAVAILABLE above, not a warning.
+    if (unknownPolicy) this.warnOnce(unknownPolicy);
     return lease;
+  }
+
+  /**
+   * Reads Redis's eviction policy before a grant: a policy that may evict the keys rejects with
+   * INVALID_CONFIG (or warns, with evictionCheck "warn"); one that cannot be read is returned, to
+   * be warned about once the grant shows Redis answers.
+   */
+  private async checkEviction(): Promise<RedisRegistryWarning | undefined> {
+    const finding = judgeRedisEviction(await this.link.evictionSettings(), {
+      component: COMPONENT,
+      where: this.link.description,
+      keysExpire: false,
+      consequence: EVICTION_CONSEQUENCE,
+    });
+    if (!finding) return undefined;
+    const details = { servers: finding.servers, evictionCheck: this.evictionCheck };
+    if (finding.kind === "unreadable") {
+      return { type: "eviction-policy-unknown", message: finding.message, details };
+    }
+    if (this.evictionCheck === "warn") {
+      this.warnOnce({ type: "eviction-policy", message: finding.message, details });
+      return undefined;
+    }
+    throw new LeafError({
+      component: COMPONENT,
+      code: ErrorCodes.INVALID_CONFIG,
+      message: `${finding.message.replace(/^\[leaf\] \[[^\]]+\] /, "")}; or, to run with it anyway, evictionCheck: "warn"`,
+      details: { key: "maxmemory-policy", ...details },
+    });
+  }
+
+  private warnOnce(warning: RedisRegistryWarning): void {
+    if (this.warned.has(warning.type)) return;
+    this.warned.add(warning.type);
+    this.onWarning(warning);
   }
 
   /**
@@ -199,4 +276,10 @@ function positive(key: string, value: unknown): number {
     throw configError(COMPONENT, key, value, "a positive integer of ms");
   }
   return value;
+}
+
+function defaultWarning(warning: RedisRegistryWarning): void {
+  process.emitWarning(warning.message, {
+    code: `LEAF_REGISTRY_REDIS_${warning.type.toUpperCase().replaceAll("-", "_")}`,
+  });
 }

@@ -41,6 +41,12 @@ describe("RedisRegistry options", () => {
     ],
     [{ url: "redis://127.0.0.1:6379", keyPrefix: "a{b}:" }, "keyPrefix", /without \{ or \}/],
     [{ url: "redis://127.0.0.1:6379", toleranceMs: -1 }, "toleranceMs", /0 or more/],
+    [
+      { url: "redis://127.0.0.1:6379", evictionCheck: "ignore" },
+      "evictionCheck",
+      /"refuse" or "warn"/,
+    ],
+    [{ url: "redis://127.0.0.1:6379", onWarning: "log" }, "onWarning", /a function/],
   ])("refuses %j naming %s", (options, key, message) => {
     let caught: unknown;
     try {

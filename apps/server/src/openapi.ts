@@ -306,7 +306,11 @@ export function openApiDocument(version: string) {
                   properties: {
                     tag: { type: "string", minLength: 1, maxLength: 128 },
                     step: { type: "integer", minimum: 1, maximum: 2147483647 },
-                    startId: { ...idString, description: "First id (default 1)." },
+                    startId: {
+                      ...idString,
+                      description:
+                        "First id (default 1). For a tag deleted before, at least the maxId it was deleted with (409 otherwise).",
+                    },
                     description: { type: ["string", "null"], maxLength: 256 },
                   },
                   additionalProperties: false,
@@ -342,13 +346,13 @@ export function openApiDocument(version: string) {
           tags: ["Admin"],
           summary: "Delete a tag",
           description:
-            "Removes the tag's row from the store; this node stops serving it at once, other nodes at their next tag refresh (every 60 s). The answer holds the row as it was: a tag created again under the same name must start above its maxId (startId), or it repeats ids already issued.",
+            "Removes the tag's row from the store; this node stops serving it at once, other nodes at their next tag refresh (every 60 s), serving until then the ranges they hold, all below the answered maxId. The answer holds the row as it was deleted, read and deleted in one transaction: its maxId is above every id the tag handed out. The store keeps it, and creating the tag again with a startId below it is refused (409, details.reason deleted, details.minStartId).",
           security: bearer,
           parameters: [tagParam("tag")],
           responses: {
             "200": json(
               { ...tagRecord, properties: { ...tagRecord.properties, deleted: { const: true } } },
-              "Deleted: the row as it was",
+              "Deleted: the row as it was deleted (its final maxId)",
             ),
             ...errors(400, 401, 403, 404, 503),
           },

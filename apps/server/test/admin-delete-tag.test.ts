@@ -1,10 +1,17 @@
 // DELETE /api/v1/admin/tags/:tag against both stores the server runs on: the embedded store and
 // MariaDB (a private server from the test kit). The tag's row is gone for every reader of the store,
 // this node stops serving it at once, another node at its next refresh, and the answer tells the
-// admin the last max_id so that a tag created again can start above it.
+// admin the final max_id (read and deleted in one transaction), so that a tag created again at or
+// above it repeats no id; the store refuses a re-create below it. Under load: two real server
+// processes serve the tag while one of them deletes and re-creates it, round after round, every id
+// counted.
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { MysqlSegmentStore } from "@leaf/segment";
-import { type MysqlHandle, startMysql, stopAll } from "@leaf/testkit";
+import { countDuplicates, freePort, type MysqlHandle, startMysql, stopAll } from "@leaf/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Load, serverProcess, sleep, until } from "./fault-servers";
 import { get, startTestServer, type TestServer } from "./helpers";
 
 const ADMIN = "admin-token-0123456789abcdef";
@@ -16,8 +23,11 @@ beforeAll(async () => {
   mysql = await startMysql({ useEnv: false });
 }, 180_000);
 
+const dirs: string[] = [];
+
 afterAll(async () => {
   await stopAll();
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 });
 
 function del(test: TestServer, tag: string, headers: Record<string, string> = AUTH) {
@@ -71,6 +81,20 @@ async function deletesATag(test: TestServer, tag: string): Promise<void> {
   }
   // A bad tag in the path is a 400, as on every other route.
   expect((await del(test, "x".repeat(200))).statusCode).toBe(400);
+
+  // Created again below the max_id it was deleted with: refused (409), naming where it may start.
+  const again = await test.server.app.inject({
+    method: "POST",
+    url: "/api/v1/admin/tags",
+    headers: AUTH,
+    payload: { tag, step: 100, startId: "1000" },
+  });
+  expect(again.statusCode, again.body).toBe(409);
+  expect(again.json()).toMatchObject({
+    code: "ALREADY_EXISTS",
+    details: { reason: "deleted", minStartId: "1100" },
+  });
+  expect(again.json().message).toContain("at least 1100");
 }
 
 describe("DELETE /api/v1/admin/tags/:tag", () => {
@@ -146,4 +170,100 @@ describe("DELETE /api/v1/admin/tags/:tag", () => {
       await first.stop();
     }
   });
+});
+
+/** An admin call to a server process: status and JSON body. */
+async function adminCall(
+  port: number,
+  method: string,
+  path: string,
+  body?: unknown,
+): Promise<{ status: number; json: Record<string, unknown> }> {
+  const response = await fetch(`http://127.0.0.1:${port}${path}`, {
+    method,
+    headers: { ...AUTH, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  return { status: response.status, json: (await response.json()) as Record<string, unknown> };
+}
+
+describe("DELETE and re-create under load (two server processes, MariaDB)", () => {
+  it("answers the final max_id: a tag re-created at maxId + 1 repeats no id either node handed out", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "leaf-delete-load-"));
+    dirs.push(dir);
+    const database = await mysql.createDatabase("leaf_delete_load");
+    const url = mysql.urlFor(database);
+    const setup = new MysqlSegmentStore({ url, user: mysql.user, password: mysql.password ?? "" });
+    await setup.createSchema();
+    await setup.createTag({ tag: "t", step: 20, startId: 1n });
+    await setup.close();
+    const segment = {
+      dynamicStep: false,
+      refreshIntervalMs: 1000,
+      mysql: { url, username: mysql.user, password: mysql.password ?? "" },
+    };
+    const config = { snowflake: { enabled: false }, segment, server: { adminToken: ADMIN } };
+    const a = serverProcess("A", dir, await freePort(), config);
+    const b = serverProcess("B", dir, await freePort(), config);
+    let loads: Load[] = [];
+    const served = () => loads.reduce((n, load) => n + load.ids, 0);
+    const rounds: string[] = [];
+    let refusedCreates = 0;
+    let stalled = 0;
+    try {
+      await Promise.all([a.start(), b.start()]);
+      // A serves the tag; B, the node the admin calls go to, serves it too (a re-created tag at
+      // once, from the new row).
+      loads = [
+        new Load(a.port, "/api/segment/get/t?count=7", 3, 4),
+        new Load(b.port, "/api/segment/get/t?count=7", 1, 4),
+      ];
+      await until("both servers under load", () => loads.every((load) => load.ids >= 2_000));
+      for (let round = 0; round < 40; round++) {
+        const deleted = await adminCall(b.port, "DELETE", "/api/v1/admin/tags/t");
+        expect(deleted.status, JSON.stringify(deleted.json)).toBe(200);
+        const startId = (BigInt(deleted.json.maxId as string) + 1n).toString();
+        const created = await adminCall(b.port, "POST", "/api/v1/admin/tags", {
+          tag: "t",
+          step: 20,
+          startId,
+        });
+        rounds.push(`${deleted.json.maxId} -> ${created.status}`);
+        if (created.status !== 201) {
+          // The answer missed a range: the store refuses the re-create below the tag's final max
+          // id and says where it may start (what an operator would do next).
+          refusedCreates++;
+          const details = created.json.details as { minStartId?: string } | undefined;
+          const retried = await adminCall(b.port, "POST", "/api/v1/admin/tags", {
+            tag: "t",
+            step: 20,
+            startId: details?.minStartId,
+          });
+          expect(retried.status, JSON.stringify(retried.json)).toBe(201);
+        }
+        // Both take ranges from the new row (A's refresh may also drop and add the tag). A node
+        // that finds the max id below a range it took refuses the tag: the wait is bounded.
+        const before = served();
+        await until("the tag served again", () => served() >= before + 500, 5_000).catch(() => {
+          stalled++;
+        });
+      }
+      await sleep(500);
+    } finally {
+      await Promise.all(loads.map((load) => load.stop()));
+      await Promise.all([a.stop(), b.stop()]);
+    }
+    const counted = countDuplicates(
+      loads.map((load) => load.batches.flat().map((id) => BigInt(id))),
+    );
+    expect({ duplicates: counted.duplicates, examples: counted.examples }).toEqual({
+      duplicates: 0,
+      examples: [],
+    });
+    // Every re-create at the answered maxId + 1 was accepted: the answer was final.
+    expect(refusedCreates, rounds.join(", ")).toBe(0);
+    // And no node found the new row below a range it took (it would have refused the tag).
+    expect(stalled).toBe(0);
+    expect(counted.total).toBeGreaterThan(20_000);
+  }, 300_000);
 });

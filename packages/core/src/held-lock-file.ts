@@ -56,6 +56,16 @@ export interface HeldLockFile {
    */
   readonly fenceAt: number | undefined;
   /**
+   * With `foreignStaleAfterMs`: the latest wall-clock instant (ms since the Unix epoch) this holder
+   * may act for: the mtime its last heartbeat wrote (that `fenceAt` counts from) + half of
+   * `foreignStaleAfterMs`. A taker judges the lock by that mtime against its own wall clock and takes
+   * it over only once its clock is `foreignStaleAfterMs` past it, so whatever a holder timestamps no
+   * later than this is before anything a taker can do, also when the wall clock stepped forward
+   * after the heartbeat while the monotonic `fenceAt` is still ahead. Undefined without
+   * `foreignStaleAfterMs`.
+   */
+  readonly horizon: number | undefined;
+  /**
    * Aborted once this holder finds the file is no longer its own (a heartbeat or `owns()` saw it
    * removed, replaced or taken over); the reason is a LeafError (LOCKED, or `options.code`).
    */
@@ -71,14 +81,22 @@ export interface Created {
   ino: number;
   /** performance.now() read before the file's mtime was set: the start of its first "heartbeat". */
   since: number;
+  /** The mtime then set (ms since the Unix epoch, this process's wall clock). */
+  sinceWall: number;
 }
 
-/** Sets the file's mtime to now; returns the performance.now() read before. */
-export function touch(path: string): number {
+/** A heartbeat: when it started (performance.now()) and the mtime it wrote (wall clock, ms). */
+export interface Beat {
+  since: number;
+  sinceWall: number;
+}
+
+/** Sets the file's mtime to now; returns the performance.now() read before, and that mtime. */
+export function touch(path: string): Beat {
   const since = performance.now();
   const now = new Date();
   utimesSync(path, now, now);
-  return since;
+  return { since, sinceWall: now.getTime() };
 }
 
 export function holdLock(
@@ -111,16 +129,16 @@ export function holdLock(
     }
     return mine;
   };
-  let lastBeat = created.since;
+  let lastBeat: Beat = { since: created.since, sinceWall: created.sinceWall };
   if (foreignStaleAfterMs !== undefined) {
     // Keeps the lock fresh for processes that judge it by its age alone, and moves fenceAt on.
     timer = setInterval(
       () => {
         try {
           if (!owns()) return;
-          const since = touch(path);
+          const beat = touch(path);
           // Touched a file that was taken over right before the touch: not a heartbeat of ours.
-          if (owns()) lastBeat = since;
+          if (owns()) lastBeat = beat;
         } catch {
           // The folder went away or became read-only: fenceAt is not moved, so the holder stops.
         }
@@ -135,7 +153,14 @@ export function holdLock(
     owner,
     owns,
     get fenceAt() {
-      return foreignStaleAfterMs === undefined ? undefined : lastBeat + foreignStaleAfterMs / 2;
+      return foreignStaleAfterMs === undefined
+        ? undefined
+        : lastBeat.since + foreignStaleAfterMs / 2;
+    },
+    get horizon() {
+      return foreignStaleAfterMs === undefined
+        ? undefined
+        : lastBeat.sinceWall + foreignStaleAfterMs / 2;
     },
     lost: controller.signal,
     release() {

@@ -205,7 +205,7 @@ function lockAs(
         held.add(owner.token);
         if (waitMs > 0) {
           systemClock.sleepSync(waitMs);
-          created.since = touch(path);
+          Object.assign(created, touch(path));
         }
         return { acquired: true, created };
       }
@@ -297,7 +297,7 @@ function createExclusive(path: string, owner: LockFileOwner): Created | undefine
     futimesSync(fd, now, now);
     fsyncSync(fd);
     const stat = fstatSync(fd);
-    created = { text, dev: stat.dev, ino: stat.ino, since };
+    created = { text, dev: stat.dev, ino: stat.ino, since, sinceWall: now.getTime() };
   } finally {
     closeSync(fd);
   }

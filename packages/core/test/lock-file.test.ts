@@ -399,6 +399,17 @@ describe("heartbeat, fenceAt and waiting for a lock that cannot be judged", () =
   it("has no fenceAt and no heartbeat without foreignStaleAfterMs", () => {
     const lock = acquireLockFile(freshLock());
     expect(lock.fenceAt).toBeUndefined();
+    expect(lock.horizon).toBeUndefined();
+    lock.release();
+  });
+
+  it("publishes as horizon the mtime its last heartbeat wrote + half of foreignStaleAfterMs", async () => {
+    const path = freshLock();
+    const lock = acquireLockFile(path, { foreignStaleAfterMs: 400, component: "test" });
+    expect(lock.horizon).toBe(statSync(path).mtimeMs + 200);
+    const first = lock.horizon!;
+    await until(() => lock.horizon! > first, "a heartbeat");
+    expect(lock.horizon).toBe(statSync(path).mtimeMs + 200);
     lock.release();
   });
 

@@ -358,6 +358,21 @@ export class LocalLease extends LeaseCore {
   }
 
   /**
+   * The latest timestamp (wall clock, ms) ids may carry (see WorkerLease.horizon): the mtime the last
+   * heartbeat of every lock wrote + half of `staleAfterMs`, the earliest of them. Another process
+   * takes an id over only once its wall clock is `staleAfterMs` past that mtime, so a wall clock
+   * stepped forward makes the generator stop at once rather than issue in the taker's time.
+   */
+  protected override liveHorizon(): number | undefined {
+    let earliest: number | undefined;
+    for (const hold of this.holds) {
+      const at = hold.lock.horizon;
+      if (at !== undefined && (earliest === undefined || at < earliest)) earliest = at;
+    }
+    return earliest;
+  }
+
+  /**
    * Checks that this process still holds every lock (a lock file removed or taken over means the
    * lease is lost: `lost` aborts and the report rejects with LEASE_LOST), then rewrites the cache
    * files atomically with the highest timestamp seen. Rejects with UNAVAILABLE when a file cannot

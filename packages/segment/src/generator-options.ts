@@ -99,7 +99,8 @@ export interface GeneratorErrorContext {
    */
   refused?: boolean;
   /**
-   * "error" when the error needs an operator: a refused tag, or a store refusing every range
+   * "error" when the error needs an operator: a refused tag (told with `refused: true` when it
+   * stops being served, then again at every refresh while it stays refused), or a store refusing every range
    * because more than one backing server takes writes (`details.reason` "split-brain"). Log these
    * at error level; the others are transient and retried.
    */

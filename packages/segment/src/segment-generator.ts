@@ -523,11 +523,11 @@ export class SegmentIdGenerator {
         row.maxId >= b.floor &&
         row.maxId <= MAX_ID - BigInt(row.step);
       if (!sane) {
-        // Said again at every refresh, at error level, until the row is fixed (or a mark forgotten).
+        // Said again at every refresh, at error level, until the row is fixed (or a mark forgotten);
+        // `refused` marks only the moment the tag stopped being served.
         this.report(this.loader.refusedError(b), {
           tag: b.tag,
           operation: "refresh",
-          refused: true,
           level: "error",
         });
         continue;

@@ -29,13 +29,16 @@ export interface SecondHolder extends IdSource {
 }
 
 /**
- * The loop of a holder process: issues `batch` ids at a time, printing each batch as one line
- * `{"ids":[...],"at":<its Date.now()>}` before it counts as issued, with an event-loop turn between
- * batches (renewals run). A refusal prints `{"refused":<code>,"at":...}` once per change of outcome,
+ * The loop of a holder process: issues `batch` ids at a time (default 20), printing each batch as
+ * one line `{"ids":[...],"at":<its Date.now()>}` before it counts as issued, with an event-loop turn
+ * between batches (renewals run), or a pause of `pauseMs`. A refusal prints `{"refused":<code>,"at":...}` once per change of outcome,
  * and the loop tries again a millisecond later: a refusal that a renewal lifts is seen lifted. Runs
  * until the process is killed.
  */
-export async function printIdsUntilKilled(source: IdSource, batch = 20): Promise<never> {
+export async function printIdsUntilKilled(
+  source: IdSource,
+  { batch = 20, pauseMs = 0 }: { batch?: number; pauseMs?: number } = {},
+): Promise<never> {
   const print = (value: object) => process.stdout.write(`${JSON.stringify(value)}\n`);
   let refused: string | undefined;
   for (;;) {
@@ -43,7 +46,9 @@ export async function printIdsUntilKilled(source: IdSource, batch = 20): Promise
       const ids = source.nextIds(batch);
       refused = undefined;
       print({ ids: ids.map(String), at: Date.now() });
-      await new Promise((resolve) => setImmediate(resolve));
+      await new Promise((resolve) =>
+        pauseMs > 0 ? setTimeout(resolve, pauseMs) : setImmediate(resolve),
+      );
     } catch (error) {
       const code = String((error as { code?: unknown }).code ?? error);
       if (code !== refused) print({ refused: code, at: Date.now() });

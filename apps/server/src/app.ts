@@ -41,10 +41,12 @@ export function buildApp(ctx: AppContext, options: BuildAppOptions = {}): Fastif
     logController: new LogController({ disableRequestLogging: !config.server.requestLog }),
     routerOptions: { maxParamLength: 2048 },
     bodyLimit: 64 * 1024,
-    return503OnClosing: true,
+    // The stop closes connections itself (graceful-stop.ts) and answers SHUTTING_DOWN in the
+    // project's shape: fastify's generic 503 and its closing of idle connections are not used.
+    return503OnClosing: false,
     // A HEAD on an id endpoint would take an id and throw it away: only the health checks have one.
     exposeHeadRoutes: false,
-    forceCloseConnections: "idle",
+    forceCloseConnections: false,
     // Node refuses some requests before fastify has one (431 headers too large, bad HTTP).
     clientErrorHandler: answerClientError,
     frameworkErrors: (error, _request, reply) => {

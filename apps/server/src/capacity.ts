@@ -1,6 +1,7 @@
 // Capacity nobody else watches: the years left in the snowflake layout, the worker ids left in the
-// registry's space, and each segment tag's headroom below max_id 2^63 - 1. Shown on the monitor
-// page and in the metrics, and logged as warnings at start and then hourly while they hold.
+// registry's space, and each segment tag's headroom below max_id 2^63 - 1 (in days at the current
+// rate: this node's, or the store's max_id growth when faster). Shown on the monitor page and in the
+// metrics, and logged as warnings at start and then hourly while they hold.
 import { MAX_ID } from "@leaf/segment";
 import { type Activity, LONG_RATE_SECONDS } from "./activity";
 import type { ServerView, ServiceLogger } from "./service-types";
@@ -13,8 +14,13 @@ export const WARN_WORKER_FRACTION = 0.1;
 export const CHECK_INTERVAL_MS = 60_000;
 /** A warning that still holds is logged again after this long. */
 export const REPEAT_MS = 3_600_000;
+/** The store's max_id growth is measured over at most this long (the samples of one hour). */
+export const STORE_RATE_WINDOW_MS = 3_600_000;
+/** ... and over at least this long: a range taken just now says little about the rate. */
+export const STORE_RATE_MIN_SPAN_MS = 30_000;
 
-const YEAR_SECONDS = 365.25 * 24 * 3600;
+const DAY_SECONDS = 24 * 3600;
+const YEAR_SECONDS = 365.25 * DAY_SECONDS;
 
 /** One capacity warning. */
 export interface CapacityWarning {
@@ -58,14 +64,28 @@ export interface TagCapacity {
   maxId: string;
   /** Ids left below 2^63 - 1 (decimal). */
   headroom: string;
-  /** Ids per second this node issued over the last minute. */
+  /**
+   * The rate the headroom is judged at, ids per second: the higher of this node's rate and the
+   * store's max_id growth (every node's ranges together).
+   */
   idsPerSecond: number;
+  /** Ids per second this node issued over the last minute. */
+  nodeIdsPerSecond: number;
+  /**
+   * How fast the store's max_id grew over the last hour of reads (at least 30 s of them), in ids
+   * per second; null until then. Ranges are counted when taken, so it runs ahead of the ids used.
+   */
+  storeIdsPerSecond: number | null;
   /** Ids left in this node's two ranges (decimal). */
   bufferIdsLeft: string;
   /** Seconds until both ranges run out at that rate; null when idle. */
   bufferSecondsLeft: number | null;
   /** Years until max_id reaches 2^63 - 1 at that rate; null when idle. */
   headroomYears: number | null;
+  /** The same in days; null when idle. */
+  headroomDays: number | null;
+  /** The tag is used up: no range of its step fits below 2^63 - 1 (requests get TAG_EXHAUSTED). */
+  usedUp: boolean;
 }
 
 /** Everything capacity, as the monitor's JSON carries it. */
@@ -85,6 +105,8 @@ export interface CapacityView {
 export class CapacityWatch {
   /** The store's max_id per tag as last read. */
   private readonly storeMaxIds = new Map<string, bigint>();
+  /** The store's max_id per tag at each read of the last {@link STORE_RATE_WINDOW_MS}, oldest first. */
+  private readonly storeSamples = new Map<string, Array<{ at: number; maxId: bigint }>>();
   private readonly logged = new Map<string, number>();
   private ctx: ServerView | undefined;
   private logger: ServiceLogger | undefined;
@@ -117,7 +139,7 @@ export class CapacityWatch {
    * the last {@link REPEAT_MS}. What the timer runs; never rejects.
    */
   check(now = Date.now()): Promise<CapacityView> {
-    this.checking ??= this.refresh()
+    this.checking ??= this.refresh(now)
       .then(() => {
         const view = this.view(now);
         for (const warning of view.warnings) {
@@ -186,30 +208,63 @@ export class CapacityWatch {
         let maxId = this.storeMaxIds.get(snap.tag) ?? 0n;
         if (snap.heldEnd !== null && snap.heldEnd > maxId) maxId = snap.heldEnd;
         const headroom = maxId >= MAX_ID ? 0n : MAX_ID - maxId;
-        const rate = this.activity.idsPerSecond("segment", snap.tag, LONG_RATE_SECONDS);
+        const nodeRate = this.activity.idsPerSecond("segment", snap.tag, LONG_RATE_SECONDS);
+        const storeRate = this.storeRate(snap.tag);
+        const rate = Math.max(nodeRate, storeRate ?? 0);
+        const usedUp = snap.refused?.reason === "exhausted";
+        const seconds = usedUp ? 0 : rate > 0 ? Number(headroom) / rate : null;
         const tag: TagCapacity = {
           tag: snap.tag,
           maxId: maxId.toString(),
           headroom: headroom.toString(),
           idsPerSecond: rate,
+          nodeIdsPerSecond: nodeRate,
+          storeIdsPerSecond: storeRate,
           bufferIdsLeft: snap.idsLeft.toString(),
-          bufferSecondsLeft: rate > 0 ? Number(snap.idsLeft) / rate : null,
-          headroomYears: rate > 0 ? Number(headroom) / rate / YEAR_SECONDS : null,
+          bufferSecondsLeft: nodeRate > 0 ? Number(snap.idsLeft) / nodeRate : null,
+          headroomYears: seconds === null ? null : seconds / YEAR_SECONDS,
+          headroomDays: seconds === null ? null : seconds / DAY_SECONDS,
+          usedUp,
         };
         view.tags.push(tag);
-        if (tag.headroomYears !== null && tag.headroomYears < WARN_YEARS) {
+        const subject = `max-id:${snap.tag}`;
+        if (usedUp) {
           warnings.push({
-            subject: `max-id:${snap.tag}`,
+            subject,
+            message:
+              `[leaf] [server] capacity: tag ${JSON.stringify(snap.tag)} is used up: no range of its ` +
+              `step fits below max_id 2^63 - 1 (max_id ${tag.maxId}, ${tag.headroom} ids left). Its ` +
+              "requests get TAG_EXHAUSTED (410, Leaf code -3) once this node's last ids are handed " +
+              "out: move its callers to a new tag",
+          });
+        } else if (tag.headroomYears !== null && tag.headroomYears < WARN_YEARS) {
+          const source =
+            storeRate !== null && storeRate > nodeRate
+              ? `the store's max_id growth of ${storeRate.toFixed(1)} ids/s (all nodes)`
+              : `this node's ${nodeRate.toFixed(1)} ids/s`;
+          warnings.push({
+            subject,
             message:
               `[leaf] [server] capacity: tag ${JSON.stringify(snap.tag)} has ${tag.headroom} ids ` +
-              `left below max_id 2^63 - 1 (max_id ${tag.maxId}); at this node's ${rate.toFixed(1)} ` +
-              `ids/s they last ${years(tag.headroomYears)}. After that the tag refuses ranges: ` +
-              "move its callers to a new tag",
+              `left below max_id 2^63 - 1 (max_id ${tag.maxId}); at ${source} ` +
+              `they last ${days(tag.headroomDays!)}. After that the tag refuses ranges ` +
+              "(TAG_EXHAUSTED): move its callers to a new tag",
           });
         }
       }
     }
     return view;
+  }
+
+  /** The store's max_id growth of `tag` in ids per second, or null without enough reads. */
+  private storeRate(tag: string): number | null {
+    const samples = this.storeSamples.get(tag);
+    if (samples === undefined || samples.length < 2) return null;
+    const first = samples[0]!;
+    const last = samples[samples.length - 1]!;
+    const span = last.at - first.at;
+    if (span < STORE_RATE_MIN_SPAN_MS) return null;
+    return Number(last.maxId - first.maxId) / (span / 1000);
   }
 
   private workerIds(ctx: ServerView): WorkerIdCapacity {
@@ -238,12 +293,19 @@ export class CapacityWatch {
     return { registry: registry.kind, mode, space, reused, highestHeld, left };
   }
 
-  private async refresh(): Promise<void> {
+  private async refresh(now: number): Promise<void> {
     const segment = this.ctx?.services?.segment;
     if (!segment) return;
     try {
       for (const row of await segment.store.describeTags()) {
         this.storeMaxIds.set(row.tag, row.maxId);
+        const samples = this.storeSamples.get(row.tag) ?? [];
+        this.storeSamples.set(row.tag, samples);
+        // A max_id below the last read (the tag re-created lower) starts the measure again.
+        if (samples.length > 0 && row.maxId < samples[samples.length - 1]!.maxId)
+          samples.length = 0;
+        samples.push({ at: now, maxId: row.maxId });
+        while (samples.length > 2 && now - samples[1]!.at >= STORE_RATE_WINDOW_MS) samples.shift();
       }
     } catch {
       // Counted by the instrumented store and shown as its state; the last values stay.
@@ -255,6 +317,13 @@ export class CapacityWatch {
 function utc(ms: number): string {
   const iso = new Date(ms).toISOString();
   return `${iso.slice(0, 10)} ${iso.slice(11, 23)} UTC`;
+}
+
+/** "1,234 days (3.4 years)", "41 days", "5 hours": headroom as operators plan it, in days. */
+export function days(value: number): string {
+  if (value < 1) return `${Math.max(0, Math.floor(value * 24))} hours`;
+  const whole = Math.floor(value);
+  return value >= 365.25 ? `${whole} days (${(value / 365.25).toFixed(1)} years)` : `${whole} days`;
 }
 
 /** "3.2 years", "41 days", "5 hours". */

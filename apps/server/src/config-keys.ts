@@ -259,8 +259,8 @@ export const CONFIG_KEYS = [
   }),
   def("segment.load", {
     type: "eager | lazy | recent",
-    default: "recent" as "eager" | "lazy" | "recent",
-    doc: "When a tag's first range is taken: `eager` every tag at start (one range per tag per restart, used or not); `lazy` on its first request, as Java Leaf (that request waits one database round trip); `recent` at start for tags whose row changed within `segment.recentMs` (any server took a range), lazily for the rest. Tags in `segment.eagerTags` are loaded at start under `lazy` and `recent` too. Readiness never waits for lazy tags.",
+    default: "lazy" as "eager" | "lazy" | "recent",
+    doc: "When a tag's first range is taken: `lazy` on its first request, as Java Leaf (that request waits one database round trip; a node takes no range of a tag it never serves); `eager` every tag at start (one range per tag per restart, used or not: lost at a crash); `recent` at start for tags whose row changed within `segment.recentMs` (any server took a range, also of tags this node never serves), lazily for the rest. Tags in `segment.eagerTags` are loaded at start under `lazy` and `recent` too: list the hot tags whose first request must not wait. Readiness never waits for any tag.",
     read: oneOf(["eager", "lazy", "recent"] as const),
   }),
   def("segment.eagerTags", {

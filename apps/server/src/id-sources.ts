@@ -15,11 +15,15 @@ export interface AppContext {
   /**
    * "starting" until the services run; "draining" from SIGTERM on for server.drainMs (readiness
    * is false, requests are still answered, each with `Connection: close`); then "stopping" (the
-   * port is closed, requests already received are still answered).
+   * port closes, each open connection gets its last answer, then the modes close).
    */
   state: "starting" | "running" | "draining" | "stopping";
   /** While draining: ms since 1970 when the drain ends and the port closes. */
   drainEndsAt?: number;
+  /** Set once the listening socket is closed: every answer carries `Connection: close`. */
+  portClosed?: boolean;
+  /** Set once the modes are closing: every request is answered 503 SHUTTING_DOWN. */
+  modesClosing?: boolean;
   /** ms since 1970 when the server started listening. */
   startedAt: number;
   version: string;

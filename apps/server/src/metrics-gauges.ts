@@ -6,6 +6,7 @@ import type { SnowflakeWorker } from "@leaf/core";
 import { Gauge, type Registry } from "prom-client";
 import type { CapacityView } from "./capacity";
 import { InstrumentedStore } from "./instrumented-store";
+import { tagState } from "./readiness";
 import type { LeafServices } from "./service-types";
 
 /** What the gauges read when scraped. */
@@ -55,7 +56,7 @@ export function registerStateGauges(source: GaugeSource, registers: Registry[]):
   });
   new Gauge({
     name: "leaf_segment_tag_refused",
-    help: "1 while a tag gets no range, by reason: refused until its row is fixed (max-id-moved-back, stale-primary, bad-step, bad-max-id, bad-range), or split-brain while more than one MySQL host is writable.",
+    help: "1 while a tag gets no range, by reason: refused until its row is fixed (max-id-moved-back, stale-primary, bad-step, bad-max-id, bad-range), exhausted (used up: no range fits below 2^63 - 1), or split-brain while more than one MySQL host is writable.",
     labelNames: ["tag", "reason"],
     registers,
     collect() {
@@ -65,6 +66,18 @@ export function registerStateGauges(source: GaugeSource, registers: Registry[]):
           snap.refused?.reason ??
           (snap.lastErrorReason === "split-brain" ? "split-brain" : undefined);
         if (reason !== undefined) this.set({ tag: snap.tag, reason }, 1);
+      }
+    },
+  });
+  new Gauge({
+    name: "leaf_segment_tag_state",
+    help: "1 for each tag's state on this node: ready, lazy (its first range is taken by its first request), loading, load-failing, refused, exhausted (used up). None of them changes readiness.",
+    labelNames: ["tag", "state"],
+    registers,
+    collect() {
+      this.reset();
+      for (const snap of source.services()?.segment?.generator.snapshots() ?? []) {
+        this.set({ tag: snap.tag, state: tagState(snap) }, 1);
       }
     },
   });
@@ -202,13 +215,25 @@ export function registerStateGauges(source: GaugeSource, registers: Registry[]):
   });
   new Gauge({
     name: "leaf_segment_max_id_headroom_seconds",
-    help: "Seconds until a tag's max_id reaches 2^63 - 1 at this node's rate over the last minute (no series while idle).",
+    help: "Seconds until a tag's max_id reaches 2^63 - 1 at the current rate: this node's over the last minute, or the store's max_id growth over the last hour when faster (0 once used up; no series while idle).",
     labelNames: ["tag"],
     registers,
     collect() {
       this.reset();
       for (const t of source.capacityView().tags) {
         if (t.headroomYears !== null) this.set({ tag: t.tag }, t.headroomYears * YEAR_SECONDS);
+      }
+    },
+  });
+  new Gauge({
+    name: "leaf_segment_max_id_headroom_days",
+    help: "leaf_segment_max_id_headroom_seconds in days, as capacity is planned (0 once used up; no series while idle).",
+    labelNames: ["tag"],
+    registers,
+    collect() {
+      this.reset();
+      for (const t of source.capacityView().tags) {
+        if (t.headroomDays !== null) this.set({ tag: t.tag }, t.headroomDays);
       }
     },
   });

@@ -208,10 +208,12 @@ export const MONITOR_SCRIPT = `(function () {
     tagCapacity = {};
     cap.tags.forEach(function (t) { tagCapacity[t.tag] = t; });
     if (cap.tags.length === 0) { replace("capacity-tags", []); return; }
-    var head = el("tr", {}, ["tag", "max_id", "headroom below 2^63 - 1", "at this node's rate it lasts"].map(function (h) { return el("th", { text: h }); }));
+    var head = el("tr", {}, ["tag", "max_id", "headroom below 2^63 - 1", "at the current rate it lasts", "days"].map(function (h) { return el("th", { text: h }); }));
     var rows = cap.tags.map(function (t) {
       return el("tr", { "data-testid": "headroom-row", "data-tag": t.tag }, [el("td", { text: t.tag }), el("td", { text: num(t.maxId) }),
-        el("td", { text: num(t.headroom) }), el("td", { "data-testid": "headroom-time", text: t.headroomYears === null ? "idle" : span(t.headroomYears * 365.25 * 86400) })]);
+        el("td", { text: num(t.headroom) }),
+        el("td", { "data-testid": "headroom-time", text: t.usedUp ? "used up" : t.headroomYears === null ? "idle" : span(t.headroomYears * 365.25 * 86400) }),
+        el("td", { "data-testid": "headroom-days", text: t.headroomDays === null ? "" : num(String(Math.floor(t.headroomDays))) })]);
     });
     replace("capacity-tags", [el("table", {}, [el("thead", {}, [head]), el("tbody", {}, rows)])]);
   }
@@ -234,8 +236,11 @@ export const MONITOR_SCRIPT = `(function () {
       (health && health.state === "down" ? " · last failure " + clock(health.lastFailureAt) + ": " + health.lastFailure : "")));
     if (seg.tags.length === 0) { disabled("segment-tags", "No tags in the store."); return; }
     var cards = seg.tags.map(function (t) {
-      var state = t.consecutiveFailures > 0 ? chip("load failing", "bad", "tag-state")
-        : !t.initialized ? chip("loading", "warn", "tag-state")
+      var state = t.state === "exhausted" ? chip("used up", "bad", "tag-state")
+        : t.state === "refused" ? chip("refused", "bad", "tag-state")
+        : t.state === "load-failing" ? chip("load failing", "bad", "tag-state")
+        : t.state === "lazy" ? chip("loads on first request", "off", "tag-state")
+        : t.state === "loading" ? chip("loading", "warn", "tag-state")
         : t.nextReady ? chip("next ready", "ok", "tag-state")
         : t.loading ? chip("loading next", "info", "tag-state") : chip("ready", "ok", "tag-state");
       var title = el("h3", {}, [el("span", { text: t.tag, "data-testid": "tag-name" }), state]);
@@ -255,7 +260,8 @@ export const MONITOR_SCRIPT = `(function () {
       ]);
       if (a) motion.appendChild(spark([{ values: a.requests, cls: "req" }, { values: a.ids, cls: "ids" }], 380, 30, "tag-spark"));
       var children = [title, motion].concat(ranges).concat([foot]);
-      if (t.lastError && t.consecutiveFailures > 0) children.push(el("div", { cls: "error", text: t.lastError }));
+      if (t.refused) children.push(el("div", { cls: "error", "data-testid": "tag-refused", text: t.refused.message }));
+      else if (t.lastError && t.consecutiveFailures > 0) children.push(el("div", { cls: "error", text: t.lastError }));
       return el("div", { cls: "card", "data-testid": "tag", "data-tag": t.tag }, children);
     });
     replace("segment-tags", cards);

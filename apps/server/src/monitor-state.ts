@@ -5,12 +5,12 @@ import { configSummary } from "./config-summary";
 import type { AppContext } from "./id-sources";
 import { InstrumentedStore } from "./instrumented-store";
 import { registryState } from "./metrics-gauges";
+import { isReady, tagState } from "./readiness";
 import { tagJson } from "./routes-admin";
 
 /** What `/api/v1/monitor` answers. */
 export function monitorState(ctx: AppContext) {
   const now = Date.now();
-  const services = ctx.services;
   return {
     now,
     server: {
@@ -27,7 +27,7 @@ export function monitorState(ctx: AppContext) {
     segment: segmentState(ctx),
     snowflake: snowflakeState(ctx, now),
     redisSequence: redisState(ctx),
-    ready: services !== undefined && ctx.state === "running",
+    ready: isReady(ctx),
   };
 }
 
@@ -46,6 +46,10 @@ function segmentState(ctx: AppContext) {
     status,
     tags: mode.generator.snapshots().map((s) => ({
       tag: s.tag,
+      /** ready, lazy (loaded by its first request), loading, load-failing, refused, exhausted. */
+      state: tagState(s),
+      /** Why the tag gets no range (refused or used up), or null. */
+      refused: s.refused,
       initialized: s.initialized,
       currentPos: s.currentPos,
       segments: s.segments.map((r) =>

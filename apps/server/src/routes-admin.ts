@@ -202,10 +202,20 @@ function registerAdminApi(app: FastifyInstance, sources: IdSources, admin: Admin
     const data = body(request);
     refuseUnknownFields(data, ["tag", "step", "startId", "description"]);
     const tag = readTag(data.tag);
+    const step = readStep(data.step);
+    const startId = readStartId(data.startId);
+    // A tag starting within one step of 2^63 - 1 has no room for its first range: used up at once.
+    if (startId > MAX_ID - BigInt(step)) {
+      throw badParameter(
+        "startId",
+        data.startId,
+        `at most ${MAX_ID - BigInt(step)} (2^63 - 1 minus the step ${step}): a tag starting within one step of the end has no room for a range and would answer TAG_EXHAUSTED at its first request`,
+      );
+    }
     const record = await generator.createTag({
       tag,
-      step: readStep(data.step),
-      startId: readStartId(data.startId),
+      step,
+      startId,
       description: readDescription(data.description),
     });
     return reply.code(201).send(tagJson(record));

@@ -6,75 +6,8 @@ import type { AppContext, IdSources } from "./id-sources";
 import { MONITOR_PAGE } from "./monitor-page";
 import { monitorState, StoreRows } from "./monitor-state";
 import { openApiDocument } from "./openapi";
+import { readiness } from "./readiness";
 import { type Query, single } from "./request-params";
-
-/** One mode's readiness. */
-interface Check {
-  ready: boolean;
-  detail: string;
-}
-
-/** Readiness of every enabled mode: segment cache loaded, snowflake lease held, Redis answering. */
-export function readiness(ctx: AppContext): Record<string, Check> {
-  const checks: Record<string, Check> = {};
-  const services = ctx.services;
-  const running = ctx.state === "running";
-  const notRunning =
-    ctx.state === "draining"
-      ? `draining: still answering, the port closes in ${Math.max(0, (ctx.drainEndsAt ?? 0) - Date.now())} ms`
-      : ctx.state === "stopping"
-        ? "shutting down"
-        : "starting";
-  if (ctx.config.segment) {
-    const segment = services?.segment;
-    if (!segment || !running) checks.segment = { ready: false, detail: notRunning };
-    else {
-      const snaps = segment.generator.snapshots();
-      const waiting = snaps.filter((s) => !s.initialized).map((s) => s.tag);
-      checks.segment =
-        waiting.length === 0
-          ? {
-              ready: true,
-              detail: `${snaps.length} tag(s) loaded from the ${segment.store.kind} store`,
-            }
-          : {
-              ready: false,
-              detail: `tag(s) not loaded yet: ${waiting.slice(0, 10).join(", ")}${waiting.length > 10 ? ", ..." : ""}`,
-            };
-    }
-  }
-  if (ctx.config.snowflake) {
-    const worker = services?.snowflake?.worker;
-    if (!worker || !running) checks.snowflake = { ready: false, detail: notRunning };
-    else {
-      checks.snowflake =
-        worker.state === "held"
-          ? {
-              ready: true,
-              detail: `worker id ${worker.lease?.workerId} held (${services!.snowflake!.registry.kind} registry)`,
-            }
-          : {
-              ready: false,
-              detail: `lease lost (${worker.state}): no ids until a lease is held again`,
-            };
-    }
-  }
-  if (ctx.config.redisSequence) {
-    const sequence = services?.redisSequence?.sequence;
-    if (!sequence || !running) checks.redisSequence = { ready: false, detail: notRunning };
-    else {
-      const state = sequence.state();
-      checks.redisSequence = {
-        ready: state.status === "ready",
-        detail:
-          state.status === "ready"
-            ? "Redis answering"
-            : `status ${state.status}${state.redis.lastError ? `: ${state.redis.lastError}` : ""}`,
-      };
-    }
-  }
-  return checks;
-}
 
 /** Registers health, metrics, monitor and documentation endpoints. */
 export function registerOpsRoutes(app: FastifyInstance, ctx: AppContext, sources: IdSources): void {
@@ -102,6 +35,7 @@ export function registerOpsRoutes(app: FastifyInstance, ctx: AppContext, sources
         checks = { [mode]: all[mode]! };
       }
       const ready = Object.values(checks).every((c) => c.ready);
+      if (!ready) reply.header("retry-after", "1");
       return reply.code(ready ? 200 : 503).send({ ready, state: ctx.state, checks });
     },
   );

@@ -1,12 +1,15 @@
 // Starts a server: the modes first (with the port to be bound as the node's identity), then the
 // port, so that an open port always means "ready" to a load balancer's TCP check. Stopping drains:
 // readiness turns false, requests keep being answered (with `Connection: close`) for
-// server.drainMs, then the port closes, in-flight requests finish and the lease is released.
+// server.drainMs, then the port closes without resetting a connection (graceful-stop.ts), each
+// connection gets its last answer, and the modes close (lease released).
 import net from "node:net";
 import type { FastifyInstance } from "fastify";
 import pkg from "../package.json";
 import { type BuildAppOptions, buildApp } from "./app";
 import type { ServerConfig } from "./config";
+import { ConnectionTracker } from "./graceful-stop";
+import { HttpCodes, HttpError } from "./http-errors";
 import type { AppContext } from "./id-sources";
 import { type LeafServices, startServices } from "./leaf-services";
 import { ServerMetrics } from "./metrics";
@@ -25,8 +28,10 @@ export interface LeafServer {
   /**
    * Graceful stop: readiness turns false at once and requests are still answered, each with
    * `Connection: close`, for `drainMs` (default server.drainMs) so that load balancers move away;
-   * then the port closes, in-flight requests finish and the modes close (last timestamp report,
-   * lease released, store closed). Rejects when the part after the drain takes longer than
+   * then the port closes (no connection reset), every open connection gets its next answer with
+   * `Connection: close` and is closed, and the modes close (last timestamp report, lease
+   * released, store closed). A request that still arrives then is answered 503 SHUTTING_DOWN with
+   * `Retry-After`. Rejects when the part after the drain takes longer than
    * server.shutdownTimeoutMs. Idempotent: a second call returns the first call's promise.
    */
   close(options?: { drainMs?: number }): Promise<void>;
@@ -55,10 +60,23 @@ export async function startServer(
   };
   metrics.attach(() => ctx.services);
   const app = buildApp(ctx, options);
-  // While draining or stopping, every answer asks the client to close its keep-alive connection,
-  // so that its next request opens a connection to another node instead of finding this one gone.
+  const connections = new ConnectionTracker(app.server);
+  // Once the modes close, a request that still arrives gets the project's answer (Java Leaf's text
+  // on its paths), never fastify's generic 503.
+  app.addHook("onRequest", async () => {
+    if (ctx.modesClosing) {
+      throw new HttpError(
+        503,
+        HttpCodes.SHUTTING_DOWN,
+        "[leaf] [server] the server is shutting down; ask another node",
+      );
+    }
+  });
+  // While draining, and once the port is closed, every answer asks the client to close its
+  // keep-alive connection, so that its next request opens a connection to another node instead of
+  // finding this one gone. (Between the two, while the port closes, clients keep their connections.)
   app.addHook("onSend", async (_request, reply, payload) => {
-    if (ctx.state === "draining" || ctx.state === "stopping") reply.header("connection", "close");
+    if (ctx.state === "draining" || ctx.portClosed) reply.header("connection", "close");
     return payload;
   });
   const { host } = config.server;
@@ -93,7 +111,13 @@ export async function startServer(
     services,
     context: ctx,
     close(closeOptions = {}) {
-      closing ??= shutdown(ctx, app, services, closeOptions.drainMs ?? config.server.drainMs);
+      closing ??= shutdown(
+        ctx,
+        app,
+        services,
+        connections,
+        closeOptions.drainMs ?? config.server.drainMs,
+      );
       return closing;
     },
   };
@@ -173,6 +197,7 @@ async function shutdown(
   ctx: AppContext,
   app: FastifyInstance,
   services: LeafServices,
+  connections: ConnectionTracker,
   drainMs: number,
 ): Promise<void> {
   if (drainMs > 0) {
@@ -198,16 +223,13 @@ async function shutdown(
   try {
     await Promise.race([
       (async () => {
-        const closed = app.close();
-        // A keep-alive connection whose request finished after close() began would hold the
-        // server open until its keep-alive timeout: close such connections as they go idle.
-        const sweeper = setInterval(() => app.server.closeIdleConnections(), 50);
-        try {
-          await closed;
-        } finally {
-          clearInterval(sweeper);
-        }
+        await connections.settled();
+        await connections.closeListener();
+        ctx.portClosed = true;
+        await connections.drained();
+        ctx.modesClosing = true;
         await services.close();
+        await app.close();
       })(),
       timeout,
     ]);

@@ -177,7 +177,7 @@ describe("capacity warnings", () => {
         .toBe(1);
       const msg = capacityLogs(`max-id:${tag}`)[0]!.msg;
       expect(msg).toMatch(/tag "near-the-end" has \d+ ids left below max_id 2\^63 - 1/);
-      expect(msg).toMatch(/they last \d+ (days|hours)/);
+      expect(msg).toMatch(/at this node's [\d.]+ ids\/s they last \d+ days/);
       const text = await scrape(server);
       expect(text).toContain(`leaf_capacity_warning{subject="max-id:${tag}"} 1`);
       const headroom = Number(
@@ -192,8 +192,107 @@ describe("capacity warnings", () => {
       );
       expect(seconds).toBeGreaterThan(0);
       expect(seconds).toBeLessThan(5 * YEAR_MS);
+      const days = Number(
+        new RegExp(`^leaf_segment_max_id_headroom_days\\{tag="${tag}"\\} (\\S+)$`, "m").exec(
+          text,
+        )![1],
+      );
+      expect(days).toBeCloseTo(seconds / 86_400, 0);
+      const shown = (await monitorCapacity(server)) as unknown as {
+        tags: Array<{ tag: string; headroomDays: number | null; usedUp: boolean }>;
+      };
+      const row = shown.tags.find((t) => t.tag === tag)!;
+      expect(row.usedUp).toBe(false);
+      expect(row.headroomDays).toBeGreaterThan(0);
       // The demo tag, far from the end, has no warning.
       expect(text).not.toContain('subject="max-id:leaf-segment-test"');
+    } finally {
+      await server.close();
+    }
+  });
+
+  it("judges a tag shared by several nodes at the store's max_id growth, also on a node that issues none of it", async () => {
+    mysql ??= await startMysql({ useEnv: false });
+    const database = await mysql.createDatabase("leaf_capacity");
+    const values = {
+      snowflake: { enabled: false },
+      segment: {
+        mysql: {
+          url: `mysql://${mysql.host}:${mysql.port}/${database}`,
+          username: mysql.user,
+          password: mysql.password ?? "",
+          createTable: true,
+        },
+      },
+    };
+    const idle = await start(values);
+    const busy = await start(values);
+    try {
+      const tag = "shared";
+      const created = await busy.server.app.inject({
+        method: "POST",
+        url: "/api/v1/admin/tags",
+        headers: { authorization: `Bearer ${ADMIN}` },
+        payload: { tag, step: 1000, startId: (MAX_ID - 1_000_000_000n).toString() },
+      });
+      expect(created.statusCode).toBe(201);
+      await idle.server.services.segment!.generator.refresh();
+      // The idle node reads the store's max_id, then again a minute later (its clock, given).
+      const t0 = Date.now();
+      await idle.server.context.metrics.capacity.check(t0);
+      for (let i = 0; i < 50; i++) {
+        const res = await fetch(`${busy.server.url}/api/v1/segment/${tag}/ids?count=1000`);
+        expect(res.status).toBe(200);
+      }
+      const view = await idle.server.context.metrics.capacity.check(t0 + 60_000);
+      const row = view.tags.find((t) => t.tag === tag)!;
+      expect(row.nodeIdsPerSecond).toBe(0);
+      // 50 ranges of 1,000 (and the next ones loaded ahead) in a minute: at least 833 ids/s.
+      expect(row.storeIdsPerSecond).toBeGreaterThanOrEqual(50_000 / 60);
+      expect(row.headroomDays).toBeLessThan(5 * 365.25);
+      const logged = idle.capacityLogs(`max-id:${tag}`);
+      expect(logged).toHaveLength(1);
+      expect(logged[0]!.msg).toMatch(
+        /at the store's max_id growth of [\d.]+ ids\/s \(all nodes\) they last \d+ days/,
+      );
+    } finally {
+      await idle.server.close();
+      await busy.server.close();
+    }
+  });
+
+  it("warns about a used-up tag whatever its rate, and refuses to create one", async () => {
+    const { server, capacityLogs } = await start({ snowflake: { enabled: false } });
+    const create = (tag: string, step: number, startId: bigint) =>
+      server.app.inject({
+        method: "POST",
+        url: "/api/v1/admin/tags",
+        headers: { authorization: `Bearer ${ADMIN}` },
+        payload: { tag, step, startId: startId.toString() },
+      });
+    try {
+      // Within one step of the end: no range would fit, so the tag is refused, naming the bound.
+      const refused = await create("too-late", 10, MAX_ID - 9n);
+      expect(refused.statusCode).toBe(400);
+      expect(refused.json()).toMatchObject({ code: "INVALID_ARGUMENT" });
+      expect(refused.json().message).toContain(
+        `at most ${MAX_ID - 10n} (2^63 - 1 minus the step 10)`,
+      );
+      // Exactly one range fits: created, and used up after it.
+      expect((await create("last-range", 10, MAX_ID - 10n)).statusCode).toBe(201);
+      const ids = await fetch(`${server.url}/api/v1/segment/last-range/ids?count=10`);
+      expect(ids.status).toBe(200);
+      const gone = await fetch(`${server.url}/api/v1/segment/last-range/id`);
+      expect(gone.status).toBe(410);
+      expect(gone.headers.get("retry-after")).toBeNull();
+      expect(await gone.json()).toMatchObject({ code: "TAG_EXHAUSTED", leafCode: -3 });
+      await server.context.metrics.capacity.check();
+      const logged = capacityLogs("max-id:last-range");
+      expect(logged).toHaveLength(1);
+      expect(logged[0]!.msg).toMatch(/tag "last-range" is used up: no range of its step fits/);
+      const text = await scrape(server);
+      expect(text).toContain('leaf_capacity_warning{subject="max-id:last-range"} 1');
+      expect(text).toContain('leaf_segment_max_id_headroom_days{tag="last-range"} 0');
     } finally {
       await server.close();
     }

@@ -14,7 +14,11 @@ let page: Page;
 const profile = mkdtempSync(join(tmpdir(), "leaf-chromium-"));
 
 beforeAll(async () => {
-  test = await startTestServer({ server: { adminToken: ADMIN } });
+  // The demo tag is loaded at start (lazy is the default): the page shows its ranges at once.
+  test = await startTestServer({
+    server: { adminToken: ADMIN },
+    segment: { eagerTags: ["leaf-segment-test"] },
+  });
   for (const tag of ["orders", HOSTILE_TAG]) {
     const res = await test.server.app.inject({
       method: "POST",
@@ -59,6 +63,10 @@ describe("the monitor page in a browser", () => {
     const card = tagCard("leaf-segment-test");
     await card.waitFor();
     expect(await card.locator('[data-testid="tag-name"]').textContent()).toBe("leaf-segment-test");
+    // A tag nobody asked for yet has no range: it is loaded by its first request.
+    expect(await tagCard(HOSTILE_TAG).locator('[data-testid="tag-state"]').textContent()).toBe(
+      "loads on first request",
+    );
     expect(await card.locator('[data-testid="range-0"]').textContent()).toContain("Segment 0");
     expect(await card.locator('[data-testid="range-1"]').textContent()).toContain("Segment 1");
     const states = await card.locator('[data-testid="range-state"]').allTextContents();

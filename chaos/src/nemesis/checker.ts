@@ -12,6 +12,8 @@ export interface Window {
   fault: string;
   target: string;
   fromMs: number;
+  /** When it was stopped (Infinity until then). */
+  stoppedMs: number;
   /** When its codes stop being accepted (stop + settle; Infinity for a lasting change). */
   toMs: number;
   effects: Effect[];
@@ -48,7 +50,7 @@ export interface Verdict {
   gaps: Array<{ client: string; ms: number; fromMs: number; toMs: number; during: string[] }>;
   /** Whether a promise was broken (duplicates, decreases, undocumented codes). */
   failed: boolean;
-  /** Which promises: "duplicates", "decreases", "codes". */
+  /** Which promises: "duplicates", "decreases", "codes", or one a fault saw ("refusals"). */
   broken: string[];
 }
 
@@ -57,6 +59,7 @@ export function check(
   history: History,
   windows: Window[],
   down: Array<{ server: string; fromMs: number; toMs: number }>,
+  brokenByFaults: Array<{ promise: string }> = [],
 ): Verdict {
   const duplicates: Record<string, number> = {};
   let firstDuplicate: Duplicate | undefined;
@@ -94,6 +97,7 @@ export function check(
     ...(Object.keys(duplicates).length > 0 ? ["duplicates"] : []),
     ...(history.decreases.length > 0 ? ["decreases"] : []),
     ...(undocumented.size > 0 ? ["codes"] : []),
+    ...new Set(brokenByFaults.map((b) => b.promise)),
   ];
   return {
     ids: history.totalIds(),
@@ -210,4 +214,15 @@ function gaps(history: History, windows: Window[]): Verdict["gaps"] {
         .map((w) => `#${w.step} ${w.fault} ${w.target}`),
     }))
     .sort((a, b) => b.ms - a.ms);
+}
+
+/** Ids answered by `server` (any start of it) between `fromMs` and `toMs`. */
+export function idsFrom(history: History, server: string, fromMs: number, toMs: number): number {
+  let n = 0;
+  for (const a of history.answers) {
+    if (a.server === server && a.code === undefined && a.toMs >= fromMs && a.fromMs <= toMs) {
+      n += a.ids;
+    }
+  }
+  return n;
 }

@@ -32,9 +32,10 @@ export interface ServerSpec {
   env?: Record<string, string>;
   /**
    * Not started with the cluster: a fault starts it. "second-pod": a pod with a running pod's
-   * StatefulSet ordinal; "standby": one more server competing for a leased worker id.
+   * StatefulSet ordinal; "standby": one more server competing for a leased worker id;
+   * "defaults": a server whose start must be refused.
    */
-  spare?: "second-pod" | "standby";
+  spare?: "second-pod" | "standby" | "defaults";
 }
 
 /** The running cluster. */
@@ -43,6 +44,13 @@ export class Cluster {
   readonly proxies = new Map<string, TcpProxy>();
   readonly servers = new Map<string, LeafProcess>();
   readonly clocks = new Map<string, FakeClock>();
+  /**
+   * Each server's environment, read at every start: a takeover sets a standby's HOSTNAME to the
+   * pod name whose ordinal is the worker id it asks for.
+   */
+  readonly envs = new Map<string, Record<string, string>>();
+  /** Promises a fault saw broken outside the history (a server that should have been refused started). */
+  readonly broken: Array<{ atMs: number; promise: string; text: string }> = [];
   /** The segment database (MariaDB families with tags). */
   db: SegmentDatabase | undefined;
   /**
@@ -95,6 +103,8 @@ export class Cluster {
       mkdirSync(this.dir, { recursive: true });
       const clock = new FakeClock({ file: join(this.dir, `${spec.label}.clock`) });
       this.clocks.set(spec.label, clock);
+      const env = { ...spec.env };
+      this.envs.set(spec.label, env);
       this.servers.set(
         spec.label,
         new LeafProcess({
@@ -104,7 +114,7 @@ export class Cluster {
           port: await freePort(),
           config: spec.config(this),
           clock,
-          env: spec.env,
+          env,
           readyTimeoutMs: 30_000,
           stopTimeoutMs: 12_000,
         }),
@@ -171,6 +181,44 @@ export class Cluster {
       this.down.push({ server: label, fromMs: this.history.now(), toMs: Infinity });
     }
     return false;
+  }
+
+  /**
+   * The worker id server `label` holds now: one id taken from it (recorded in the history as the
+   * client "nemesis probe") and decoded by it. Undefined when it gives none.
+   */
+  async heldWorkerId(label: string, space: string): Promise<number | undefined> {
+    const server = this.server(label);
+    const incarnation = server.incarnation;
+    const fromMs = this.history.now();
+    const answer = await server.getJson<{ id?: string }>("/api/v1/snowflake/id", 1500);
+    if (typeof answer?.id !== "string") return undefined;
+    const id = BigInt(answer.id);
+    this.history.record(
+      {
+        client: "nemesis probe",
+        server: label,
+        incarnation,
+        fromMs,
+        toMs: this.history.now(),
+        mode: "snowflake",
+        space,
+        ids: 1,
+      },
+      [id],
+      false,
+    );
+    const decoded = await server.getJson<{ workerId?: string }>(
+      `/decodeSnowflakeId?snowflakeId=${answer.id}`,
+      1500,
+    );
+    return decoded?.workerId === undefined ? undefined : Number(decoded.workerId);
+  }
+
+  /** Records a promise broken outside the history (the checker fails the run on it). */
+  breaks(promise: string, text: string): void {
+    this.broken.push({ atMs: Math.round(this.history.now()), promise, text });
+    this.note(`BROKEN ${promise}: ${text}`);
   }
 
   /** Logs and records an event. */

@@ -75,24 +75,40 @@ function httpClients(
   }));
 }
 
+/**
+ * Segment mode on the family's MariaDB through `label`'s proxy: fixed step, and the tag list re-read
+ * every 2 s (default 60 s), so that a tag refused for a row moved back is served again soon after
+ * the row is fixed.
+ */
+function segmentOnMysql(c: Cluster, label: string) {
+  const config = segmentOn(c.urlOf(label, "mysql"), { dynamicStep: false }) as {
+    segment: Record<string, unknown>;
+  };
+  return { segment: { ...config.segment, refreshIntervalMs: 2000 } };
+}
+
 function segmentFamily(): Family {
   const tag = "nem";
   const mysqlServers = ["A", "B", "C"];
   const servers: ServerSpec[] = mysqlServers.map((label) => ({
     label,
     links: ["mysql"],
-    config: (c: Cluster) =>
-      serverConfig(
-        NAME,
-        segmentOn(c.urlOf(label, "mysql"), { dynamicStep: false }),
-        snowflakeOff(),
-        adminOn(),
-      ),
+    config: (c: Cluster) => serverConfig(NAME, segmentOnMysql(c, label), snowflakeOff(), adminOn()),
   }));
   servers.push({
     label: "D",
     links: [],
     config: () => serverConfig(NAME, segmentEmbedded("nem-embedded"), snowflakeOff()),
+  });
+  // Snowflake on with no registry named, segment on the shared table: must be refused at start.
+  servers.push({
+    label: "E",
+    links: ["mysql"],
+    spare: "defaults",
+    config: (c: Cluster) =>
+      serverConfig(NAME, segmentOn(c.urlOf("E", "mysql"), { dynamicStep: false }), {
+        snowflake: { enabled: true },
+      }),
   });
   const space = `segment:${tag}`;
   return {
@@ -217,33 +233,31 @@ function snowflakeFamily(registry: SnowflakeRegistry): Family {
     config: (c: Cluster) =>
       serverConfig(NAME, segmentOff(), snowflakeConfig(c, label, registry, index)),
   }));
-  if (registry === "statefulset") {
-    // A second pod with A's ordinal and a volume of its own (a force-deleted pod still running).
+  if (leased) {
+    // A spare that asks for exactly the worker id a holder leases (snowflake.statefulSet, its HOSTNAME
+    // set by the fault to that id's pod name): refused while the holder's lease lives, granted when
+    // it lapses (a takeover). On the statefulset family it is a second pod with a running pod's
+    // ordinal (a force-deleted pod still running); elsewhere a standby.
+    const label = "S";
     servers.push({
-      label: "A2",
-      links: ["redis"],
-      env: { HOSTNAME: "leaf-0" },
-      spare: "second-pod",
-      config: (c: Cluster) =>
-        serverConfig(NAME, segmentOff(), snowflakeConfig(c, "A2", registry, 0)),
-    });
-  }
-  if (leased && registry !== "statefulset") {
-    // One more server than worker ids are free once A, B and C hold theirs: it takes an id only
-    // when a holder's lease lapsed (a takeover), the moment a fenced holder must have stopped.
-    servers.push({
-      label: "S",
+      label,
       links: store ? [store] : [],
-      spare: "standby",
-      config: (c: Cluster) =>
-        serverConfig(NAME, segmentOff(), snowflakeConfig(c, "S", registry, 3)),
+      spare: registry === "statefulset" ? "second-pod" : "standby",
+      config: (c: Cluster) => {
+        const config = snowflakeConfig(c, label, registry, 3) as {
+          snowflake: Record<string, unknown>;
+        };
+        return serverConfig(NAME, segmentOff(), {
+          snowflake: { ...config.snowflake, statefulSet: true },
+        });
+      },
     });
   }
   const space = "snowflake:nem";
   const spares = servers.filter((s) => s.spare).map((s) => s.label);
   return {
     name: `snowflake-${registry}`,
-    title: `snowflake on the ${registry} registry: A, B, C${leased ? " (2 worker-id bits, 3 s leases)" : ""}${registry === "statefulset" ? " as pods leaf-0..2 leasing their ordinals from Redis, A2 a second pod with A's ordinal" : leased ? ", S a standby" : ""}`,
+    title: `snowflake on the ${registry} registry: A, B, C${leased ? " (2 worker-id bits, 3 s leases)" : ""}${registry === "statefulset" ? " as pods leaf-0..2 leasing their ordinals from Redis, S a second pod with a held ordinal" : leased ? ", S a standby asking for a held worker id" : ""}`,
     stores: store ? [store] : [],
     tags: [],
     servers,

@@ -5,13 +5,16 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { check, type Verdict, type Window } from "./checker";
+import { check, idsFrom, type Verdict, type Window } from "./checker";
 import { Cluster, sleep } from "./cluster";
 import type { Family } from "./families";
 import { faultNamed } from "./faults/catalogue";
 import { History } from "./history";
 import { NemesisLoad } from "./load";
 import { describeStep, type Schedule, type Step, without } from "./schedule";
+
+/** Faults in which a spare takes a held worker id over. */
+const TAKEOVERS = ["standby", "second-pod", "clock-forward-cut"];
 
 /** What one run of one schedule gave. */
 export interface FamilyRun {
@@ -63,7 +66,7 @@ export async function runSchedule(
       const fault = faultNamed(step.fault);
       await sleep(Math.max(0, started + step.atMs - history.now()));
       // Wait for any fault still holding one of this one's resources (a restart running late).
-      const resources = fault.resources(step.target);
+      const resources = fault.resources(step.target, family);
       let release!: () => void;
       const mine = new Promise<void>((resolve) => {
         release = resolve;
@@ -86,6 +89,7 @@ export async function runSchedule(
           fault: step.fault,
           target: step.target,
           fromMs,
+          stoppedMs: Infinity,
           toMs: Infinity,
           effects: effects.effects,
         };
@@ -98,7 +102,15 @@ export async function runSchedule(
             `stop #${step.id} ${step.fault} failed: ${e instanceof Error ? e.message : e}`,
           );
         }
+        window.stoppedMs = history.now();
         if (!effects.lasting) window.toMs = history.now() + effects.settleMs;
+        if (TAKEOVERS.includes(step.fault)) {
+          // Both sides of a takeover must have issued ids during it, or it tested nothing.
+          const spare = family.servers.find((s) => s.spare)!.label;
+          cluster.note(
+            `#${step.id} ${step.fault}: ${step.target} issued ${idsFrom(history, step.target, fromMs, window.stoppedMs)} ids, ${spare} ${idsFrom(history, spare, fromMs, window.stoppedMs)} ids during it`,
+          );
+        }
         cluster.note(`stop #${step.id} ${step.fault} ${step.target}`);
       } finally {
         release();
@@ -116,7 +128,7 @@ export async function runSchedule(
   }
   return {
     schedule,
-    verdict: check(history, windows, cluster.down),
+    verdict: check(history, windows, cluster.down, cluster.broken),
     applied,
     windows,
     events: history.events,

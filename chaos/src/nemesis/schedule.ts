@@ -55,7 +55,7 @@ export function generate(
     if (last - duration <= WARMUP_MS) continue;
     const atMs = rng.int(WARMUP_MS, last - duration);
     const step: Step = { id: 0, fault: fault.name, target, atMs, durationMs: duration, params };
-    if (fits(step, steps)) steps.push(step);
+    if (fits(family, step, steps)) steps.push(step);
   }
   steps.sort((a, b) => a.atMs - b.atMs);
   steps.forEach((s, i) => {
@@ -65,8 +65,8 @@ export function generate(
 }
 
 /** A step's resources, with a margin of 2 s (restarts take time). */
-function fits(step: Step, steps: Step[]): boolean {
-  const resources = new Set(faultNamed(step.fault).resources(step.target));
+function fits(family: Family, step: Step, steps: Step[]): boolean {
+  const resources = new Set(faultNamed(step.fault).resources(step.target, family));
   const from = step.atMs;
   const to = step.atMs + step.durationMs;
   const overlapping = steps.filter(
@@ -75,7 +75,7 @@ function fits(step: Step, steps: Step[]): boolean {
   if (overlapping.length >= MAX_CONCURRENT) return false;
   return !overlapping.some((s) =>
     faultNamed(s.fault)
-      .resources(s.target)
+      .resources(s.target, family)
       .some((r) => resources.has(r)),
   );
 }

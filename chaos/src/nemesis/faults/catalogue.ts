@@ -3,8 +3,10 @@ import { adminOp } from "./admin-op";
 import { clockBack } from "./clock-back";
 import { clockForward } from "./clock-forward";
 import { clockForwardCut } from "./clock-forward-cut";
+import { defaultsStart } from "./defaults-start";
 import type { Fault } from "./fault";
 import { linkCut } from "./link-cut";
+import { maxIdBack } from "./max-id-back";
 import { rowLock } from "./row-lock";
 import { secondPod } from "./second-pod";
 import { serverKill } from "./server-kill";
@@ -29,6 +31,8 @@ export const CATALOGUE: readonly Fault[] = [
   adminOp,
   secondPod,
   standby,
+  maxIdBack,
+  defaultsStart,
 ];
 
 /** The fault named `name`, or an error listing the catalogue. */

@@ -32,7 +32,7 @@ export interface Fault {
   /** What it can hit in `family` ("A", "A~mysql", "mysql", "nem"); none when it does not apply. */
   targets(family: Family): string[];
   /** Resources it holds while active, for `target`. */
-  resources(target: string): string[];
+  resources(target: string, family: Family): string[];
   /** Shortest and longest duration in ms. */
   durationMs: [number, number];
   /** Draws its parameters (default none). */

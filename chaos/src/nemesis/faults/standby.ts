@@ -1,26 +1,29 @@
-// One more server than there are free worker ids, started for 3-12 s on a leased registry: its start
-// is refused (WORKER_IDS_EXHAUSTED, exit 1) while every id is held, and it takes an id the moment a
-// holder's lease lapses (a holder cut off, paused, or killed): the takeover a fenced holder must
-// have stopped issuing before.
-import { type Fault, NO_ANSWER } from "./fault";
+// A standby takes a held worker id over (issue 24): the standby server asks for exactly the id a
+// holder leases while the holder's lease is made to lapse (its link to the registry cut, or the
+// process paused), for 8-15 s; then the holder is healed and both run side by side (takeover.ts).
+import type { Fault } from "./fault";
+import {
+  holders,
+  type Lapse,
+  spareOf,
+  startTakeover,
+  stopTakeover,
+  takeoverEffects,
+  takeoverResources,
+} from "./takeover";
 
 export const standby: Fault = {
   name: "standby",
   title:
-    "a standby server started on a leased registry for 3-12 s (a takeover when a lease lapses)",
-  targets: (family) => family.servers.filter((s) => s.spare === "standby").map((s) => s.label),
-  resources: (target) => [`process:${target}`],
-  durationMs: [3000, 12_000],
-  async start(c, _family, target) {
-    await c.startServer(target, 1);
-    return true;
-  },
-  async stop(c, _family, target) {
-    const server = c.server(target);
-    if (server.running) await server.kill();
-  },
-  effects: (family, target) => ({
-    effects: [{ servers: [target], codes: [...NO_ANSWER, ...family.storeCodes] }],
-    settleMs: 1000,
-  }),
+    "a standby asks for a holder's worker id while the holder's link to the registry is cut or its process paused, 8-15 s; then both run 3 s",
+  targets: (family) => holders(family, "standby"),
+  resources: (target, family) => takeoverResources(family, target, spareOf(family, "standby")),
+  durationMs: [8000, 15_000],
+  params: (rng) => ({ lapse: rng.pick(["cut", "pause"]) }),
+  start: (c, family, target, params) =>
+    startTakeover(c, family, target, spareOf(family, "standby"), params.lapse as Lapse, params),
+  stop: (c, family, target, params) =>
+    stopTakeover(c, family, target, spareOf(family, "standby"), params.lapse as Lapse),
+  effects: (family, target, params) =>
+    takeoverEffects(family, target, spareOf(family, "standby"), params.lapse as Lapse),
 };

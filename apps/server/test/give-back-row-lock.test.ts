@@ -59,6 +59,8 @@ describe("give-back on SIGTERM while the row is locked (server processes, MariaD
       snowflake: { enabled: false },
       segment: {
         mysql: { url, username: db.user, password: db.password ?? "" },
+        // A tag's first range on its first request: B takes none before the lock.
+        load: "lazy",
         // One range of the table's step at a time, so that the range held is exactly one step.
         dynamicStep: false,
         prefetchMaxDepth: 1,

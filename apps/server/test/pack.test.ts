@@ -1,6 +1,8 @@
 // The server outside this repository: the packages are packed as they would be published, installed
-// with npm into an empty folder, and run from there (`npx @leaf/server`, `leaf decode`).
-import { execFileSync, spawn } from "node:child_process";
+// with npm into an empty folder, and run from there (`npx @leaf/server`, `leaf decode`). Every
+// published package's tarball carries the MIT LICENSE, and npm installs them without an engine
+// warning on the Node this runs on (CI: Node 20).
+import { execFileSync, spawn, spawnSync } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -29,8 +31,17 @@ function serverAndItsPackages(): string[] {
   );
   return [...deps.map((n) => byName.get(n)!), "apps/server"];
 }
+
+/** Every package that is published (not private), whether the server uses it or not. */
+const PUBLISHED = [
+  ...readdirSync(join(root, "packages")).map((d) => `packages/${d}`),
+  "apps/server",
+].filter((dir) => !JSON.parse(readFileSync(join(root, dir, "package.json"), "utf8")).private);
+
 let work: string;
 let app: string;
+let npmWarnings: string;
+const tarballContents = new Map<string, string[]>();
 
 beforeAll(() => {
   work = mkdtempSync(join(tmpdir(), "leaf-pack-"));
@@ -51,11 +62,29 @@ beforeAll(() => {
   writeFileSync(join(app, "package.json"), JSON.stringify({ name: "uses-leaf", private: true }));
   const files = readdirSync(tarballs).map((f) => join(tarballs, f));
   expect(files).toHaveLength(PACKAGES.length);
+  // The published packages the server does not use are packed too, only to read their contents.
+  const others = join(work, "others");
+  for (const dir of PUBLISHED.filter((d) => !PACKAGES.includes(d))) {
+    execFileSync("pnpm", ["pack", "--pack-destination", others], {
+      cwd: join(root, dir),
+      stdio: "pipe",
+    });
+  }
+  for (const file of [...files, ...readdirSync(others).map((f) => join(others, f))]) {
+    const listing = execFileSync("tar", ["-tzf", file], { encoding: "utf8" });
+    tarballContents.set(file, listing.split("\n").filter(Boolean));
+  }
   // Outside the workspace: npm, no pnpm, no links into the repository.
-  execFileSync("npm", ["install", "--no-audit", "--no-fund", "--loglevel=error", ...files], {
-    cwd: app,
-    stdio: "pipe",
-  });
+  const npm = spawnSync(
+    "npm",
+    ["install", "--no-audit", "--no-fund", "--loglevel=warn", ...files],
+    {
+      cwd: app,
+      encoding: "utf8",
+    },
+  );
+  expect(npm.status, npm.stderr).toBe(0);
+  npmWarnings = npm.stderr;
 }, 600_000);
 
 afterAll(() => {
@@ -65,6 +94,27 @@ afterAll(() => {
 function npx(args: string[]): string {
   return execFileSync("npx", ["--no-install", ...args], { cwd: app, encoding: "utf8" });
 }
+
+describe("the published packages", () => {
+  it("each carry the MIT LICENSE of the repository", () => {
+    expect(tarballContents.size).toBe(PUBLISHED.length);
+    const license = readFileSync(join(root, "LICENSE"), "utf8");
+    expect(license).toMatch(/^MIT License\n/);
+    for (const [file, entries] of tarballContents) {
+      expect(entries, file).toContain("package/LICENSE");
+      const packed = execFileSync("tar", ["-xzOf", file, "package/LICENSE"], { encoding: "utf8" });
+      expect(packed, file).toBe(license);
+    }
+    for (const dir of PUBLISHED) {
+      const manifest = JSON.parse(readFileSync(join(root, dir, "package.json"), "utf8"));
+      expect(manifest.license, dir).toBe("MIT");
+    }
+  });
+
+  it(`install with npm on Node ${process.versions.node} without an engine warning`, () => {
+    expect(npmWarnings).not.toMatch(/EBADENGINE/);
+  });
+});
 
 describe("the published server", () => {
   it("checks a Java Leaf leaf.properties with npx @leaf/server", () => {

@@ -10,8 +10,18 @@ export {
   type StartOutcome,
 } from "@leaf/testkit";
 
-/** The built CLI of @leaf/server. Throws, saying how to build it, when it is missing. */
+/**
+ * The built CLI of @leaf/server, or NEMESIS_SERVER_CLI (a copy of the build with a fix taken out, made
+ * by scripts/copy-build.sh). Throws, saying how to build it, when it is missing.
+ */
 export function serverCli(): string {
+  const override = process.env.NEMESIS_SERVER_CLI;
+  if (override) {
+    if (!existsSync(override)) {
+      throw new Error(`[leaf] [chaos] NEMESIS_SERVER_CLI names ${override}, which does not exist`);
+    }
+    return override;
+  }
   const pkg = createRequire(import.meta.url).resolve("@leaf/server/package.json");
   const cli = join(dirname(pkg), "dist", "cli.js");
   if (!existsSync(cli)) {

@@ -16,6 +16,7 @@ import {
 import { LeafProcess, serverCli } from "../leaf-process";
 import { type SegmentDatabase, segmentDatabaseOn } from "../services";
 import type { History } from "./history";
+import { stallWatchEnv } from "./stalls";
 
 /** The stores a family can use. */
 export type StoreKind = "mysql" | "zookeeper" | "redis" | "etcd";
@@ -103,7 +104,7 @@ export class Cluster {
       mkdirSync(this.dir, { recursive: true });
       const clock = new FakeClock({ file: join(this.dir, `${spec.label}.clock`) });
       this.clocks.set(spec.label, clock);
-      const env = { ...spec.env };
+      const env = { ...spec.env, ...stallWatchEnv(this.dir, spec.label) };
       this.envs.set(spec.label, env);
       this.servers.set(
         spec.label,

@@ -74,6 +74,7 @@ export class History {
   private readonly spaces = new Map<string, SpaceIds>();
   private readonly lastIds = new Map<string, bigint>();
   private t0 = performance.now();
+  private hr0 = process.hrtime.bigint();
 
   /** ms since the run began (the load started; events before it are negative). */
   now(): number {
@@ -85,6 +86,12 @@ export class History {
     const shift = performance.now() - this.t0;
     for (const e of this.events) e.atMs -= Math.round(shift);
     this.t0 = performance.now();
+    this.hr0 = process.hrtime.bigint();
+  }
+
+  /** ms since the run began of a CLOCK_MONOTONIC reading (process.hrtime) of any process here. */
+  msAtHr(hr: bigint): number {
+    return Number(hr - this.hr0) / 1e6;
   }
 
   /** Notes an event (and returns its text, for the log). */

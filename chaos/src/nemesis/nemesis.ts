@@ -7,6 +7,7 @@ import type { Family } from "./families";
 import type { Answer } from "./history";
 import { type FamilyRun, runSchedule, shrink } from "./run";
 import { describeStep, generate, type Schedule } from "./schedule";
+import { STALL_MS } from "./stalls";
 
 /** Options of {@link runNemesis}. */
 export interface NemesisOptions {
@@ -98,6 +99,7 @@ export function summary(family: Family, run: FamilyRun): string {
     `   faults applied: ${applied}`,
     `   duplicates ${dup}, decreases ${v.decreases}, undocumented codes ${v.undocumented.reduce((a, u) => a + u.count, 0)}`,
     `   longest without an id: ${gaps || "-"}`,
+    `   stalls (a timer 300 ms late or more): ${run.stalls.count}${run.stalls.longest ? `, longest ${s(run.stalls.longest.ms)} on ${run.stalls.longest.server === "*" ? "the nemesis (the machine)" : run.stalls.longest.server} at ${s(run.stalls.longest.fromMs)}` : ""}; ${run.stalls.windows} of ${s(STALL_MS)} or more taken as CPU-starvation faults`,
   ].join("\n");
 }
 

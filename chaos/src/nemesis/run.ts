@@ -12,6 +12,7 @@ import { faultNamed } from "./faults/catalogue";
 import { History } from "./history";
 import { NemesisLoad } from "./load";
 import { describeStep, type Schedule, type Step, without } from "./schedule";
+import { OwnStalls, type Stall, serverStalls, stallWindows } from "./stalls";
 
 /** Faults in which a spare takes a held worker id over. */
 const TAKEOVERS = ["standby", "second-pod", "clock-forward-cut"];
@@ -22,8 +23,12 @@ export interface FamilyRun {
   verdict: Verdict;
   /** Faults started, by name (a fault that found its target down is not counted). */
   applied: Record<string, number>;
+  /** Steps that found their target down and did nothing. */
+  skipped: number[];
   windows: Window[];
   events: Array<{ atMs: number; text: string }>;
+  /** Stalls measured (servers' and the nemesis's own), and how many were windows (>= STALL_MS). */
+  stalls: { count: number; windows: number; longest: Stall | undefined };
   /** Set when the run itself broke (a store that would not start): not a verdict. */
   error?: string;
   ms: number;
@@ -41,8 +46,11 @@ export async function runSchedule(
   const cluster = new Cluster(dir, history, log);
   const windows: Window[] = [];
   const applied: Record<string, number> = {};
+  const skipped: number[] = [];
   let load: NemesisLoad | undefined;
   let error: string | undefined;
+  const own = new OwnStalls((hr) => history.msAtHr(hr));
+  let stalls: Stall[] = [];
   try {
     await cluster.startStores(family.stores, family.tags);
     await cluster.prepare(family.servers);
@@ -59,6 +67,7 @@ export async function runSchedule(
     cluster.down.length = 0;
     load = new NemesisLoad(cluster, family, history);
     history.begin();
+    own.begin();
     const started = history.now();
     load.start();
     const locks = new Map<string, Promise<void>>();
@@ -79,6 +88,7 @@ export async function runSchedule(
         const ok = await fault.start(cluster, family, step.target, step.params);
         if (!ok) {
           cluster.note(`${describeStep(step)}: skipped (its target is not running)`);
+          skipped.push(step.id);
           return;
         }
         applied[step.fault] = (applied[step.fault] ?? 0) + 1;
@@ -124,14 +134,24 @@ export async function runSchedule(
   } finally {
     await load?.stop();
     await cluster.dispose();
+    own.stop();
+    const labels = family.servers.map((s) => s.label);
+    stalls = [...own.stalls, ...serverStalls(dir, labels, (hr) => history.msAtHr(hr))];
     if (!process.env.LEAF_CHAOS_KEEP) rmSync(dir, { recursive: true, force: true });
   }
+  const starved = stallWindows(family, stalls);
   return {
     schedule,
-    verdict: check(history, windows, cluster.down, cluster.broken),
+    verdict: check(history, [...windows, ...starved], cluster.down, cluster.broken),
     applied,
-    windows,
+    skipped,
+    windows: [...windows, ...starved],
     events: history.events,
+    stalls: {
+      count: stalls.length,
+      windows: starved.length,
+      longest: stalls.reduce<Stall | undefined>((a, b) => (!a || b.ms > a.ms ? b : a), undefined),
+    },
     error,
     ms: performance.now() - t0,
   };
@@ -144,9 +164,14 @@ function stillFails(original: FamilyRun, run: FamilyRun): boolean {
   return worst !== undefined && run.verdict.broken.includes(worst);
 }
 
+/** Times a smaller schedule is run before it counts as passing (timing decides many failures). */
+const TRIES = 2;
+
 /**
- * Drops faults one at a time from a failing run's schedule, keeping a smaller schedule whenever it
- * still fails, until no single drop fails or `maxRuns` runs were made. Returns the smallest.
+ * Drops faults from a failing run's schedule, keeping a smaller schedule whenever it still fails
+ * (within {@link TRIES} runs): first every step that was skipped in the failing run (it did nothing
+ * there), then one step at a time from the last, until no single drop fails or `maxRuns` runs were
+ * made. Returns the smallest.
  */
 export async function shrink(
   family: Family,
@@ -156,22 +181,39 @@ export async function shrink(
 ): Promise<{ smallest: FamilyRun; runs: number }> {
   let smallest = failing;
   let runs = 0;
+  const attempt = async (candidate: Schedule, what: string): Promise<boolean> => {
+    for (let i = 0; i < TRIES && runs < maxRuns; i++) {
+      runs++;
+      log(
+        `shrink ${runs}/${maxRuns}: ${what} (${candidate.steps.length} faults left), try ${i + 1}`,
+      );
+      const run = await runSchedule(family, candidate, () => undefined);
+      if (stillFails(failing, run)) {
+        log(`  still fails (${run.verdict.broken.join(", ")})`);
+        smallest = run;
+        return true;
+      }
+      log(`  passes (${run.verdict.ids.toLocaleString("en-US")} ids)`);
+    }
+    return false;
+  };
+  if (failing.skipped.length > 0 && failing.skipped.length < failing.schedule.steps.length) {
+    let candidate = failing.schedule;
+    for (const id of failing.skipped) candidate = without(candidate, id);
+    await attempt(
+      candidate,
+      `without the skipped ${failing.skipped.map((id) => `#${id}`).join(", ")}`,
+    );
+  }
   let progress = true;
   while (progress && runs < maxRuns) {
     progress = false;
     for (const step of [...smallest.schedule.steps].reverse()) {
-      if (runs >= maxRuns) break;
-      const candidate = without(smallest.schedule, step.id);
-      runs++;
-      log(`shrink ${runs}/${maxRuns}: without #${step.id} (${candidate.steps.length} faults left)`);
-      const run = await runSchedule(family, candidate, () => undefined);
-      if (stillFails(failing, run)) {
-        log(`  still fails (${run.verdict.broken.join(", ")}): #${step.id} dropped`);
-        smallest = run;
+      if (runs >= maxRuns || smallest.schedule.steps.length <= 1) break;
+      if (await attempt(without(smallest.schedule, step.id), `without #${step.id}`)) {
         progress = true;
         break;
       }
-      log("  passes: keeps it");
     }
   }
   return { smallest, runs };

@@ -14,8 +14,9 @@ if [ -z "${LEAF_TEST_ZK:-}" ]; then
 fi
 [ -x /usr/bin/chromium ] || missing+=("chromium")
 command -v faketime >/dev/null 2>&1 || missing+=("faketime")
-# The server's stop test measures a SIGTERM under load with wrk.
+# The server's stop tests measure a SIGTERM under load with wrk, directly and behind HAProxy.
 command -v wrk >/dev/null 2>&1 || missing+=("wrk")
+command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] || missing+=("haproxy")
 # redis-sequence's clock test builds a small preload library (libfaketime deadlocks with jemalloc).
 command -v cc >/dev/null 2>&1 || missing+=("gcc")
 [ ${#missing[@]} -eq 0 ] && exit 0
@@ -26,7 +27,7 @@ fi
 cat >&2 <<MSG
 ensure-services: cannot install ${missing[*]} here (needs root and apt-get).
 Install them yourself, for example on Debian or Ubuntu:
-  sudo apt-get update && sudo apt-get install mariadb-server redis-server zookeeper chromium faketime gcc libc6-dev wrk
+  sudo apt-get update && sudo apt-get install mariadb-server redis-server zookeeper chromium faketime gcc libc6-dev wrk haproxy
 or point the tests at running servers with LEAF_TEST_MYSQL_URL, LEAF_TEST_REDIS_URL and LEAF_TEST_ZK.
 MSG
 exit 1

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the servers the test kit runs (MariaDB, Redis, ZooKeeper, etcd) from Debian's packages,
-# Chromium for the server's browser test and wrk, the load generator of the server's stop test.
+# Chromium for the server's browser test, and wrk and HAProxy for the server's stop tests (a load
+# generator, and a load balancer checking readiness).
 # Needs root and apt-get; takes about 25 s. The packages' own services are not used: the test kit
 # starts private instances on free loopback ports.
 set -euo pipefail
@@ -14,4 +15,4 @@ if ! command -v apt-get >/dev/null 2>&1; then
 fi
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -q
-apt-get install -y -q mariadb-server redis-server zookeeper etcd-server chromium faketime gcc libc6-dev wrk
+apt-get install -y -q mariadb-server redis-server zookeeper etcd-server chromium faketime gcc libc6-dev wrk haproxy

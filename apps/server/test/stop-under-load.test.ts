@@ -4,58 +4,19 @@
 // is closed wrk keeps reconnecting to it: each refused connection is counted by wrk as a "write"
 // error (its non-blocking connect fails when the request is written), so those are not failures
 // of a request sent. A reset or cut answer shows as a "read" error, an unanswered one as a timeout.
-import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { freePort, stopAll } from "@leaf/testkit";
 import { afterAll, describe, expect, it } from "vitest";
 import { startCli } from "./cli-process";
+import { otherAnswers, wrk } from "./wrk";
 
-const SCRIPT = new URL("./fixtures/wrk-count.lua", import.meta.url).pathname;
 const dirs: string[] = [];
 afterAll(async () => {
   await stopAll();
   for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 });
-
-/** What wrk-count.lua reports. */
-interface WrkResult {
-  /** Answers by kind: "id", or "<status> <first line>". */
-  answers: Record<string, number>;
-  requests: number;
-  connect: number;
-  read: number;
-  write: number;
-  timeout: number;
-  status: number;
-}
-
-/** Runs wrk (installed by scripts/install-services.sh) and reads the script's RESULT line. */
-function wrk(url: string, seconds: number): Promise<{ result: WrkResult; output: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(
-      "wrk",
-      ["-t2", "-c8", `-d${seconds}s`, "--timeout", "10s", "-s", SCRIPT, url],
-      { stdio: ["ignore", "pipe", "pipe"] },
-    );
-    let output = "";
-    child.stdout.setEncoding("utf8").on("data", (chunk: string) => {
-      output += chunk;
-    });
-    child.stderr.setEncoding("utf8").on("data", (chunk: string) => {
-      output += chunk;
-    });
-    child.once("error", (error) =>
-      reject(new Error(`wrk could not run (scripts/install-services.sh installs it): ${error}`)),
-    );
-    child.once("exit", () => {
-      const line = /^RESULT (.*)$/m.exec(output);
-      if (line === null) reject(new Error(`wrk printed no result:\n${output}`));
-      else resolve({ result: JSON.parse(line[1]!) as WrkResult, output });
-    });
-  });
-}
 
 async function stopUnderLoad(path: string) {
   const cwd = mkdtempSync(join(tmpdir(), "leaf-server-stop-"));
@@ -86,14 +47,7 @@ describe("SIGTERM under keep-alive load, measured with wrk", () => {
       timeout: 0,
     });
     // ...and each is an id, or the project's SHUTTING_DOWN with a Retry-After.
-    const other = Object.entries(result.answers).filter(
-      ([kind]) =>
-        kind !== "id" &&
-        !/^503 (Result\{id=-?\d+, status=EXCEPTION\}|SHUTTING_DOWN|\{"status":503,"code":"SHUTTING_DOWN")/.test(
-          kind,
-        ),
-    );
-    expect(other, context).toEqual([]);
+    expect(otherAnswers(result), context).toEqual([]);
     expect(result.answers.id ?? 0, context).toBeGreaterThan(1000);
     const answered = Object.values(result.answers).reduce((a, b) => a + b, 0);
     expect(answered, context).toBe(result.requests);

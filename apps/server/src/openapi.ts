@@ -445,7 +445,7 @@ export function openApiDocument(version: string) {
         get: {
           tags: ["Operations"],
           summary:
-            "Readiness: 200 only when every enabled mode can issue ids (segment cache loaded, snowflake lease held)",
+            "Readiness: 200 when every enabled mode can serve (segment tag list read, snowflake lease held, Redis answering); no segment tag changes it: the segment check lists tags by state",
           parameters: [
             {
               name: "mode",
@@ -465,7 +465,7 @@ export function openApiDocument(version: string) {
                 type: "object",
                 properties: { ready: { type: "boolean" }, checks: { type: "object" } },
               },
-              "Not ready",
+              "Not ready (starting, draining, stopping, lease lost, Redis unavailable); with Retry-After",
             ),
             ...errors(400),
           },

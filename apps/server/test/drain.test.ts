@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { freePort, stopAll } from "@leaf/testkit";
 import { afterAll, describe, expect, it } from "vitest";
 import { startCli } from "./cli-process";
+import { startTestServer } from "./helpers";
 
 const dirs: string[] = [];
 afterAll(async () => {
@@ -111,5 +112,28 @@ describe("stopping under keep-alive load", () => {
     expect(results.afterNotReady).toBe("200 id close=true");
     // Connections were asked to close by the server (Connection: close), none was reset.
     expect(results.closeAnswers).toBeGreaterThan(0);
+  });
+});
+
+describe("a request that reaches the server while its modes close", () => {
+  it("is answered 503 SHUTTING_DOWN with Retry-After, in Java Leaf's text on its paths", async () => {
+    const test = await startTestServer();
+    try {
+      // Set as the stop sets it once every connection is closed (no client can reach this state
+      // through the network: fastify's inject can).
+      test.server.context.modesClosing = true;
+      const java = await test.server.app.inject("/api/segment/get/leaf-segment-test");
+      expect(java.statusCode).toBe(503);
+      expect(java.headers["retry-after"]).toBe("1");
+      expect(java.headers["content-type"]).toMatch(/^text\/plain/);
+      expect(java.body).toMatch(/^SHUTTING_DOWN: \[leaf\] \[server\] the server is shutting down/);
+      const json = await test.server.app.inject("/api/v1/snowflake/id");
+      expect(json.statusCode).toBe(503);
+      expect(json.headers["retry-after"]).toBe("1");
+      expect(json.json()).toMatchObject({ status: 503, code: "SHUTTING_DOWN" });
+    } finally {
+      test.server.context.modesClosing = false;
+      await test.stop();
+    }
   });
 });

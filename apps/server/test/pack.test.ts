@@ -47,11 +47,15 @@ beforeAll(() => {
   work = mkdtempSync(join(tmpdir(), "leaf-pack-"));
   const tarballs = join(work, "tarballs");
   app = join(work, "app");
-  execFileSync(
-    "pnpm",
-    ["exec", "turbo", "run", "build", "--filter=@leaf/server...", "--output-logs=errors-only"],
-    { cwd: root, stdio: "pipe" },
-  );
+  // Under turbo (`pnpm test`) every package was built before the tests started; building again
+  // here would rewrite dist/ while other packages' tests, running beside this one, read it.
+  if (process.env.TURBO_HASH === undefined) {
+    execFileSync(
+      "pnpm",
+      ["exec", "turbo", "run", "build", "--filter=@leaf/server...", "--output-logs=errors-only"],
+      { cwd: root, stdio: "pipe" },
+    );
+  }
   for (const dir of PACKAGES) {
     execFileSync("pnpm", ["pack", "--pack-destination", tarballs], {
       cwd: join(root, dir),

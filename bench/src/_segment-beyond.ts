@@ -8,11 +8,11 @@ import { performance } from "node:perf_hooks";
 import {
   EmbeddedSegmentStore,
   MemorySegmentStore,
-  MysqlSegmentStore,
   type SegmentGeneratorOptions,
   SegmentIdGenerator,
   type SegmentStore,
 } from "@leaf/segment";
+import { MysqlSegmentStore } from "@leaf/segment-mysql";
 import type { BenchRow } from "./_report";
 
 /** What the bench needs of the test kit's MariaDB handle. */

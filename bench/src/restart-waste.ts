@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { MysqlSegmentStore } from "@leaf/segment";
+import { MysqlSegmentStore } from "@leaf/segment-mysql";
 import { freePort, LeafServerProcess, startMysql, stopAll } from "@leaf/testkit";
 import { type BenchRow, report } from "./_report";
 

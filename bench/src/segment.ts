@@ -3,7 +3,8 @@
 // by the test kit, Leaf's example step of 2,000 so that ranges switch often): the latency of every
 // id, across range switches, and ids per database round trip.
 import { performance } from "node:perf_hooks";
-import { MemorySegmentStore, MysqlSegmentStore, SegmentIdGenerator } from "@leaf/segment";
+import { MemorySegmentStore, SegmentIdGenerator } from "@leaf/segment";
+import { MysqlSegmentStore } from "@leaf/segment-mysql";
 import { startMysql } from "@leaf/testkit";
 import { type BenchRow, report } from "./_report";
 import { BEYOND_NOTE, beyondLeafRows, switchRows } from "./_segment-beyond";

@@ -4,7 +4,7 @@
 import { execFileSync } from "node:child_process";
 import { closeSync, mkdirSync, openSync, rmSync, writeSync } from "node:fs";
 import { join } from "node:path";
-import { MysqlSegmentStore } from "@leaf/segment";
+import { MysqlSegmentStore } from "@leaf/segment-mysql";
 import { freePort, startMysqlReplicaPair } from "@leaf/testkit";
 import type { LeafProcess, StartOutcome } from "./leaf-process";
 import {

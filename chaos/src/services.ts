@@ -1,7 +1,8 @@
 // The stores the servers use, started once per run by the test kit as private servers (never the
 // LEAF_TEST_* ones: the suite breaks them): MariaDB, ZooKeeper, Redis; and segment tags in MariaDB.
 import { type Layout, layouts } from "@leaf/core";
-import { createSchema, MysqlSegmentStore, type TagRecord } from "@leaf/segment";
+import type { TagRecord } from "@leaf/segment";
+import { createSchema, MysqlSegmentStore } from "@leaf/segment-mysql";
 import {
   type MysqlHandle,
   type RedisHandle,

@@ -1,6 +1,6 @@
 // A MySQL database as the configuration names it (segment store or snowflake registry): the URL
 // checked, and the user and password from their keys or from the URL.
-import { parseMysqlUrl } from "@leaf/core";
+import { parseMysqlUrl } from "@leaf/mysql-support";
 import type { ConfigKey } from "./config-keys";
 import type { MysqlSettings } from "./config-types";
 import type { ConfigValues } from "./config-values";

@@ -1,6 +1,6 @@
 // How each configuration value is read: from a string (.properties, the environment) or a
 // JSON/YAML value, to the type the loader uses, or an Expected saying what was expected.
-import { parseMysqlUrl } from "@leaf/core/adapter";
+import { parseMysqlUrl } from "@leaf/mysql-support";
 
 /** Thrown by a key's reader: what was expected (the loader adds the key, the source and the value). */
 export class Expected extends Error {

@@ -1,7 +1,7 @@
 // Segment mode's settings: the store (Java Leaf's leaf_alloc table in MySQL, or the embedded one
 // for a single node), refused when a second node could serve the same tags from its own store.
 import { resolve } from "node:path";
-import { DEFAULT_TABLE, parseMysqlUrl } from "@leaf/segment";
+import { DEFAULT_TABLE, parseMysqlUrl } from "@leaf/segment-mysql";
 import { mysqlSettings } from "./config-mysql";
 import type { MysqlSettings, SegmentSettings } from "./config-types";
 import type { ConfigValues } from "./config-values";

@@ -13,12 +13,8 @@ import {
   type WorkerIdRegistry,
 } from "@leaf/core";
 import type { RedisSequence } from "@leaf/redis-sequence";
-import {
-  EmbeddedSegmentStore,
-  MysqlSegmentStore,
-  SegmentIdGenerator,
-  type SegmentStore,
-} from "@leaf/segment";
+import { EmbeddedSegmentStore, SegmentIdGenerator, type SegmentStore } from "@leaf/segment";
+import { MysqlSegmentStore } from "@leaf/segment-mysql";
 import type { ServerConfig } from "./config";
 import { envName } from "./config-keys";
 import { segmentStoreId } from "./config-segment";

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { layouts } from "@leaf/core";
-import { createSchema, MysqlSegmentStore } from "@leaf/segment";
+import { createSchema, MysqlSegmentStore } from "@leaf/segment-mysql";
 import {
   freePort,
   type MysqlHandle,

@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { MysqlSegmentStore } from "@leaf/segment";
+import { MysqlSegmentStore } from "@leaf/segment-mysql";
 import { countDuplicates, freePort, type MysqlHandle, startMysql, stopAll } from "@leaf/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { serverProcess, sleep } from "./fault-servers";

@@ -7,7 +7,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createSchema } from "@leaf/segment";
+import { createSchema } from "@leaf/segment-mysql";
 import {
   countDuplicates,
   freePort,

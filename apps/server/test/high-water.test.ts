@@ -7,7 +7,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createSchema } from "@leaf/segment";
+import { createSchema } from "@leaf/segment-mysql";
 import {
   countDuplicates,
   freePort,

@@ -10,7 +10,7 @@ import net from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { layouts, localIPv4 } from "@leaf/core";
-import { MysqlSegmentStore } from "@leaf/segment";
+import { MysqlSegmentStore } from "@leaf/segment-mysql";
 import {
   freePort,
   type MysqlHandle,

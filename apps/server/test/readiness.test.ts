@@ -5,7 +5,8 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { MAX_ID, MysqlSegmentStore } from "@leaf/segment";
+import { MAX_ID } from "@leaf/segment";
+import { MysqlSegmentStore } from "@leaf/segment-mysql";
 import { type MysqlHandle, startMysql, stopAll } from "@leaf/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type LeafServer, loadConfig, startServer } from "../src/index";

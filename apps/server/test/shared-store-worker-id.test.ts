@@ -6,7 +6,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createSchema, MysqlSegmentStore } from "@leaf/segment";
+import { createSchema, MysqlSegmentStore } from "@leaf/segment-mysql";
 import {
   countDuplicates,
   freePort,

@@ -1,6 +1,7 @@
 // `@leaf/core/adapter`: what registry and store adapters build on (the lease core, the renewing lease
-// and its timing checks, request checks, lock files, lease cache files, MySQL URLs and errors). Not
-// for applications: `@leaf/core` is their entry.
+// and its timing checks, request checks, lock files, lease cache files). Not for applications:
+// `@leaf/core` is their entry. What one driver's adapters share is in @leaf/mysql-support and
+// @leaf/redis-support: core knows no backend.
 export {
   type AcquireRequestLimits,
   type CheckedAcquireRequest,
@@ -35,51 +36,6 @@ export {
   readLockFile,
   tryAcquireLockFile,
 } from "./lock-file";
-export {
-  classifyMysqlError,
-  describeMysqlError,
-  type MysqlErrorContext,
-  type MysqlErrorInfo,
-  type MysqlErrorKind,
-  type MysqlFixes,
-  mysqlError,
-} from "./mysql-errors";
-export {
-  type MysqlHost,
-  type MysqlUrlOptions,
-  type ParsedMysqlUrl,
-  parseMysqlUrl,
-  redactMysqlUrl,
-} from "./mysql-url";
-export {
-  judgeRedisEviction,
-  policyMayEvict,
-  type RedisEvictionContext,
-  type RedisEvictionFinding,
-  type RedisEvictionSettings,
-  type RedisSettingsReader,
-  readRedisEviction,
-} from "./redis-eviction";
-export {
-  describeRedisUrl,
-  isRedisScriptClient,
-  isRedisWriteRefusal,
-  type LuaScript,
-  luaScript,
-  parseRedisUrl,
-  planRedis,
-  REDIS_CLUSTER_SLOTS_REFRESH_MS,
-  REDIS_TAKEOVER_LUA,
-  REDIS_URL_EXPECTED,
-  type RedisClusterDefaults,
-  type RedisPlan,
-  type RedisScriptClient,
-  redisClusterDefaults,
-  redisFailurePhrase,
-  runRedisScript,
-  TimeLimitError,
-  withTimeLimit,
-} from "./redis-link";
 export {
   checkLeaseTimings,
   type FenceReason,

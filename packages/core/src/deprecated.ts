@@ -12,14 +12,6 @@ export const readLockFile: typeof adapter.readLockFile = adapter.readLockFile;
 export type HeldLockFile = adapter.HeldLockFile;
 /** @deprecated Import from `@leaf/core/adapter`: adapter helpers leave the main entry. */
 export const writeFileAtomic: typeof adapter.writeFileAtomic = adapter.writeFileAtomic;
-/** @deprecated Import from `@leaf/core/adapter`: adapter helpers leave the main entry. */
-export const parseMysqlUrl: typeof adapter.parseMysqlUrl = adapter.parseMysqlUrl;
-/** @deprecated Import from `@leaf/core/adapter`: adapter helpers leave the main entry. */
-export const redactMysqlUrl: typeof adapter.redactMysqlUrl = adapter.redactMysqlUrl;
-/** @deprecated Import from `@leaf/core/adapter`: adapter helpers leave the main entry. */
-export type MysqlHost = adapter.MysqlHost;
-/** @deprecated Import from `@leaf/core/adapter`: adapter helpers leave the main entry. */
-export type ParsedMysqlUrl = adapter.ParsedMysqlUrl;
 
 /**
  * @deprecated Write `const worker = new SnowflakeWorker(options); await worker.start();` (every

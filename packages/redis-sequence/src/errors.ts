@@ -1,6 +1,6 @@
 // Every error a sequence throws, worded in one place: what happened, the values seen, what to do.
 import { ErrorCodes, type Layout, LeafError } from "@leaf/core";
-import { isRedisWriteRefusal } from "@leaf/core/adapter";
+import { isRedisWriteRefusal } from "@leaf/redis-support";
 import type { SequenceKeys } from "./keys";
 import type { RecordedSettings } from "./lua-scripts";
 import type { ResolvedOptions } from "./options";

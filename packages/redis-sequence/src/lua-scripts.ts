@@ -1,7 +1,7 @@
 // The Lua scripts run in Redis: the allocation of a sequence range in one second (seed 002), and a
 // probe. Both first check the namespace's marker, which is how a Redis that restarted, lost its
 // data or failed over is detected and fenced before it can hand out a sequence a second time.
-import { luaScript, REDIS_TAKEOVER_LUA } from "@leaf/core/adapter";
+import { luaScript, REDIS_TAKEOVER_LUA } from "@leaf/redis-support";
 
 /**
  * Shared opening of both scripts.
@@ -19,7 +19,7 @@ import { luaScript, REDIS_TAKEOVER_LUA } from "@leaf/core/adapter";
  * this process while it was promoted back from a replica (a failover away and back: it missed the
  * other master's counters), sequences handed out before may be handed out again, so every second up
  * to now + largest clock skew + margin is fenced: allocations for it are refused (REDIS_TAKEOVER_LUA
- * in `@leaf/core/adapter` tells). ARGV[1] largest clock skew in ms, ARGV[2] fence margin in ms.
+ * in `@leaf/redis-support` tells). ARGV[1] largest clock skew in ms, ARGV[2] fence margin in ms.
  */
 const MARKER_CHECK = `${REDIS_TAKEOVER_LUA}
 if redis.replicate_commands then pcall(redis.replicate_commands) end

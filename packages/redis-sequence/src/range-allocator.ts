@@ -2,8 +2,8 @@
 // counter at a time, and what each refusal means (clock skew, a fence after a Redis restart, a
 // used-up second, Redis's clock gone back below seconds already served).
 import type { Layout } from "@leaf/core";
-import { judgeRedisEviction } from "@leaf/core/adapter";
-import { type RedisLink, RedisTimeoutError, unavailable } from "./connection";
+import { judgeRedisEviction, type RedisLink } from "@leaf/redis-support";
+import { RedisTimeoutError, unavailable } from "./connection";
 import type { SequenceErrors } from "./errors";
 import type { Fallback } from "./fallback";
 import type { SequenceKeys } from "./keys";

@@ -3,7 +3,7 @@
 // pass, and an honest error (or, on request, seed 002's random fallback: fallback.ts) when Redis
 // is down.
 import { argumentError, delay, type Layout, type LeafError } from "@leaf/core";
-import { RedisLink } from "./connection";
+import { RedisLink } from "@leaf/redis-support";
 import { namespaceSettings, SequenceErrors } from "./errors";
 import { Fallback } from "./fallback";
 import { IdBits } from "./id-bits";
@@ -69,7 +69,12 @@ export class RedisSequence {
     this.layout = o.layout;
     this.clock = new SequenceClock(o.clock, o.timeSource === "redis");
     this.cache = new SlotCache(o.layout, o.sequenceScope, o.minBatchSize);
-    this.link = new RedisLink(options, options.redisOptions, options.clusterOptions);
+    this.link = new RedisLink({
+      ...options,
+      component: "redis-sequence",
+      timeoutMs: o.connectTimeoutMs,
+      renamed: { redis: "url or client" },
+    });
     const settings = namespaceSettings(o);
     this.errors = new SequenceErrors(o, this.link.description, this.keys, settings);
     this.bits = new IdBits(o.layout, this.errors);

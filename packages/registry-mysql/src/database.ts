@@ -2,7 +2,7 @@
 // mysql2 options or a ready pool), statements with a hard time limit so that a hung server never
 // stalls a lease, and MySQL errors turned into LeafErrors that say what to do.
 import { configError, ErrorCodes, LeafError } from "@leaf/core";
-import { classifyMysqlError, mysqlError, parseMysqlUrl, redactMysqlUrl } from "@leaf/core/adapter";
+import { classifyMysqlError, mysqlError, parseMysqlUrl, redactMysqlUrl } from "@leaf/mysql-support";
 import {
   type Connection,
   createConnection,

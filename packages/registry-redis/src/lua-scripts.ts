@@ -2,7 +2,7 @@
 // TIME: take the lowest free ids, renew only while the holder's token matches, release. Every id's
 // highest timestamp stays in the stamps hash after its lease ends, and the marker guards against a
 // Redis that restarted without its data (see MARKER).
-import { luaScript, REDIS_TAKEOVER_LUA } from "@leaf/core/adapter";
+import { luaScript, REDIS_TAKEOVER_LUA } from "@leaf/redis-support";
 
 const script = luaScript;
 
@@ -31,7 +31,7 @@ local function ms(n) return string.format('%.0f', n) end
  * process took over; so no id is granted until one lease after the takeover (the quarantine), and
  * every id granted after it starts at or after that instant (the floor, ms since the epoch by Redis
  * TIME). ARGV[1] lease ms. How a restart or promotion is told: `REDIS_TAKEOVER_LUA` in
- * `@leaf/core/adapter`, shared with the redis sequence.
+ * `@leaf/redis-support`, shared with the redis sequence.
  */
 const MARKER = `${REDIS_TAKEOVER_LUA}
 local lease_ms = tonumber(ARGV[1])

@@ -20,7 +20,8 @@ import {
   RenewingLease,
   workerIdsExhaustedError,
 } from "@leaf/core/adapter";
-import { COMPONENT, type RedisLink } from "./connection";
+import type { RedisLink } from "@leaf/redis-support";
+import { COMPONENT, runScript } from "./connection";
 import { ACQUIRE_SCRIPT, RELEASE_SCRIPT, RENEW_SCRIPT } from "./lua-scripts";
 
 /** The three keys of one service name; one hash tag, so one Cluster slot. */
@@ -64,7 +65,8 @@ export async function acquireRedisLease(
     request.signal?.throwIfAborted();
     const sentAt = performance.now();
     const horizon = settings.clock.now() + settings.leaseMs;
-    const reply = (await settings.link.run(
+    const reply = (await runScript(
+      settings.link,
       ACQUIRE_SCRIPT,
       [keys.leases, keys.stamps, keys.marker],
       [
@@ -187,7 +189,8 @@ export class RedisLease extends RenewingLease {
    */
   protected async releaseOnce(): Promise<void> {
     try {
-      await this.settings.link.run(
+      await runScript(
+        this.settings.link,
         RELEASE_SCRIPT,
         [this.keys.leases, this.keys.stamps, this.keys.marker],
         [this.token, ...this.heldIds().flatMap((id) => [id, this.highest(id)])],
@@ -210,7 +213,8 @@ export class RedisLease extends RenewingLease {
     const horizon =
       Math.max(this.settings.clock.now(), ...ids.map((id) => this.highest(id))) +
       this.settings.leaseMs;
-    const reply = (await this.settings.link.run(
+    const reply = (await runScript(
+      this.settings.link,
       RENEW_SCRIPT,
       [this.keys.leases, this.keys.stamps, this.keys.marker],
       [this.settings.leaseMs, this.token, horizon, ...ids.flatMap((id) => [id, this.highest(id)])],

@@ -9,9 +9,10 @@ import {
   systemClock,
   type WorkerIdRegistry,
 } from "@leaf/core";
-import { checkAcquireRequest, checkLeaseTimings, judgeRedisEviction } from "@leaf/core/adapter";
+import { checkAcquireRequest, checkLeaseTimings } from "@leaf/core/adapter";
+import { judgeRedisEviction, type RedisEvictionSettings, RedisLink } from "@leaf/redis-support";
 import type { Cluster, ClusterOptions, Redis, RedisOptions } from "ioredis";
-import { COMPONENT, RedisLink } from "./connection";
+import { COMPONENT, redisFailure } from "./connection";
 import { acquireRedisLease, type RedisLease } from "./redis-lease";
 
 /** Why a lease still held when the registry closes is lost. */
@@ -161,6 +162,7 @@ export class RedisRegistry implements WorkerIdRegistry {
     }
     this.onWarning = onWarning;
     this.link = new RedisLink({
+      component: COMPONENT,
       url: options.url,
       client: options.client,
       redisOptions: options.redisOptions,
@@ -228,7 +230,13 @@ export class RedisRegistry implements WorkerIdRegistry {
    * be warned about once the grant shows Redis answers.
    */
   private async checkEviction(): Promise<RedisRegistryWarning | undefined> {
-    const finding = judgeRedisEviction(await this.link.evictionSettings(), {
+    let servers: RedisEvictionSettings[];
+    try {
+      servers = await this.link.evictionSettings();
+    } catch (error) {
+      throw redisFailure(this.link, error, "reading maxmemory-policy");
+    }
+    const finding = judgeRedisEviction(servers, {
       component: COMPONENT,
       where: this.link.description,
       keysExpire: false,

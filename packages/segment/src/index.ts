@@ -1,4 +1,3 @@
-export { type MysqlHost, type ParsedMysqlUrl, parseMysqlUrl } from "@leaf/core/adapter";
 export { type DynamicStepOptions, nextDynamicStep, resolveDynamicStep } from "./dynamic-step";
 export {
   EmbeddedSegmentStore,
@@ -13,18 +12,11 @@ export {
   HighWaterMarks,
   type HighWaterOptions,
 } from "./high-water";
-export { DEFAULT_TABLE, LEAF_ALLOC_SCHEMA, leafAllocSchema } from "./leaf-alloc-schema";
 export {
   MemorySegmentData,
   MemorySegmentStore,
   type MemorySegmentStoreOptions,
 } from "./memory-store";
-export {
-  createSchema,
-  MysqlSegmentStore,
-  type MysqlSegmentStoreOptions,
-  type MysqlStoreStats,
-} from "./mysql-store";
 export type { RangeSnapshot } from "./segment-buffer";
 export {
   type EagerLoadOptions,

@@ -1,9 +1,11 @@
 // Failover of the MySQL segment store across a real MariaDB primary and replica (binary log,
 // CHANGE MASTER TO, replica read_only=ON): the primary is SIGKILLed, the replica promoted, and the old
 // primary comes back writable. Ids are counted over every generator: none may repeat.
+
+import { SegmentIdGenerator } from "@leaf/segment";
 import { countDuplicates, type MysqlReplicaPair, startMysqlReplicaPair } from "@leaf/testkit";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { MysqlSegmentStore, SegmentIdGenerator } from "../src/index";
+import { MysqlSegmentStore } from "../src/index";
 
 /** Retries `check` until it passes; generous, since these machines are shared (not a speed bound). */
 const eventually = <T>(check: () => T | Promise<T>, timeout = 60_000) =>

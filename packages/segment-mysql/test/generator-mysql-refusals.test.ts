@@ -2,10 +2,11 @@
 // ranges, or reset to 1) and a negative step. Two generators stand for two servers; every id they
 // hand out is counted and none may repeat; the tag stops being served, with the reason.
 import { ErrorCodes, isLeafError } from "@leaf/core";
+import { SegmentIdGenerator } from "@leaf/segment";
 import { countDuplicates, type MysqlHandle, startMysql } from "@leaf/testkit";
 import mysql from "mysql2/promise";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import { MysqlSegmentStore, SegmentIdGenerator } from "../src/index";
+import { MysqlSegmentStore } from "../src/index";
 
 /** Retries `check` until it passes; generous, since these machines are shared (not a speed bound). */
 const eventually = <T>(check: () => T | Promise<T>) =>

@@ -2,10 +2,10 @@
 // pool cluster they describe, one pool per host in failover order. Kept apart from the store, which
 // is its range transaction and host failover.
 import { configError } from "@leaf/core";
-import { type MysqlHost, parseMysqlUrl, redactMysqlUrl } from "@leaf/core/adapter";
+import { type MysqlHost, parseMysqlUrl, redactMysqlUrl } from "@leaf/mysql-support";
+import { COMPONENT } from "@leaf/segment/adapter";
 import mysql, { type PoolCluster, type PoolOptions } from "mysql2/promise";
 import { DEFAULT_TABLE, quoteTable } from "./leaf-alloc-schema";
-import { COMPONENT } from "./validation";
 
 /** Options of {@link MysqlSegmentStore}. Give `url`, or `hosts` (with user, password, database). */
 export interface MysqlSegmentStoreOptions {

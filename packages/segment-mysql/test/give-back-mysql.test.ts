@@ -4,15 +4,15 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ErrorCodes, isLeafError } from "@leaf/core";
+import {
+  EmbeddedSegmentStore,
+  type SegmentGeneratorOptions,
+  SegmentIdGenerator,
+} from "@leaf/segment";
 import { type MysqlHandle, startMysql } from "@leaf/testkit";
 import mysql from "mysql2/promise";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import {
-  EmbeddedSegmentStore,
-  MysqlSegmentStore,
-  type SegmentGeneratorOptions,
-  SegmentIdGenerator,
-} from "../src/index";
+import { MysqlSegmentStore } from "../src/index";
 
 let db: MysqlHandle;
 let database: string;

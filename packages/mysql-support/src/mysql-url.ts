@@ -1,6 +1,6 @@
 // Parses the database URLs people already have: mysql://, mariadb:// and Java Leaf's
 // jdbc:mysql:// (leaf.jdbc.url), with several comma-separated hosts for failover. Pure: no driver.
-import { configError } from "./errors";
+import { configError } from "@leaf/core";
 
 /** One database server. */
 export interface MysqlHost {

@@ -4,10 +4,11 @@
 // took the ids given back, and hand them out a second time. A second session holding
 // `SELECT ... FOR UPDATE` on the row makes the wait real; every range is checked.
 import { ErrorCodes, isLeafError } from "@leaf/core";
+import type { SegmentRange } from "@leaf/segment";
 import { type MysqlHandle, startMysql } from "@leaf/testkit";
 import mysql from "mysql2/promise";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { MysqlSegmentStore, type SegmentRange } from "../src/index";
+import { MysqlSegmentStore } from "../src/index";
 
 let db: MysqlHandle;
 let database: string;

@@ -1,6 +1,8 @@
 // The Redis pieces every Redis adapter shares: URLs read and redacted, one server or the nodes of a
 // cluster, and the time limit. (Scripts by SHA with the NOSCRIPT fallback run against a real Redis in
 // the tests of @leaf/redis-sequence and @leaf/registry-redis.)
+
+import { ErrorCodes, LeafError } from "@leaf/core";
 import { describe, expect, it } from "vitest";
 import {
   describeRedisUrl,
@@ -12,8 +14,7 @@ import {
   redisFailurePhrase,
   TimeLimitError,
   withTimeLimit,
-} from "../src/adapter";
-import { ErrorCodes, LeafError } from "../src/index";
+} from "../src/index";
 
 const where = { component: "test", key: "url" };
 

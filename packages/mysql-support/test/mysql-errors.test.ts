@@ -1,6 +1,6 @@
+import { ErrorCodes } from "@leaf/core";
 import { describe, expect, it } from "vitest";
-import { classifyMysqlError, mysqlError } from "../src/adapter";
-import { ErrorCodes } from "../src/index";
+import { classifyMysqlError, mysqlError } from "../src/index";
 
 // Errors shaped as mysql2 raises them (errno, code, sqlState, message as MariaDB 10.11 sends them).
 const server = (errno: number, code: string, sqlState: string, message: string) =>

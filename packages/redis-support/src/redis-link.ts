@@ -1,10 +1,9 @@
-// What every Redis adapter shares, without depending on a Redis client library: reading and
-// redacting redis:// URLs (one server, or the nodes of a Redis Cluster), running a Lua script by
-// its SHA with the source sent once when Redis does not know it (after a restart or a failover),
-// and a time limit on a round trip. The adapters (redis-sequence, registry-redis) build their
-// ioredis clients from the plan this returns.
+// The parts of a Redis link, without a client library: reading and redacting redis:// URLs (one
+// server, or the nodes of a Redis Cluster), running a Lua script by its SHA with the source sent
+// once when Redis does not know it (after a restart or a failover), and a time limit on a round
+// trip. RedisLink (connection.ts) builds its ioredis client from the plan this returns.
 import { createHash } from "node:crypto";
-import { configError } from "./errors";
+import { configError } from "@leaf/core";
 
 /** A script and its SHA-1, run by EVALSHA with a fallback to EVAL. */
 export interface LuaScript {

@@ -10,12 +10,8 @@ import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 const eventually = <T>(check: () => T | Promise<T>) =>
   vi.waitFor(check, { timeout: 20_000, interval: 20 });
 
-import {
-  MAX_ID,
-  MysqlSegmentStore,
-  type SegmentGeneratorOptions,
-  SegmentIdGenerator,
-} from "../src/index";
+import { MAX_ID, type SegmentGeneratorOptions, SegmentIdGenerator } from "@leaf/segment";
+import { MysqlSegmentStore } from "../src/index";
 
 let db: MysqlHandle;
 let database: string;

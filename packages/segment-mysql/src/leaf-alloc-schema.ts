@@ -1,7 +1,7 @@
 // Java Leaf's leaf_alloc table, column for column, so that a team moving from Java Leaf points the
 // MySQL store at the table it already has. The same text ships as sql/leaf_alloc.sql.
 import { configError } from "@leaf/core";
-import { COMPONENT } from "./validation";
+import { COMPONENT } from "@leaf/segment/adapter";
 
 /** The default table name, as in Java Leaf. */
 export const DEFAULT_TABLE = "leaf_alloc";

@@ -12,7 +12,8 @@ import {
   type MysqlErrorInfo,
   type MysqlFixes,
   mysqlError,
-} from "@leaf/core/adapter";
+} from "@leaf/mysql-support";
+import type { NewTag, SegmentRange, SegmentStore, TagRecord } from "@leaf/segment";
 import type { PoolCluster, PoolConnection, ResultSetHeader, RowDataPacket } from "mysql2/promise";
 import {
   deletedTableName,
@@ -29,7 +30,6 @@ import {
 
 export type { MysqlSegmentStoreOptions, MysqlStoreStats } from "./mysql-store-options";
 
-import type { NewTag, SegmentRange, SegmentStore, TagRecord } from "./segment-store";
 import {
   badStoredMaxId,
   badStoredStep,
@@ -45,7 +45,7 @@ import {
   rangeOverflow,
   tagExists,
   unknownTag,
-} from "./validation";
+} from "@leaf/segment/adapter";
 
 /** How an operator fixes the store's configuration, in its option names. */
 const FIXES: MysqlFixes = {

@@ -1,7 +1,7 @@
 // Judging a Redis's eviction settings for an adapter's keys (reading them is tested against real
 // Redis servers in registry-redis's and redis-sequence's eviction tests).
 import { describe, expect, it } from "vitest";
-import { judgeRedisEviction, policyMayEvict, type RedisEvictionSettings } from "../src/adapter";
+import { judgeRedisEviction, policyMayEvict, type RedisEvictionSettings } from "../src/index";
 
 const context = {
   component: "registry-x",

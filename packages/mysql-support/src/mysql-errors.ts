@@ -2,7 +2,7 @@
 // store, the MySQL registry): a mysql2 error is classified by its errno or code, without importing
 // mysql2, into unreachable / access / schema / read-only / statement, and turned into a LeafError
 // whose message says what happened and what to change.
-import { ErrorCodes, LeafError } from "./errors";
+import { ErrorCodes, LeafError } from "@leaf/core";
 
 /**
  * What a MySQL error means for the caller:

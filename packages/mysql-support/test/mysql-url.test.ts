@@ -1,6 +1,6 @@
+import { ErrorCodes } from "@leaf/core";
 import { describe, expect, it } from "vitest";
-import { parseMysqlUrl, redactMysqlUrl } from "../src/adapter";
-import { ErrorCodes } from "../src/index";
+import { parseMysqlUrl, redactMysqlUrl } from "../src/index";
 
 describe("parseMysqlUrl", () => {
   it("reads a JDBC URL in any case, ignoring its parameters", () => {

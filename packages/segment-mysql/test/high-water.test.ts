@@ -5,10 +5,11 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ErrorCodes, isLeafError, type LeafError } from "@leaf/core";
+import { HIGH_WATER_FILE, SegmentIdGenerator } from "@leaf/segment";
 import { countDuplicates, type MysqlHandle, startMysql } from "@leaf/testkit";
 import mysql from "mysql2/promise";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { HIGH_WATER_FILE, MysqlSegmentStore, SegmentIdGenerator } from "../src/index";
+import { MysqlSegmentStore } from "../src/index";
 
 let db: MysqlHandle;
 let database: string;

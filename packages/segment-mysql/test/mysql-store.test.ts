@@ -2,15 +2,11 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { segmentStoreConformance } from "@leaf/conformance/segment-store";
 import { ErrorCodes, isLeafError } from "@leaf/core";
+import { SegmentIdGenerator } from "@leaf/segment";
 import { type MysqlHandle, startMysql } from "@leaf/testkit";
 import mysql from "mysql2/promise";
 import { afterAll, beforeAll, describe, expect, it, test } from "vitest";
-import {
-  createSchema,
-  LEAF_ALLOC_SCHEMA,
-  MysqlSegmentStore,
-  SegmentIdGenerator,
-} from "../src/index";
+import { createSchema, LEAF_ALLOC_SCHEMA, MysqlSegmentStore } from "../src/index";
 
 let db: MysqlHandle;
 let database: string;

@@ -1,0 +1,33 @@
+// `@leaf/redis-support`: what the Redis adapters (@leaf/registry-redis, @leaf/redis-sequence) share,
+// kept here once so that @leaf/core knows no backend: the one RedisLink, scripts by SHA, the
+// worker-id takeover script, URLs, time limits and the eviction-policy check.
+export { RedisLink, type RedisLinkOptions } from "./connection";
+export {
+  judgeRedisEviction,
+  policyMayEvict,
+  type RedisEvictionContext,
+  type RedisEvictionFinding,
+  type RedisEvictionSettings,
+  type RedisSettingsReader,
+  readRedisEviction,
+} from "./redis-eviction";
+export {
+  describeRedisUrl,
+  isRedisScriptClient,
+  isRedisWriteRefusal,
+  type LuaScript,
+  luaScript,
+  parseRedisUrl,
+  planRedis,
+  REDIS_CLUSTER_SLOTS_REFRESH_MS,
+  REDIS_TAKEOVER_LUA,
+  REDIS_URL_EXPECTED,
+  type RedisClusterDefaults,
+  type RedisPlan,
+  type RedisScriptClient,
+  redisClusterDefaults,
+  redisFailurePhrase,
+  runRedisScript,
+  TimeLimitError,
+  withTimeLimit,
+} from "./redis-link";

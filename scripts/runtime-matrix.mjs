@@ -103,6 +103,8 @@ const TESTS = [
   { dirs: ["packages/registry-local"], files: "no service" },
   { dirs: ["packages/segment"], files: "no service" },
   { dirs: ["packages/client"], files: "no service" },
+  { dirs: ["packages/mysql-support"], files: "no service", ifPresent: true },
+  { dirs: ["packages/redis-support"], files: "no service", ifPresent: true },
   // Each driver against a real server (the test kit starts it): the adapter's conformance suite.
   { dirs: ["packages/registry-zk"], files: ["test/conformance.test.ts"] },
   { dirs: ["packages/registry-mysql"], files: ["test/conformance.test.ts"] },
@@ -111,6 +113,12 @@ const TESTS = [
   { dirs: ["packages/redis-sequence"], files: ["test/allocation.test.ts"] },
   { dirs: ["packages/segment-mysql", "packages/segment"], files: ["test/mysql-store.test.ts"] },
 ];
+
+// A package not in this checkout (`ifPresent`) is left out.
+for (const suite of TESTS.filter((s) => s.ifPresent)) {
+  if (!suite.dirs.some((d) => existsSync(join(root, d, "test"))))
+    TESTS.splice(TESTS.indexOf(suite), 1);
+}
 
 /** A test file that starts a service through the test kit (or is pointed at one). */
 const STARTS_A_SERVICE =

@@ -5,8 +5,8 @@
 # The workspace links are relative, so the copy's packages find each other; DEST/node_modules links
 # to this tree's third-party modules.
 set -euo pipefail
-dest=${1:?usage: copy-build.sh DEST}
-root=$(cd "$(dirname "$0")/../.." && pwd)
+dest=${1:?usage: copy-build.sh DEST [ROOT: the built tree, default this one]}
+root=${2:-$(cd "$(dirname "$0")/../.." && pwd)}
 rm -rf "$dest"
 mkdir -p "$dest"
 ln -s "$root/node_modules" "$dest/node_modules"

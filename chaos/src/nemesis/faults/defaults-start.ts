@@ -22,10 +22,13 @@ export const defaultsStart: Fault = {
       );
     } else {
       const why = /INVALID_CONFIG[^\n]{0,200}/.exec(outcome.output)?.[0];
-      c.note(
-        `${target} refused at start as it must (exit ${outcome.code}): ${why ?? outcome.output.slice(-200)}`,
-      );
-      if (!why) c.breaks("refusals", `${target} did not start, but not with INVALID_CONFIG`);
+      if (why) c.note(`${target} refused at start as it must (exit ${outcome.code}): ${why}`);
+      else {
+        c.breaks(
+          "refusals",
+          `${target} did not start, but not with INVALID_CONFIG (exit ${outcome.code}): ${outcome.output.slice(-300)}`,
+        );
+      }
     }
     return true;
   },

@@ -54,7 +54,7 @@ export const maxIdBack: Fault = {
     if (label !== "none" && c.server(label).running) {
       await c.server(label).stop();
       const started = await c.startServer(label, 2);
-      c.note(`${label} restarted with max_id moved back: ${started ? "serving" : "refused"}`);
+      c.note(`${label} restarted with max_id moved back: ${started ? "started" : "refused"}`);
     }
     return true;
   },

@@ -43,13 +43,13 @@ export function unusedTail(b: TagBuffer): { from: bigint; end: bigint } | undefi
 
 /**
  * Gives back the unused tail of each of `buffers` (already removed from serving, with no load in
- * flight), one store call per tag, each after `before(tag, from)` resolved. Never throws: each
+ * flight), one store call per tag, each after `before(tag, from, end)` resolved. Never throws: each
  * tag's outcome says what happened.
  */
 export async function giveBackAll(
   store: SegmentStore,
   buffers: TagBuffer[],
-  before?: (tag: string, from: bigint) => Promise<void>,
+  before?: (tag: string, from: bigint, end: bigint) => Promise<void>,
 ): Promise<GiveBackOutcome[]> {
   const outcomes: GiveBackOutcome[] = [];
   for (const b of buffers) {
@@ -72,7 +72,7 @@ export async function giveBackAll(
       // The node's high-water mark comes down to `from` first: once the store's max id is `from`,
       // a mark above it would refuse the tag at the next start. If the mark cannot be lowered,
       // nothing is given back (a gap).
-      await before?.(b.tag, tail.from);
+      await before?.(b.tag, tail.from, tail.end);
     } catch (error) {
       outcomes.push({ ...base, outcome: "skipped", reason: message(error) });
       continue;

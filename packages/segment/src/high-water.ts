@@ -49,8 +49,14 @@ export class HighWaterMarks {
   private readonly dir: string;
   private readonly staleAfterMs: number;
   private readonly marks = new Map<string, bigint>();
-  /** Marks of other stores found in the file, written back unchanged. */
-  private others: Record<string, Record<string, string>> = {};
+  /**
+   * Per tag, the highest max id this node read in the store's row (a refresh reads every row): it
+   * shows how far other nodes took ranges, up to this node's last read.
+   */
+  private readonly seen = new Map<string, bigint>();
+  /** Marks (and observed max ids) of other stores found in the file, written back unchanged. */
+  private readonly others = new Map<string, unknown>();
+  private readonly othersSeen = new Map<string, unknown>();
   private lock: HeldLockFile | undefined;
   private opening: Promise<void> | undefined;
   /** The last write queued (each starts after the one before ends). */
@@ -58,6 +64,8 @@ export class HighWaterMarks {
   /** A write queued and not started yet: a change made now is carried by it. */
   private pending: Promise<void> | undefined;
   private temps = 0;
+  /** A write failed: the file may lack a mark held in memory, so the next call writes again. */
+  private unsaved = false;
 
   constructor(options: HighWaterOptions) {
     this.dir = resolve(options.dir);
@@ -115,6 +123,31 @@ export class HighWaterMarks {
     return this.marks;
   }
 
+  /** The highest max id of `tag` this node read in the store (as on disk once `observe` resolved). */
+  seenOf(tag: string): bigint | undefined {
+    return this.seen.get(tag);
+  }
+
+  /** Every observed max id of this store, by tag. */
+  allSeen(): ReadonlyMap<string, bigint> {
+    return this.seen;
+  }
+
+  /**
+   * Records the max ids read in the store's rows (`rows`: tag and max id), keeping the highest per
+   * tag, and resolves once the file holds them (no write when none rose). Rejects as `raise`.
+   */
+  async observe(rows: Iterable<{ tag: string; maxId: bigint }>): Promise<void> {
+    let rose = false;
+    for (const { tag, maxId } of rows) {
+      const seen = this.seen.get(tag);
+      if (seen !== undefined && seen >= maxId) continue;
+      this.seen.set(tag, maxId);
+      rose = true;
+    }
+    if (rose) await this.persist();
+  }
+
   /**
    * Raises the mark of `tag` to `end` (no change when it is at or above already) and resolves once
    * the file on disk holds it. Rejects with UNAVAILABLE when the file cannot be written (the caller
@@ -122,19 +155,24 @@ export class HighWaterMarks {
    */
   async raise(tag: string, end: bigint): Promise<void> {
     const mark = this.marks.get(tag);
-    if (mark !== undefined && mark >= end) return;
-    this.marks.set(tag, end);
+    if (mark !== undefined && mark >= end && !this.unsaved) return;
+    if (mark === undefined || mark < end) this.marks.set(tag, end);
     await this.persist();
   }
 
   /**
    * Lowers the mark of `tag` to `to` (the first id this node never handed out, before it gives the
-   * rest of its ranges back to the store), durably; no change when it is at or below already.
+   * rest of its ranges `[to, end)` back to the store), durably; no change when it is at or below
+   * already. The observed max id comes down to `to` as well when it is not above `end` (then it
+   * only saw this node's own ranges); one above `end` stays (the give-back will not match).
    */
-  async lower(tag: string, to: bigint): Promise<void> {
+  async lower(tag: string, to: bigint, end: bigint): Promise<void> {
     const mark = this.marks.get(tag);
-    if (mark === undefined || mark <= to) return;
-    this.marks.set(tag, to);
+    const seen = this.seen.get(tag);
+    const lowerSeen = seen !== undefined && seen > to && seen <= end;
+    if ((mark === undefined || mark <= to) && !lowerSeen) return;
+    if (mark !== undefined && mark > to) this.marks.set(tag, to);
+    if (lowerSeen) this.seen.set(tag, to);
     await this.persist();
   }
 
@@ -144,7 +182,8 @@ export class HighWaterMarks {
    */
   async forget(tag: string): Promise<bigint | undefined> {
     const mark = this.marks.get(tag);
-    if (mark === undefined) return undefined;
+    const seen = this.seen.delete(tag);
+    if (mark === undefined && !seen) return undefined;
     this.marks.delete(tag);
     await this.persist();
     return mark;
@@ -163,7 +202,11 @@ export class HighWaterMarks {
       .catch(() => {})
       .then(() => {
         this.pending = undefined;
-        return this.write(this.serialize());
+        this.unsaved = false;
+        return this.write(this.serialize()).catch((error: unknown) => {
+          this.unsaved = true;
+          throw error;
+        });
       });
     this.pending = write;
     this.chain = write;
@@ -212,15 +255,21 @@ export class HighWaterMarks {
     });
   }
 
+  // Objects keyed by tag or store are built with Object.fromEntries (own properties, whatever the
+  // name: "__proto__" included) and read back with Object.entries, never by assignment.
   private serialize(): string {
-    const stores: Record<string, Record<string, string>> = { ...this.others };
-    const own: Record<string, string> = {};
-    for (const [tag, end] of [...this.marks].sort(([a], [b]) => (a < b ? -1 : 1))) {
-      own[tag] = end.toString();
-    }
-    if (this.marks.size > 0) stores[this.storeId] = own;
-    else delete stores[this.storeId];
-    return `${JSON.stringify({ format: FORMAT, version: VERSION, stores }, null, 1)}\n`;
+    const section = (others: Map<string, unknown>, own: Map<string, bigint>) => {
+      const entries = new Map(others);
+      entries.delete(this.storeId);
+      if (own.size > 0) {
+        const sorted = [...own].sort(([a], [b]) => (a < b ? -1 : 1));
+        entries.set(this.storeId, Object.fromEntries(sorted.map(([t, v]) => [t, v.toString()])));
+      }
+      return Object.fromEntries(entries);
+    };
+    const stores = section(this.others, this.marks);
+    const seen = section(this.othersSeen, this.seen);
+    return `${JSON.stringify({ format: FORMAT, version: VERSION, stores, seen }, null, 1)}\n`;
   }
 
   private parse(text: string): void {
@@ -237,20 +286,36 @@ export class HighWaterMarks {
     } catch {
       throw damaged("not JSON");
     }
-    const head = data as { format?: unknown; version?: unknown; stores?: unknown };
+    const head = data as { format?: unknown; version?: unknown; stores?: unknown; seen?: unknown };
     if (head?.format !== FORMAT || head.version !== VERSION) {
       throw damaged(`not a ${FORMAT} file of version ${VERSION}`);
     }
     if (typeof head.stores !== "object" || head.stores === null) throw damaged("no stores");
-    for (const [store, tags] of Object.entries(head.stores as Record<string, unknown>)) {
-      if (typeof tags !== "object" || tags === null) throw damaged(`store ${store} holds no tags`);
-      for (const [tag, end] of Object.entries(tags as Record<string, unknown>)) {
-        if (typeof end !== "string" || !/^(0|[1-9][0-9]*)$/.test(end) || BigInt(end) > MAX_ID) {
-          throw damaged(`tag ${JSON.stringify(tag)} of store ${store}: ${JSON.stringify(end)}`);
+    const read = (
+      section: object,
+      own: Map<string, bigint>,
+      others: Map<string, unknown>,
+      what: string,
+    ) => {
+      for (const [store, tags] of Object.entries(section)) {
+        if (typeof tags !== "object" || tags === null)
+          throw damaged(`store ${store} holds no tags`);
+        for (const [tag, end] of Object.entries(tags)) {
+          if (typeof end !== "string" || !/^(0|[1-9][0-9]*)$/.test(end) || BigInt(end) > MAX_ID) {
+            throw damaged(
+              `${what} of tag ${JSON.stringify(tag)} of store ${store}: ${JSON.stringify(end)}`,
+            );
+          }
+          if (store === this.storeId) own.set(tag, BigInt(end));
         }
-        if (store === this.storeId) this.marks.set(tag, BigInt(end));
+        if (store !== this.storeId) others.set(store, tags);
       }
-      if (store !== this.storeId) this.others[store] = tags as Record<string, string>;
+    };
+    read(head.stores, this.marks, this.others, "mark");
+    // Written since the observed max ids were added; a file without them observed nothing yet.
+    if (head.seen !== undefined) {
+      if (typeof head.seen !== "object" || head.seen === null) throw damaged("seen is no object");
+      read(head.seen, this.seen, this.othersSeen, "observed max id");
     }
   }
 }

@@ -82,6 +82,12 @@ export class TagBuffer {
   switchesSinceLoad = 0;
   /** Ranges a load brought after the buffer was removed (at close): never handed out. */
   late: SegmentRange[] = [];
+  /**
+   * A range taken whose end could not be written to the high-water file (a full disk): never
+   * served; the retry writes it again instead of taking another range, so a failing disk costs one
+   * load's ids, not one per retry. `count` is the number of ranges it was taken as.
+   */
+  unwritten: { range: SegmentRange; count: number } | undefined = undefined;
   /** A load is in flight (cleared by the load itself before it wakes anyone). */
   loading = false;
   /** The retry after a failed load. */

@@ -423,7 +423,7 @@ export class SegmentIdGenerator {
       this.givenBack = await giveBackAll(
         this.store,
         held,
-        marks && ((tag, from) => marks.lower(tag, from)),
+        marks && ((tag, from, end) => marks.lower(tag, from, end)),
       );
     }
     await this.highWater?.close();
@@ -541,8 +541,15 @@ export class SegmentIdGenerator {
   private async doRefresh(): Promise<void> {
     const seq = this.changeSeq;
     let tags: string[];
+    // With high-water marks the refresh reads every row: the max ids show how far other nodes took
+    // ranges, and the node keeps the highest it read (see TagLoader's skip below them).
+    let rows: TagRecord[] | undefined;
     try {
-      tags = await this.store.listTags();
+      if (this.highWater === undefined) tags = await this.store.listTags();
+      else {
+        rows = await this.store.describeTags();
+        tags = rows.map((r) => r.tag);
+      }
     } catch (error) {
       this.refreshFailures++;
       this.lastRefreshError = error;
@@ -550,6 +557,14 @@ export class SegmentIdGenerator {
       throw error;
     }
     if (this.state === "closed") return;
+    if (rows !== undefined) {
+      try {
+        await this.highWater!.observe(rows);
+      } catch (error) {
+        // Not fatal: the ranges' own marks are still written before they are served.
+        this.report(error, { operation: "refresh" });
+      }
+    }
     const present = new Set(tags);
     const added: TagBuffer[] = [];
     for (const tag of tags) {

@@ -191,27 +191,43 @@ export class TagLoader {
     b.switchesSinceLoad = 0;
     // A deeper prefetch fills its gap in one round trip: one range of `count` steps, split below.
     const perRange = step ?? b.tableStep;
-    const count =
-      b.depth > 1 && perRange > 0 && !b.tableStepOnly
-        ? Math.max(1, Math.min(b.depth - b.ahead.length, Math.floor(MAX_STEP / perRange)))
-        : 1;
+    const held = b.unwritten;
+    b.unwritten = undefined;
+    let count =
+      held !== undefined
+        ? held.count
+        : b.depth > 1 && perRange > 0 && !b.tableStepOnly
+          ? Math.max(1, Math.min(b.depth - b.ahead.length, Math.floor(MAX_STEP / perRange)))
+          : 1;
+    // Read before the range is taken: a refresh that reads the row after this take counts this
+    // node's own range, which must not judge it.
+    const seen = this.highWater?.seenOf(b.tag);
     let range: SegmentRange;
     // The store handed over a range the generator itself refuses: the store moved its max id for it.
     let taken = false;
     try {
-      range = await this.store.takeRange(b.tag, count > 1 ? perRange * count : step);
-      taken = true;
-      const where = `the ${this.store.kind} store`;
-      const problem = rangeProblem(range, b.tag);
-      if (problem !== undefined) throw badRange(range, b.tag, problem, where);
-      if (range.start < b.floor) {
-        throw b.floor > b.taken && this.highWater !== undefined
-          ? belowHighWater(this.highWater, b.tag, range.start, b.floor, where, true)
-          : maxIdMovedBack(b.tag, range.start, b.floor, where, { taken: true });
+      if (held !== undefined) {
+        range = held.range;
+      } else {
+        range = await this.store.takeRange(b.tag, count > 1 ? perRange * count : step);
+        taken = true;
+        this.check(b, range);
+        if (seen !== undefined && range.start < seen) {
+          range = await this.skipTo(b, range, seen, perRange);
+          count = 1;
+        }
       }
+      taken = true;
       // The range's end is on disk before any id of it is served: a restart remembers it. When it
-      // cannot be written the range is not served (a gap) and the load is retried.
-      if (this.highWater !== undefined && !b.removed) await this.highWater.raise(b.tag, range.end);
+      // cannot be written the range is not served and the retry writes it again (no new range).
+      if (this.highWater !== undefined && !b.removed) {
+        try {
+          await this.highWater.raise(b.tag, range.end);
+        } catch (error) {
+          b.unwritten = { range, count };
+          throw error;
+        }
+      }
     } catch (error) {
       b.loading = false;
       // A batch, or a dynamic step above the table's, that would pass 2^63 - 1 may fit as one range
@@ -282,6 +298,47 @@ export class TagLoader {
       clearTimeout(w.timer);
       w.resolve();
     }
+  }
+
+  /** Throws CORRUPT_DATA when `range` is malformed or below the ranges this node took. */
+  private check(b: TagBuffer, range: SegmentRange): void {
+    const where = `the ${this.store.kind} store`;
+    const problem = rangeProblem(range, b.tag);
+    if (problem !== undefined) throw badRange(range, b.tag, problem, where);
+    if (range.start < b.floor) {
+      throw b.floor > b.taken && this.highWater !== undefined
+        ? belowHighWater(this.highWater, b.tag, range.start, b.floor, where, true)
+        : maxIdMovedBack(b.tag, range.start, b.floor, where, { taken: true });
+    }
+  }
+
+  /**
+   * The store answered a range starting below `seen`, the highest max id this node read in the
+   * tag's row: the ids below it were taken by some node, and may have been handed out (a row moved
+   * back, a replica that missed writes), or were given back by a node's graceful stop; the two look
+   * the same. They are not served: the part of the range at or above `seen` is, or, when the range
+   * ends below it, one more range is taken covering the gap (2,147,483,647 ids at most; a gap wider
+   * than that is refused). Reported to `onError` each time.
+   */
+  private async skipTo(
+    b: TagBuffer,
+    range: SegmentRange,
+    seen: bigint,
+    perRange: number,
+  ): Promise<SegmentRange> {
+    let r = range;
+    if (r.end <= seen) {
+      const gap = seen - r.end;
+      if (gap > BigInt(MAX_STEP - perRange)) throw belowSeen(b.tag, r.start, seen, this.highWater!);
+      r = await this.store.takeRange(b.tag, Number(gap) + perRange);
+      this.check(b, r);
+    }
+    this.report(belowSeen(b.tag, range.start, seen, this.highWater!, r.end), {
+      tag: b.tag,
+      operation: "load",
+    });
+    if (r.start >= seen) return r;
+    return { ...r, start: seen, step: Number(r.end - seen) };
   }
 
   private loadFailed(b: TagBuffer, error: unknown): void {
@@ -445,6 +502,38 @@ function split(range: SegmentRange, count: number): SegmentRange[] {
     });
   }
   return pieces;
+}
+
+/**
+ * CORRUPT_DATA for a range of `tag` starting at `start`, below `seen`, the highest max id the node
+ * read in the row: with `skippedTo` the ids below were skipped (a warning), without it the gap is too
+ * wide to skip and the tag is refused.
+ */
+function belowSeen(
+  tag: string,
+  start: bigint,
+  seen: bigint,
+  marks: HighWaterMarks,
+  skippedTo?: bigint,
+): LeafError {
+  return new LeafError({
+    component: COMPONENT,
+    code: ErrorCodes.CORRUPT_DATA,
+    message:
+      `tag ${JSON.stringify(tag)}: the store answered a range from ${start}, below ${seen}, the highest max id this node read in its row (remembered in ${marks.path}): ` +
+      "another node gave ids back at a graceful stop, or the max id was moved back (a hand edit, a replica that missed writes) below ids other nodes may have handed out. " +
+      (skippedTo !== undefined
+        ? `The ids from ${start} to ${seen} are not served by this node (a gap); it serves from ${seen} (the store's max id is now ${skippedTo})`
+        : `The gap is wider than one range can cover, so the tag is refused until its max id is set to at least ${seen}, or this node is told to forget its mark`),
+    details: {
+      tag,
+      reason: "below-observed-max-id",
+      maxId: start.toString(),
+      seen: seen.toString(),
+      highWaterFile: marks.path,
+      ...(skippedTo !== undefined ? { skippedTo: skippedTo.toString() } : {}),
+    },
+  });
 }
 
 /** `details.reason` of a LeafError, or null. */

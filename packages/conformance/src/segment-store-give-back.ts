@@ -74,6 +74,27 @@ export function giveBackScenarios(
   }
 
   scenario(
+    "answers a delete with the max id a re-create may start at, after a give-back lowered the re-created row",
+    async (open) => {
+      const store = await open();
+      await store.createTag({ tag: "orders", step: 100, startId: 1n });
+      await store.takeRange("orders");
+      const second = await store.takeRange("orders");
+      assert.equal((await store.deleteTag("orders"))?.maxId, 201n);
+      await store.createTag({ tag: "orders", step: 7, startId: 201n });
+      // The holder of [101, 201) gives back its unused end onto the re-created row (max id 201).
+      if (await giveBackOf(store)("orders", 150n, second.end)) {
+        assert.equal((await store.takeRange("orders")).end, 157n);
+      }
+      // The row is below the max id the tag was first deleted with: the answer is the higher one,
+      // and a re-create at the answer is accepted.
+      const deleted = await store.deleteTag("orders");
+      assert.equal(deleted?.maxId, 201n);
+      assert.equal((await store.createTag({ tag: "orders", step: 7, startId: 201n })).maxId, 201n);
+    },
+  );
+
+  scenario(
     "refuses to give back ids it never handed out, changing nothing (INVALID_ARGUMENT)",
     async (open) => {
       const store = await open();

@@ -342,8 +342,9 @@ export class MysqlSegmentStore implements SegmentStore {
   /**
    * In one transaction: locks the tag's row (`SELECT ... FOR UPDATE`), records its max id in the
    * deleted tags' table (keeping the higher one), deletes the row, commits; answers the row read
-   * under the lock, so no range taken in between is missing from its max id. Sent at most once
-   * (see {@link giveBack}).
+   * under the lock, so no range taken in between is missing from its max id, with the max id
+   * recorded (the row's, or the higher one the tag was deleted with before: a re-create starts at
+   * or above it). Sent at most once (see {@link giveBack}).
    */
   async deleteTag(tag: string): Promise<TagRecord | undefined> {
     checkTag(tag);
@@ -362,16 +363,22 @@ export class MysqlSegmentStore implements SegmentStore {
         }
         // Every error below drops the connection, which rolls the transaction back.
         if (Number(row.read_only) !== 0) throw new ReadOnlyHost("@@global.read_only is ON");
-        const [changed] = await this.send<[ResultSetHeader, ResultSetHeader]>(
+        const [changed] = await this.send<[ResultSetHeader, ResultSetHeader, DeletedRow[]]>(
           conn,
-          `INSERT INTO ${this.deletedTable} (biz_tag, max_id) SELECT ?, ? FROM DUAL WHERE @@global.read_only = 0 ON DUPLICATE KEY UPDATE max_id = GREATEST(max_id, VALUES(max_id)); DELETE FROM ${this.table} WHERE biz_tag = ? AND @@global.read_only = 0`,
-          [tag, row.max_id, tag],
+          `INSERT INTO ${this.deletedTable} (biz_tag, max_id) SELECT ?, ? FROM DUAL WHERE @@global.read_only = 0 ON DUPLICATE KEY UPDATE max_id = GREATEST(max_id, VALUES(max_id)); DELETE FROM ${this.table} WHERE biz_tag = ? AND @@global.read_only = 0; SELECT max_id FROM ${this.deletedTable} WHERE biz_tag = ?`,
+          [tag, row.max_id, tag, tag],
         );
         if (changed[0].affectedRows < 1 || changed[1].affectedRows !== 1) {
           throw new ReadOnlyHost("@@global.read_only is ON");
         }
         await this.send(conn, "COMMIT");
-        return toRecord(row);
+        // A give-back onto a re-created row can leave it below the max id the tag was deleted with
+        // before: the answer is the recorded (higher) one, where a re-create may start.
+        const recorded = changed[2][0];
+        return {
+          ...toRecord(row),
+          maxId: recorded ? BigInt(recorded.max_id) : BigInt(row.max_id),
+        };
       },
       (conn) => this.ensureDeletedTable(conn),
     );

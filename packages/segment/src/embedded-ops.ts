@@ -148,8 +148,9 @@ export function updateStepOp(tag: string, step: number, where: string): RowOp<Ta
 }
 
 /**
- * A tag deleted: answers its record as it was, undefined when there was none; `deleted` (the
- * store's deleted tags) keeps the highest max id it was deleted with.
+ * A tag deleted: answers its record as it was, undefined when there was none, with the max id a
+ * re-create may start at (the row's, or the higher one the tag was deleted with before); `deleted`
+ * (the store's deleted tags) keeps it.
  */
 export function deleteTagOp(
   tag: string,
@@ -160,15 +161,18 @@ export function deleteTagOp(
     if (!row) return { value: undefined };
     const before = deleted.get(tag);
     rows.delete(tag);
-    if (before === undefined || row.maxId > before) deleted.set(tag, row.maxId);
+    // A give-back onto a re-created row can leave it below the max id the tag was deleted with
+    // before: the answer (and the record) is the higher, where a re-create may start.
+    const maxId = before === undefined || row.maxId > before ? row.maxId : before;
+    deleted.set(tag, maxId);
     return {
-      record: { op: "delete", tag, at: now, maxId: row.maxId.toString() },
+      record: { op: "delete", tag, at: now, maxId: maxId.toString() },
       undo: () => {
         rows.set(tag, row);
         if (before === undefined) deleted.delete(tag);
         else deleted.set(tag, before);
       },
-      value: toRecord(tag, row),
+      value: { ...toRecord(tag, row), maxId },
     };
   };
 }

@@ -147,8 +147,11 @@ export class MemorySegmentStore implements SegmentStore {
     if (!row) return undefined;
     this.data.rows.delete(tag);
     const before = this.data.deleted.get(tag);
-    if (before === undefined || row.maxId > before) this.data.deleted.set(tag, row.maxId);
-    return toRecord(tag, row);
+    // A give-back onto a re-created row can leave it below the max id the tag was deleted with
+    // before: the answer is the higher, where a re-create may start.
+    const maxId = before === undefined || row.maxId > before ? row.maxId : before;
+    this.data.deleted.set(tag, maxId);
+    return { ...toRecord(tag, row), maxId };
   }
 
   async close(): Promise<void> {

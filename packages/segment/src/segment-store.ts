@@ -109,7 +109,9 @@ export interface SegmentStore {
   /**
    * Deletes `tag` and answers its record as it was deleted, or undefined when there was no such
    * tag. The record's max id is final: read and deleted atomically, so no range was taken after it
-   * (every id ever handed out from the tag is below it). The store keeps that max id, and
+   * (every id ever handed out from the tag is below it). When the tag was deleted before with a
+   * higher max id (a give-back can lower a re-created row below it), the answer is that higher
+   * one: the answered max id is always where a re-create may start. The store keeps it, and
    * {@link createTag} refuses to create the tag again below it. Generators drop the tag at their
    * next refresh; until then they serve the ranges they hold, all below the answered max id.
    */

@@ -96,7 +96,12 @@ export class LeafClient {
   private readonly options: Required<
     Pick<LeafClientOptions, "timeoutMs" | "retryBaseMs" | "retryMaxMs">
   > &
-    Pick<LeafClientOptions, "token" | "tokens">;
+    Pick<LeafClientOptions, "token">;
+  /**
+   * `tokens` by tag, copied into a map: a tag named like an Object.prototype member (`constructor`,
+   * `toString`) must not find that member as its token.
+   */
+  private readonly tokens: ReadonlyMap<string, string>;
   private readonly stop = new AbortController();
   private readonly segments = new Map<string, SegmentIds<bigint> | SegmentIds<string>>();
   private readonly snowflakes: Array<SnowflakeIds<bigint> | SnowflakeIds<string>> = [];
@@ -173,8 +178,8 @@ export class LeafClient {
       retryBaseMs,
       retryMaxMs,
       token: options.token,
-      tokens: options.tokens,
     };
+    this.tokens = new Map(Object.entries(options.tokens ?? {}));
   }
 
   /**
@@ -209,8 +214,7 @@ export class LeafClient {
       this.pool,
       {
         tag,
-        token:
-          checkToken("token", options.token) ?? this.options.tokens?.[tag] ?? this.options.token,
+        token: checkToken("token", options.token) ?? this.tokens.get(tag) ?? this.options.token,
         strings: ids === "string",
         targetSeconds: positive("targetSeconds", options.targetSeconds, 5, 3600),
         minRangeSize,

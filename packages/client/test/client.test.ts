@@ -31,7 +31,7 @@ beforeAll(async () => {
         port: 0,
         drainMs: 0,
         adminToken: ADMIN,
-        accessTokens: { "secret-tag": [TOKEN] },
+        accessTokens: { "secret-tag": [TOKEN], constructor: [TOKEN] },
       },
       segment: { demoTag: "" },
       snowflake: { local: { workerId: 1 } },
@@ -43,6 +43,7 @@ beforeAll(async () => {
     ["orders", 1000],
     ["secret-tag", 1000],
     ["adaptive", 100_000],
+    ["constructor", 1000],
   ] as const) {
     const res = await fetch(`${server.url}/api/v1/admin/tags`, {
       method: "POST",
@@ -160,6 +161,16 @@ describe("segment ids", () => {
     const right = new LeafClient({ servers: server.url, tokens: { "secret-tag": TOKEN } });
     expect(typeof (await right.segment("secret-tag").nextId())).toBe("bigint");
     await Promise.all([none.close(), wrong.close(), right.close()]);
+  });
+
+  it("sends `token` for a tag named like an Object.prototype member that `tokens` does not list", async () => {
+    const client = new LeafClient({
+      servers: server.url,
+      token: TOKEN,
+      tokens: { "secret-tag": TOKEN },
+    });
+    expect(typeof (await client.segment("constructor").nextId())).toBe("bigint");
+    await client.close();
   });
 });
 

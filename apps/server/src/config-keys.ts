@@ -286,8 +286,9 @@ export const CONFIG_KEYS = [
   def("snowflake.registry", {
     aliases: ["leaf.snowflake.mode"],
     type: "local | zk | mysql | redis | etcd | zk_normal | zk_recycle",
-    defaultText: "zk when a ZooKeeper address is set, else local",
-    doc: "Where the worker id comes from (the fork's `leaf.snowflake.mode`; `zk_recycle` is zk with `snowflake.zk.mode=recycle`).",
+    defaultText:
+      "the registry whose address is set (snowflake.zk.address, .redis.url, .etcd.url, .mysql.url), else local",
+    doc: "Where the worker id comes from (the fork's `leaf.snowflake.mode`; `zk_recycle` is zk with `snowflake.zk.mode=recycle`). A registry's address is never ignored: two registries' addresses, or another registry's address beside this key, are refused.",
     read: registry,
   }),
   def("snowflake.ip", {
@@ -368,13 +369,13 @@ export const CONFIG_KEYS = [
   def("snowflake.statefulSet", {
     type: "boolean",
     default: false,
-    doc: "Kubernetes: the worker id is this pod's StatefulSet ordinal (from HOSTNAME, `leaf-3` is 3) plus snowflake.statefulSetOffset. With snowflake.registry=redis, etcd, mysql in lease mode or zk in recycle mode the registry leases exactly that id or refuses the start while another pod holds it (safe). With the local registry only the pod's volume guards it: two pods with the same ordinal on different volumes (a force-delete) both issue the same ids; see registry-local's README.",
+    doc: "Kubernetes: the worker id is this pod's StatefulSet ordinal (from HOSTNAME, `leaf-3` is 3) plus snowflake.statefulSetOffset. With snowflake.registry=redis, etcd, mysql in lease mode or zk in recycle mode the registry leases exactly that id or refuses the start while another pod holds it (safe). With the local registry only the pod's volume guards it: two pods with the same ordinal on different volumes (a force-delete) both issue the same ids; see registry-local's README. When a shared store or registry is configured (segment.mysql.url, redisSequence.url), that local mode is refused unless snowflake.registry=local is stated.",
     read: boolean,
   }),
   def("snowflake.statefulSetOffset", {
     type: "integer",
     default: 0,
-    doc: "Kubernetes: added to the pod's ordinal, so that several StatefulSets share one worker-id space.",
+    doc: "Kubernetes: added to the pod's ordinal, so that several StatefulSets share one worker-id space. Only with snowflake.statefulSet; an ordinal plus offset above the layout's largest worker id is refused at start.",
     read: integer(0, 4_194_303),
   }),
   def("snowflake.local.dir", {

@@ -25,11 +25,32 @@ const LAYOUT_FIELDS = [
   "sequenceBits",
 ] as const;
 
+/**
+ * Each registry's own address key. Naming one chooses that registry when snowflake.registry is left
+ * out; naming one beside another registry is refused, so that no named registry is ever ignored.
+ */
+const REGISTRY_ADDRESS_KEYS = [
+  ["zk", "snowflake.zk.address"],
+  ["redis", "snowflake.redis.url"],
+  ["etcd", "snowflake.etcd.url"],
+  ["mysql", "snowflake.mysql.url"],
+] as const satisfies ReadonlyArray<readonly [RegistrySettings["kind"], ConfigKey]>;
+
 /** Snowflake mode's settings (the mode is enabled); undefined when a problem was noted. */
 export function snowflakeSettings(v: ConfigValues, at: Placement): SnowflakeSettings | undefined {
   const pod = podSettings(v);
   const registry = registrySettings(v, at, pod);
   const layout = layoutSettings(v);
+  if (pod && layout && pod.workerId > layout.maxWorkerId) {
+    // Refused here rather than by the registry at start: the two keys that make the id are named.
+    const key = pod.offset > 0 ? "snowflake.statefulSetOffset" : "snowflake.statefulSet";
+    v.problem(
+      key,
+      `the pod's worker id ${pod.workerId} (HOSTNAME ${JSON.stringify(pod.hostname)}, ordinal ${pod.workerId - pod.offset}, plus ${v.label("snowflake.statefulSetOffset")} ${pod.offset}) is above the layout's largest worker id ${layout.maxWorkerId}; ` +
+        "lower the offset, or give the StatefulSet fewer replicas",
+    );
+    return undefined;
+  }
   if (!registry || !layout) return undefined;
   return {
     layout,
@@ -60,7 +81,16 @@ function grantsRequestedId(
 
 /** The pod whose StatefulSet ordinal (plus the offset) is the worker id, when snowflake.statefulSet. */
 function podSettings(v: ConfigValues): SnowflakeSettings["pod"] {
-  if (!v.get("snowflake.statefulSet")) return undefined;
+  if (!v.get("snowflake.statefulSet")) {
+    if (v.named("snowflake.statefulSetOffset")) {
+      v.problem(
+        "snowflake.statefulSetOffset",
+        `${v.label("snowflake.statefulSetOffset")} is set but ${v.label("snowflake.statefulSet")} is not true, so no ordinal is offset; ` +
+          "set snowflake.statefulSet=true, or remove the offset",
+      );
+    }
+    return undefined;
+  }
   try {
     const pod: StatefulSetId = statefulSetWorkerId(
       { offset: v.get("snowflake.statefulSetOffset") },
@@ -79,7 +109,25 @@ function registrySettings(
   pod: SnowflakeSettings["pod"],
 ): RegistrySettings | undefined {
   const chosenRegistry = v.optional("snowflake.registry");
-  const kind = chosenRegistry?.registry ?? (v.named("snowflake.zk.address") ? "zk" : "local");
+  const addressed = REGISTRY_ADDRESS_KEYS.filter(([, key]) => v.named(key));
+  const labels = (keys: ReadonlyArray<readonly [string, ConfigKey]>) =>
+    keys.map(([, key]) => v.label(key)).join(", ");
+  if (chosenRegistry) {
+    const ignored = addressed.filter(([kind]) => kind !== chosenRegistry.registry);
+    if (ignored.length > 0) {
+      v.problem(
+        ignored[0]![1],
+        `${v.label("snowflake.registry")} chooses the ${chosenRegistry.registry} registry, but ${labels(ignored)} names another registry, which would be ignored; ` +
+          `remove ${ignored.length > 1 ? "them" : "it"}, or choose that registry`,
+      );
+    }
+  } else if (addressed.length > 1) {
+    v.problem(
+      "snowflake.registry",
+      `${labels(addressed)} name ${addressed.length} registries for the worker id; choose one with ${v.label("snowflake.registry")} and remove the others`,
+    );
+  }
+  const kind = chosenRegistry?.registry ?? addressed[0]?.[0] ?? "local";
   const statefulSet = v.get("snowflake.statefulSet");
   const explicitLocalId =
     v.has("snowflake.local.workerId") || v.has("snowflake.local.workIdMap") || statefulSet;
@@ -99,6 +147,16 @@ function registrySettings(
       "snowflake.local.workerId",
       `snowflake mode would use the local registry's default worker id 0 ${why}; two servers started like this hand out the same ids. ` +
         `Give each node its own id with ${v.label("snowflake.local.workerId")} (or leaf.snowflake.local.workIdMap), or use a registry (snowflake.registry=redis, etcd, mysql, or leaf.snowflake.zk.address), or snowflake.enabled=false`,
+    );
+  }
+  if (statefulSet && kind === "local" && !chosenRegistry && shared.length > 0) {
+    // Pods that share a store are one deployment: after a force-delete two pods of one ordinal on
+    // different volumes would both issue its ids, which a shared registry would have refused.
+    v.problem(
+      "snowflake.statefulSet",
+      `${v.label("snowflake.statefulSet")} without ${v.label("snowflake.registry")} would take the pod's ordinal with the local registry, guarded only by the pod's volume, ` +
+        `although the configuration names a shared store or registry (${shared.map((k) => v.label(k)).join(", ")}); two pods of one ordinal on different volumes (a force-delete) would both issue its ids. ` +
+        "Lease the ordinal with snowflake.registry=redis or etcd, mysql with snowflake.mysql.mode=lease, or zk with snowflake.zk.mode=recycle; or state snowflake.registry=local to accept the volume-only guard",
     );
   }
   if (statefulSet && kind !== "local" && !grantsRequestedId(v, kind, chosenRegistry?.zkMode)) {

@@ -538,6 +538,108 @@ describe("safe defaults for a real deployment", () => {
     expect(recycle.snowflake?.pod?.workerId).toBe(3);
   });
 
+  it("never ignores a named registry address: it chooses that registry, and two of them or another beside snowflake.registry are refused", () => {
+    const pod = {
+      HOSTNAME: "leaf-3",
+      LEAF_SNOWFLAKE_STATEFUL_SET: "true",
+      LEAF_SEGMENT_ENABLED: "false",
+    };
+    for (const [name, value, kind] of [
+      ["LEAF_SNOWFLAKE_REDIS_URL", "redis://127.0.0.1:6379", "redis"],
+      ["LEAF_SNOWFLAKE_ETCD_URL", "http://127.0.0.1:2379", "etcd"],
+    ] as const) {
+      const chosen = loadConfig({ env: { ...pod, [name]: value }, cwd: dir });
+      expect(chosen.snowflake?.registry.kind).toBe(kind);
+      expect(chosen.snowflake?.pod?.workerId).toBe(3);
+      const local = configError({
+        env: { ...pod, [name]: value, LEAF_SNOWFLAKE_REGISTRY: "local" },
+        cwd: dir,
+      });
+      expect(local.message).toContain(
+        `LEAF_SNOWFLAKE_REGISTRY (environment) chooses the local registry, but ${name} (environment) names another registry`,
+      );
+      expect(local.details.key).toBe(
+        name === "LEAF_SNOWFLAKE_REDIS_URL" ? "snowflake.redis.url" : "snowflake.etcd.url",
+      );
+    }
+    const two = configError({
+      env: {
+        ...pod,
+        LEAF_SNOWFLAKE_REDIS_URL: "redis://127.0.0.1:6379",
+        LEAF_SNOWFLAKE_ETCD_URL: "http://127.0.0.1:2379",
+      },
+      cwd: dir,
+    });
+    expect(two.message).toContain(
+      "LEAF_SNOWFLAKE_REDIS_URL (environment), LEAF_SNOWFLAKE_ETCD_URL (environment) name 2 registries",
+    );
+    // The MySQL registry's own URL chooses it, in fixed mode: a StatefulSet then needs lease mode.
+    const fixed = configError({
+      env: {
+        ...pod,
+        LEAF_SNOWFLAKE_MYSQL_URL: "mysql://127.0.0.1:3306/leaf",
+        LEAF_SNOWFLAKE_MYSQL_USERNAME: "leaf",
+        LEAF_SNOWFLAKE_MYSQL_PASSWORD: "",
+      },
+      cwd: dir,
+    });
+    expect(fixed.message).toContain("asks the mysql registry in fixed mode");
+  });
+
+  it("refuses the volume-only StatefulSet mode beside a shared store unless snowflake.registry=local is stated", () => {
+    const pod = { HOSTNAME: "leaf-3", LEAF_SNOWFLAKE_STATEFUL_SET: "true" };
+    for (const shared of [
+      { LEAF_REDIS_SEQUENCE_URL: "redis://127.0.0.1:6379", LEAF_SEGMENT_ENABLED: "false" },
+      {
+        LEAF_SEGMENT_MYSQL_URL: "mysql://127.0.0.1:3306/leaf",
+        LEAF_SEGMENT_MYSQL_USERNAME: "leaf",
+        LEAF_SEGMENT_MYSQL_PASSWORD: "",
+      },
+    ]) {
+      const error = configError({ env: { ...pod, ...shared }, cwd: dir });
+      expect(error.details.key).toBe("snowflake.statefulSet");
+      expect(error.message).toContain("guarded only by the pod's volume");
+      expect(error.message).toContain(`${Object.keys(shared)[0]} (environment)`);
+      expect(error.message).toContain(
+        "state snowflake.registry=local to accept the volume-only guard",
+      );
+      const stated = loadConfig({
+        env: { ...pod, ...shared, LEAF_SNOWFLAKE_REGISTRY: "local" },
+        cwd: dir,
+      });
+      expect(stated.snowflake?.registry).toMatchObject({ kind: "local", workerId: 3 });
+    }
+  });
+
+  it("refuses a StatefulSet offset past the layout's largest worker id, and an offset without snowflake.statefulSet", () => {
+    const past = configError({
+      env: {
+        HOSTNAME: "leaf-3",
+        LEAF_SNOWFLAKE_STATEFUL_SET: "true",
+        LEAF_SNOWFLAKE_STATEFUL_SET_OFFSET: "1021",
+        LEAF_SNOWFLAKE_REGISTRY: "redis",
+        LEAF_SNOWFLAKE_REDIS_URL: "redis://127.0.0.1:6379",
+        LEAF_SEGMENT_ENABLED: "false",
+      },
+      cwd: dir,
+    });
+    expect(past.details.key).toBe("snowflake.statefulSetOffset");
+    expect(past.message).toContain(
+      "the pod's worker id 1024 (HOSTNAME \"leaf-3\", ordinal 3, plus LEAF_SNOWFLAKE_STATEFUL_SET_OFFSET (environment) 1021) is above the layout's largest worker id 1023",
+    );
+    const alone = configError({
+      env: {
+        LEAF_SNOWFLAKE_STATEFUL_SET_OFFSET: "5",
+        LEAF_SNOWFLAKE_REGISTRY: "redis",
+        LEAF_SNOWFLAKE_REDIS_URL: "redis://127.0.0.1:6379",
+        LEAF_SEGMENT_ENABLED: "false",
+      },
+      cwd: dir,
+    });
+    expect(alone.details.key).toBe("snowflake.statefulSetOffset");
+    expect(alone.message).toContain("LEAF_SNOWFLAKE_STATEFUL_SET_OFFSET (environment) is set but");
+  });
+
   it("uses the embedded store with a Java Leaf file or off loopback only when asked to", () => {
     const java = configError({
       file: file(

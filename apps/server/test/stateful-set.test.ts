@@ -96,6 +96,20 @@ const SHARED: Array<{ kind: string; snowflake: () => Promise<Record<string, unkn
       etcd: { url: (await startEtcd({ useEnv: false })).url, leaseTtlSeconds: 2 },
     }),
   },
+  // A registry's URL named without snowflake.registry chooses that registry: it is never ignored
+  // for the volume-only local registry.
+  {
+    kind: "redis (its URL named, snowflake.registry left out)",
+    snowflake: async () => ({
+      redis: { url: (await startRedis({ useEnv: false })).url, leaseMs: 3000 },
+    }),
+  },
+  {
+    kind: "etcd (its URL named, snowflake.registry left out)",
+    snowflake: async () => ({
+      etcd: { url: (await startEtcd({ useEnv: false })).url, leaseTtlSeconds: 2 },
+    }),
+  },
 ];
 
 describe("two pods with the same StatefulSet ordinal on different volumes", () => {

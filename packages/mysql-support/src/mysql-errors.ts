@@ -1,6 +1,6 @@
 // MySQL errors as an operator reads them, shared by every package that talks to MySQL (the segment
 // store, the MySQL registry): a mysql2 error is classified by its errno or code, without importing
-// mysql2, into unreachable / access / schema / read-only / statement, and turned into a LeafError
+// mysql2, into unreachable / interrupted / access / schema / read-only / statement, and turned into a LeafError
 // whose message says what happened and what to change.
 import { ErrorCodes, LeafError } from "@leaf/core";
 
@@ -9,10 +9,19 @@ import { ErrorCodes, LeafError } from "@leaf/core";
  * - `unreachable`: the server could not be reached or stopped answering (retry, or another host);
  * - `access`: the user may not log in, use the database or run the statement (configuration);
  * - `schema`: the database, the table or a column does not exist (configuration);
+ * - `interrupted`: the server stopped the statement before it finished (KILL QUERY, KILL
+ *   CONNECTION, a statement time limit): nothing is wrong with the statement, and a write in a
+ *   transaction may or may not have been committed when the connection went (retry, or read first);
  * - `read-only`: the server takes no writes (a replica; another host may);
  * - `statement`: anything else the server said about the statement.
  */
-export type MysqlErrorKind = "unreachable" | "access" | "schema" | "read-only" | "statement";
+export type MysqlErrorKind =
+  | "unreachable"
+  | "interrupted"
+  | "access"
+  | "schema"
+  | "read-only"
+  | "statement";
 
 /** A classified MySQL error. */
 export interface MysqlErrorInfo {
@@ -58,6 +67,14 @@ const SCHEMA_ERRNOS = new Set([
   1054, // ER_BAD_FIELD_ERROR: unknown column
 ]);
 
+/** The server stopped the statement: a KILL, a time limit. SQL state 70100 is "query interrupted". */
+const INTERRUPTED_ERRNOS = new Set([
+  1317, // ER_QUERY_INTERRUPTED: KILL QUERY
+  1927, // ER_CONNECTION_KILLED (MariaDB): KILL CONNECTION
+  1969, // ER_STATEMENT_TIMEOUT (MariaDB): max_statement_time exceeded
+  3024, // ER_QUERY_TIMEOUT (MySQL): max_execution_time exceeded
+]);
+
 const READ_ONLY_ERRNOS = new Set([
   1290, // ER_OPTION_PREVENTS_STATEMENT (--read-only)
   1836, // ER_READ_ONLY_MODE
@@ -91,6 +108,9 @@ export function classifyMysqlError(error: unknown): MysqlErrorInfo {
   if (errno !== undefined && SCHEMA_ERRNOS.has(errno)) return info("schema");
   if (errno !== undefined && READ_ONLY_ERRNOS.has(errno)) return info("read-only");
   if (UNREACHABLE_CODES.has(code) || code.startsWith("PROTOCOL_")) return info("unreachable");
+  if ((errno !== undefined && INTERRUPTED_ERRNOS.has(errno)) || sqlState === "70100") {
+    return info("interrupted");
+  }
   // A fatal protocol error: the connection is gone.
   if (e.fatal === true) return info("unreachable");
   // Not an answer of the server (no SQL state): worth another try, but not a sign of a server down.
@@ -179,6 +199,11 @@ export function describeMysqlError(
         problem: `the server${on} is read-only (a replica?): ${text}`,
         fix: `point ${fixes.server} at the primary, or make it writable (SET GLOBAL read_only = OFF)`,
       };
+    case "interrupted":
+      return {
+        problem: `MySQL${on} interrupted the statement: ${text}`,
+        fix: "try again; if it recurs, check what stops statements on the server (KILL by an operator or a tool such as pt-kill, max_statement_time or max_execution_time)",
+      };
     case "unreachable":
       return {
         problem: `MySQL${on} is unreachable: ${socketText}${info.code && !socketText.includes(info.code) ? ` (${info.code})` : ""}`,
@@ -194,8 +219,9 @@ export function describeMysqlError(
 
 /**
  * A LeafError for a MySQL error: INVALID_CONFIG for access and schema errors (nothing is retried:
- * the configuration must change), UNAVAILABLE for unreachable and read-only servers, INVALID_ARGUMENT
- * for a statement refused. `details`: `mysql` (the kind), `errno`, `mysqlCode`, `problem`, `fix`,
+ * the configuration must change), UNAVAILABLE for unreachable and read-only servers and for a
+ * statement the server interrupted (KILL, a time limit: the statement itself is fine),
+ * INVALID_ARGUMENT for a statement refused. `details`: `mysql` (the kind), `errno`, `mysqlCode`, `problem`, `fix`,
  * `host`, and `unreachable: true` for an unreachable server.
  */
 export function mysqlError(error: unknown, context: MysqlErrorContext): LeafError {

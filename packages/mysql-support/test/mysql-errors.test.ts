@@ -42,6 +42,24 @@ describe("classifyMysqlError", () => {
         Object.assign(new Error("closed"), { code: "PROTOCOL_CONNECTION_LOST", fatal: true }),
         "unreachable",
       ],
+      [
+        server(1317, "ER_QUERY_INTERRUPTED", "70100", "Query execution was interrupted"),
+        "interrupted",
+      ],
+      [server(1927, "ER_CONNECTION_KILLED", "70100", "Connection was killed"), "interrupted"],
+      [
+        server(
+          1969,
+          "ER_STATEMENT_TIMEOUT",
+          "70100",
+          "Query execution was interrupted (max_statement_time exceeded)",
+        ),
+        "interrupted",
+      ],
+      [
+        server(3024, "ER_QUERY_TIMEOUT", "HY000", "maximum statement execution time exceeded"),
+        "interrupted",
+      ],
       [server(1062, "ER_DUP_ENTRY", "23000", "Duplicate entry"), "statement"],
       [server(1213, "ER_LOCK_DEADLOCK", "40001", "Deadlock"), "statement"],
     ] as const;
@@ -58,6 +76,16 @@ describe("classifyMysqlError", () => {
 });
 
 describe("mysqlError", () => {
+  it("reads a statement the server interrupted (KILL QUERY, a time limit) as UNAVAILABLE, not a bad argument", () => {
+    const killed = mysqlError(
+      server(1317, "ER_QUERY_INTERRUPTED", "70100", "Query execution was interrupted"),
+      context,
+    );
+    expect(killed.code).toBe(ErrorCodes.UNAVAILABLE);
+    expect(killed.details).toMatchObject({ mysql: "interrupted", errno: 1317 });
+    expect(killed.message).toMatch(/interrupted the statement.* while taking a range; try again/);
+  });
+
   it("gives each class the operator's fix and a stable code", () => {
     const denied = mysqlError(
       server(

@@ -587,24 +587,29 @@ export class MysqlSegmentStore implements SegmentStore {
 
   /**
    * The final error of a once-only write that failed after it was sent: the server's own error
-   * when it answered one (nothing was changed), otherwise "outcome-unknown".
+   * when it refused the statement (nothing was changed), otherwise "outcome-unknown": no answer,
+   * or the statement interrupted on the server (KILL QUERY, KILL CONNECTION, a time limit), which
+   * may come after a commit the client never heard of.
    */
   private unanswered(error: unknown, what: string, index: number): LeafError {
     const host = this.hostNames[index]!;
     const info = classifyMysqlError(error);
-    if (info.kind !== "unreachable" && info.errno !== undefined) {
+    const interrupted = info.kind === "interrupted";
+    if (info.kind !== "unreachable" && !interrupted && info.errno !== undefined) {
       return mysqlError(error, { ...this.context(what), host });
     }
     this.counters.writesUnanswered++;
+    const happened = interrupted
+      ? `MySQL host ${host} interrupted the statement while ${what} (${info.text}, ${info.errno ?? info.code}): it was sent and may have taken effect`
+      : `no answer from MySQL host ${host} while ${what} (${info.text}): the statement was sent and may still run on the server (queued behind a row lock, say)`;
     return new LeafError({
       component: COMPONENT,
       code: ErrorCodes.UNAVAILABLE,
       message:
-        `no answer from MySQL host ${host} while ${what} (${info.text}): the statement was sent and may ` +
-        "still run on the server (queued behind a row lock, say), so it is not sent again: run twice, it " +
+        `${happened}, so it is not sent again: run twice, it ` +
         "could undo a change made in between. Whether it took effect shows in the table once the server " +
         "answers; ids of a give-back that failed are a gap, never handed out",
-      details: { reason: "outcome-unknown", host },
+      details: { reason: "outcome-unknown", host, mysql: info.kind, errno: info.errno },
       cause: error,
     });
   }

@@ -193,3 +193,78 @@ async function until(condition: () => Promise<boolean>, timeoutMs = 30_000): Pro
     await sleep(50);
   }
 }
+
+/** The processlist id of the one statement whose text contains `marker`. */
+async function sessionRunning(marker: string): Promise<number> {
+  let id: number | undefined;
+  await until(async () => {
+    const [rows] = await admin.query<mysql.RowDataPacket[]>(
+      "SELECT id FROM information_schema.processlist WHERE info LIKE ? AND info NOT LIKE '%processlist%'",
+      [`%${marker}%`],
+    );
+    id = rows[0] === undefined ? undefined : Number(rows[0].id);
+    return id !== undefined;
+  });
+  return id!;
+}
+
+describe("statements the server interrupts (KILL QUERY, KILL CONNECTION)", () => {
+  for (const kill of ["KILL QUERY", "KILL CONNECTION"]) {
+    it(`a delete interrupted by ${kill} inside its transaction rejects UNAVAILABLE outcome-unknown, and every range stays unique`, async () => {
+      const name = await table();
+      const a = store(name, 30_000);
+      const b = store(name, 30_000);
+      const ranges: SegmentRange[] = [];
+      try {
+        ranges.push(await a.takeRange("t"));
+        // The delete holds the row's lock and waits on the deleted tags' record of "t", which
+        // another session holds; a range of A queues behind the row's lock.
+        await admin.query(`INSERT INTO ${name}_deleted (biz_tag, max_id) VALUES ('t', 0)`);
+        const holder = await admin.getConnection();
+        await holder.query("START TRANSACTION");
+        await holder.query(`SELECT * FROM ${name}_deleted WHERE biz_tag = 't' FOR UPDATE`);
+        const deleted = b.deleteTag("t").then(
+          () => undefined,
+          (error: unknown) => error,
+        );
+        const victim = await sessionRunning("ON DUPLICATE KEY");
+        const queuedRange = a.takeRange("t");
+        await until(async () => (await queued("max_id = max_id + step")) === 1);
+        await admin.query(`${kill} ${victim}`);
+        const error = await deleted;
+        await holder.query("COMMIT");
+        holder.release();
+        ranges.push(await queuedRange);
+        expect(error).toSatisfy(unknownOutcome);
+        // KILL QUERY answers ER_QUERY_INTERRUPTED (1317); KILL CONNECTION closes the socket.
+        expect((error as { details?: { mysql?: unknown } }).details?.mysql).toBe(
+          kill === "KILL QUERY" ? "interrupted" : "unreachable",
+        );
+        // The delete's transaction was rolled back with its connection: the tag is still served.
+        for (const s of [a, b]) ranges.push(await s.takeRange("t"));
+        expect(overlaps(ranges)).toEqual([]);
+        expect(ranges).toHaveLength(4);
+        expect(b.stats().writesUnanswered).toBe(1);
+      } finally {
+        await Promise.all([a.close(), b.close()]);
+      }
+    }, 60_000);
+  }
+
+  it("a range whose statement is interrupted by KILL QUERY is taken again, not refused", async () => {
+    const name = await table();
+    const a = store(name, 30_000);
+    try {
+      const lock = await lockRow(name);
+      const range = a.takeRange("t");
+      const victim = await sessionRunning("max_id = max_id + step");
+      await admin.query(`KILL QUERY ${victim}`);
+      await lock.release();
+      const taken = await range;
+      expect([taken.start, taken.end]).toEqual([1n, 1001n]);
+      expect(await maxIdOf(name)).toBe(1001n);
+    } finally {
+      await a.close();
+    }
+  }, 60_000);
+});

@@ -11,7 +11,9 @@ import {
   startMysql,
   startRedis,
   startZookeeper,
+  startZookeeperEnsemble,
   TcpProxy,
+  type ZookeeperEnsembleHandle,
 } from "@leaf/testkit";
 import { LeafProcess, serverCli } from "../leaf-process";
 import { type SegmentDatabase, segmentDatabaseOn } from "../services";
@@ -52,6 +54,11 @@ export class Cluster {
   readonly envs = new Map<string, Record<string, string>>();
   /** Promises a fault saw broken outside the history (a server that should have been refused started). */
   readonly broken: Array<{ atMs: number; promise: string; text: string }> = [];
+  /**
+   * The ZooKeeper ensemble of a family that runs one: "zookeeper" is then its first member (the
+   * store faults hit it), and server i reaches member i mod 3 through its proxy.
+   */
+  ensemble: ZookeeperEnsembleHandle | undefined;
   /** The segment database (MariaDB families with tags). */
   db: SegmentDatabase | undefined;
   /**
@@ -70,6 +77,7 @@ export class Cluster {
   async startStores(
     stores: StoreKind[],
     tags: Array<{ tag: string; step: number }>,
+    zkEnsemble = false,
   ): Promise<void> {
     const handles = await Promise.all(
       stores.map(async (kind): Promise<[StoreKind, ServiceHandle]> => {
@@ -77,6 +85,10 @@ export class Cluster {
           case "mysql":
             return [kind, await startMysql({ useEnv: false })];
           case "zookeeper":
+            if (zkEnsemble) {
+              this.ensemble = await startZookeeperEnsemble({ size: 3 });
+              return [kind, this.ensemble.members[0]!];
+            }
             return [kind, await startZookeeper({ useEnv: false })];
           case "redis":
             return [kind, await startRedis({ useEnv: false })];
@@ -93,9 +105,10 @@ export class Cluster {
   /** Makes each server's proxies, clock and process (not started). */
   async prepare(specs: ServerSpec[]): Promise<void> {
     const cli = serverCli();
-    for (const spec of specs) {
+    for (const [index, spec] of specs.entries()) {
       for (const store of spec.links) {
-        const handle = this.store(store);
+        const members = store === "zookeeper" ? this.ensemble?.members : undefined;
+        const handle = members ? members[index % members.length]! : this.store(store);
         this.proxies.set(
           linkName(spec.label, store),
           await TcpProxy.start({ targetPort: handle.port }),
@@ -234,6 +247,10 @@ export class Cluster {
     await Promise.all([...this.servers.values()].map((s) => s.kill().catch(() => undefined)));
     await Promise.all([...this.proxies.values()].map((p) => p.close().catch(() => undefined)));
     await this.db?.close().catch(() => undefined);
+    if (this.ensemble) {
+      await this.ensemble.dispose().catch(() => undefined);
+      this.stores.delete("zookeeper");
+    }
     await Promise.all([...this.stores.values()].map((s) => s.dispose().catch(() => undefined)));
   }
 }

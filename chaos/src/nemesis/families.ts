@@ -49,6 +49,8 @@ export interface Family {
   leaseStore?: StoreKind;
   /** Segment tag served by the MariaDB servers (row locks and admin operations use it). */
   mysqlTag?: string;
+  /** ZooKeeper as a 3-server ensemble (server i on member i mod 3), for follower partitions. */
+  zkEnsemble?: boolean;
   /** The servers a restart may be refused on while a worker id is still leased: retries. */
   restartAttempts: number;
 }
@@ -87,6 +89,9 @@ function segmentOnMysql(c: Cluster, label: string) {
   return { segment: { ...config.segment, refreshIntervalMs: 2000 } };
 }
 
+/** The segment family's servers with defaults (never meant to start). */
+const DEFAULTS = ["E", "F"];
+
 function segmentFamily(): Family {
   const tag = "nem";
   const mysqlServers = ["A", "B", "C"];
@@ -100,16 +105,17 @@ function segmentFamily(): Family {
     links: [],
     config: () => serverConfig(NAME, segmentEmbedded("nem-embedded"), snowflakeOff()),
   });
-  // Snowflake on with no registry named, segment on the shared table: must be refused at start.
-  servers.push({
-    label: "E",
-    links: ["mysql"],
-    spare: "defaults",
-    config: (c: Cluster) =>
-      serverConfig(NAME, segmentOn(c.urlOf("E", "mysql"), { dynamicStep: false }), {
-        snowflake: { enabled: true },
-      }),
-  });
+  // Two servers with snowflake on and no registry named, segment on the shared table: both must be
+  // refused at start (issue 24, item 5). Were they not, both would take the default worker id 0.
+  for (const label of DEFAULTS) {
+    servers.push({
+      label,
+      links: ["mysql"],
+      spare: "defaults",
+      config: (c: Cluster) =>
+        serverConfig(NAME, segmentOnMysql(c, label), { snowflake: { enabled: true } }),
+    });
+  }
   const space = `segment:${tag}`;
   return {
     name: "segment",
@@ -120,6 +126,8 @@ function segmentFamily(): Family {
     clients: [
       ...mysqlServers.flatMap((label) => httpClients(label, "segment", space, true, { tag })),
       ...httpClients("D", "segment", "segment:D-embedded", true, { tag: "nem-embedded" }),
+      // Asking only while E or F runs, which they must not.
+      ...DEFAULTS.flatMap((label) => httpClients(label, "snowflake", "snowflake:defaults", true)),
       ...[1, 2].map((n) => ({
         name: `client-${n} segment`,
         kind: "pool" as const,
@@ -308,10 +316,22 @@ function redisSequenceFamily(): Family {
   };
 }
 
+/** zk-recycle on a 3-server ensemble, each server on one member: a follower can be partitioned. */
+function zkEnsembleFamily(): Family {
+  const family = snowflakeFamily("zk-recycle");
+  return {
+    ...family,
+    name: "snowflake-zk-ensemble",
+    title: `${family.title}; ZooKeeper a 3-server ensemble, A, B, C, S each on member 1, 2, 3, 1`,
+    zkEnsemble: true,
+  };
+}
+
 /** Every family, in run order. */
 export const FAMILIES: readonly Family[] = [
   segmentFamily(),
   ...SNOWFLAKE_REGISTRIES.map(snowflakeFamily),
+  zkEnsembleFamily(),
   redisSequenceFamily(),
 ];
 

@@ -15,6 +15,7 @@ import { serverTerm } from "./server-term";
 import { standby } from "./standby";
 import { storeKill } from "./store-kill";
 import { storePause } from "./store-pause";
+import { zkFollowerPartition } from "./zk-follower-partition";
 
 /** Every fault, by name. */
 export const CATALOGUE: readonly Fault[] = [
@@ -33,6 +34,7 @@ export const CATALOGUE: readonly Fault[] = [
   standby,
   maxIdBack,
   defaultsStart,
+  zkFollowerPartition,
 ];
 
 /** The fault named `name`, or an error listing the catalogue. */

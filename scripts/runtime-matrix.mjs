@@ -240,6 +240,10 @@ function readmeExamples(packages) {
   );
   const examples = [];
   for (const readme of ["README.md", ...packages.map((d) => `${d}/README.md`)]) {
+    if (!existsSync(join(root, readme))) {
+      console.log(`runtime-matrix: no ${readme}: no example to run`);
+      continue;
+    }
     const text = readFileSync(join(root, readme), "utf8");
     let index = 0;
     for (const match of text.matchAll(/```(?:ts|js|typescript|javascript)\n([\s\S]*?)```/g)) {

@@ -11,7 +11,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 
 const root = new URL("../../..", import.meta.url).pathname;
 
-/** The server and every @leaf package it depends on (read from the manifests, so none is missed). */
+/**
+ * The server and every @leaf package it depends on, directly or through another (a driver package's
+ * shared support package), read from the manifests so that none is missed.
+ */
 const PACKAGES = serverAndItsPackages();
 
 function serverAndItsPackages(): string[] {
@@ -26,10 +29,17 @@ function serverAndItsPackages(): string[] {
       `packages/${d}`,
     ]),
   );
-  const deps = Object.keys(manifest("apps/server").dependencies ?? {}).filter((n) =>
-    n.startsWith("@leaf/"),
-  );
-  return [...deps.map((n) => byName.get(n)!), "apps/server"];
+  const leafDeps = (dir: string) =>
+    Object.keys(manifest(dir).dependencies ?? {}).filter((n) => n.startsWith("@leaf/"));
+  const dirs = new Set<string>();
+  const todo = leafDeps("apps/server");
+  for (let name = todo.pop(); name !== undefined; name = todo.pop()) {
+    const dir = byName.get(name)!;
+    if (dirs.has(dir)) continue;
+    dirs.add(dir);
+    todo.push(...leafDeps(dir));
+  }
+  return [...dirs, "apps/server"];
 }
 
 /** Every package that is published (not private), whether the server uses it or not. */

@@ -235,9 +235,11 @@ function printWelcome(server: LeafServer): void {
   }
   lines.push("");
   if (config.segment) {
-    // The demo tag is created in the embedded store only: a MySQL store serves the tags it holds.
+    // The demo tag is created in the embedded store only (a MySQL store serves the tags it holds),
+    // and not again once an operator deleted it: the banner names a tag that is served.
+    const served = server.services.segment?.generator.tags() ?? [];
     const demoTag = config.segment.store === "embedded" ? config.segment.demoTag : null;
-    const tag = demoTag ?? server.services.segment?.generator.tags()[0] ?? "TAG";
+    const tag = (demoTag !== null && served.includes(demoTag) ? demoTag : served[0]) ?? "TAG";
     lines.push(`  segment id     ${url}/api/segment/get/${encodeURIComponent(tag)}`);
     lines.push(`  100 ids        ${url}/api/segment/get/${encodeURIComponent(tag)}?count=100`);
   }

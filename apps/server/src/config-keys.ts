@@ -224,7 +224,7 @@ export const CONFIG_KEYS = [
   def("segment.demoTag", {
     type: 'tag, or ""',
     default: "leaf-segment-test",
-    doc: "Embedded store only: a tag created at start when missing (Java Leaf's demo row: start 1, step 2000).",
+    doc: "Embedded store only: a tag created at start when missing (Java Leaf's demo row: start 1, step 2000); once deleted through the admin API it is not created again (the start logs it).",
     read: tagOrEmpty,
   }),
   def("segment.refreshIntervalMs", {

@@ -152,14 +152,7 @@ async function startSegment(
     if (settings.store === "embedded" && settings.demoTag !== null) {
       const tags = await store.listTags();
       if (!tags.includes(settings.demoTag)) {
-        // Java Leaf's demo row: insert into leaf_alloc values('leaf-segment-test', 1, 2000, ...).
-        await store.createTag({
-          tag: settings.demoTag,
-          step: 2000,
-          startId: 1n,
-          description: "Test leaf Segment Mode Get Id",
-        });
-        logger.info({ tag: settings.demoTag }, `created the demo tag ${settings.demoTag}`);
+        await createDemoTag(store, settings.demoTag, logger);
       }
     }
     await generator.start();
@@ -172,6 +165,37 @@ async function startSegment(
     `segment mode ready on the ${store.kind} store: ${generator.tags().length} tag(s)`,
   );
   return { generator, store };
+}
+
+/**
+ * Creates Java Leaf's demo row (insert into leaf_alloc values('leaf-segment-test', 1, 2000, ...)),
+ * unless an operator deleted the tag: the store refuses it below the max id it was deleted with,
+ * and a deleted demo tag reads as "not wanted", so it stays deleted and the start goes on.
+ */
+async function createDemoTag(
+  store: SegmentStore,
+  tag: string,
+  logger: ServiceLogger,
+): Promise<void> {
+  try {
+    await store.createTag({
+      tag,
+      step: 2000,
+      startId: 1n,
+      description: "Test leaf Segment Mode Get Id",
+    });
+    logger.info({ tag }, `created the demo tag ${tag}`);
+  } catch (error) {
+    const details = (error as { details?: { reason?: unknown; minStartId?: unknown } }).details;
+    if (!isLeafError(error, ErrorCodes.ALREADY_EXISTS) || details?.reason !== "deleted")
+      throw error;
+    logger.warn(
+      { tag, minStartId: details.minStartId },
+      `the demo tag ${tag} was deleted (max id ${String(details.minStartId)}): not created again. ` +
+        `Set segment.demoTag to "" (${envName("segment.demoTag")}="") to silence this, or create the tag ` +
+        `with a startId of at least ${String(details.minStartId)}`,
+    );
+  }
 }
 
 async function startSnowflake(

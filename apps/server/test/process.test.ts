@@ -105,6 +105,48 @@ describe("the server process", () => {
     }
   });
 
+  it("starts again after an operator deleted the demo tag, and does not create it again", async () => {
+    const cwd = tempDir();
+    const port = await freePort();
+    const token = "demo-tag-admin-token-0123456789";
+    const env = { LEAF_SERVER_PORT: String(port), LEAF_SERVER_ADMIN_TOKEN: token };
+    const base = `http://127.0.0.1:${port}`;
+    const first = await startCli(cwd, env);
+    let deleted: { maxId?: string };
+    try {
+      expect((await text(`${base}/api/segment/get/leaf-segment-test?count=3`)).body).toBe(
+        "1\n2\n3\n",
+      );
+      const res = await fetch(`${base}/api/v1/admin/tags/leaf-segment-test`, {
+        method: "DELETE",
+        headers: { authorization: `Bearer ${token}` },
+      });
+      expect(res.status).toBe(200);
+      deleted = (await res.json()) as { maxId?: string };
+      expect(deleted.maxId).toBe("2001");
+    } finally {
+      first.child.kill("SIGTERM");
+      expect(await first.exited).toBe(0);
+    }
+    const again = await startCli(cwd, env);
+    try {
+      expect(again.output()).toMatch(/demo tag leaf-segment-test was deleted .*not created again/);
+      expect(again.output()).not.toContain("/api/segment/get/leaf-segment-test");
+      // Still deleted: the tag is not served, and the operator may create it at the answered max id.
+      expect((await text(`${base}/api/segment/get/leaf-segment-test`)).status).not.toBe(200);
+      const created = await fetch(`${base}/api/v1/admin/tags`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+        body: JSON.stringify({ tag: "leaf-segment-test", step: 2000, startId: deleted.maxId }),
+      });
+      expect(created.status).toBe(201);
+      expect((await text(`${base}/api/segment/get/leaf-segment-test`)).body).toBe("2001");
+    } finally {
+      again.child.kill("SIGTERM");
+      expect(await again.exited).toBe(0);
+    }
+  });
+
   it("refuses a second process on the same data folder, with a clear error and a non-zero exit", async () => {
     const cwd = tempDir();
     const first = await startCli(cwd, { LEAF_SERVER_PORT: String(await freePort()) });

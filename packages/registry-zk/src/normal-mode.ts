@@ -83,14 +83,35 @@ async function acquireFromZookeeper(
     checkPeerClocks({ ...marker.clock, peers, ...options.peerClockCheck });
   }
   const slots: Slot[] = [];
+  const created: Slot[] = [];
   for (let k = 0; k <= request.backups; k++) {
     const key = nodeKey(node, k);
     const own = lowestFor(children, key);
-    slots.push(
-      own
-        ? await readSlot(session, tree, key, own, request.maxWorkerId, node)
-        : await createSlot(session, tree, node, key, listing?.stat.cversion ?? 0, request, options),
-    );
+    if (own) {
+      slots.push(await readSlot(session, tree, key, own, request.maxWorkerId, node));
+    } else {
+      const slot = await createSlot(
+        session,
+        tree,
+        node,
+        key,
+        listing?.stat.cversion ?? 0,
+        request,
+        options,
+      );
+      slots.push(slot);
+      created.push(slot);
+    }
+  }
+  // Checked again now that this node's forever nodes exist. A recycle-mode start of the name that
+  // raced the first check wrote its record either before these nodes (this read, answered after
+  // our own writes, sees it) or after them (its own second check sees ours): never both granted.
+  try {
+    await refuseRecycleTree(session, tree);
+  } catch (error) {
+    // Nothing was issued under the new nodes: removed, they leave the name to recycle mode.
+    for (const slot of created) await session.remove(slot.path, -1).catch(() => undefined);
+    throw error;
   }
   const primary = slots[0]!;
   const cached = readCacheQuietly(cachePath);

@@ -82,6 +82,8 @@ export async function acquireRecycled(
     });
   }
   const slots: Slot[] = [];
+  // The records this start created (ids never used under this name).
+  const created: Slot[] = [];
   try {
     await session.ensurePath(tree.recycleWorkers);
     await session.ensurePath(tree.recycleLeases);
@@ -118,6 +120,7 @@ export async function acquireRecycled(
           holder,
         );
         if (!slot) continue;
+        if (!view.records.has(workerId)) created.push(slot);
         if (!clock) {
           const stat = await session.exists(slot.leasePath);
           const after = options.clock.now();
@@ -132,6 +135,19 @@ export async function acquireRecycled(
     if (slots.length < wanted) {
       const held = [...view.held].filter((id) => id <= maxWorkerId).length;
       throw exhausted(node, maxWorkerId, wanted, held);
+    }
+    // Checked again now that this start's records exist. A normal-mode start of the name that
+    // raced the first check created its forever node either before these records (this read,
+    // answered after our own writes, sees it) or after them (its own second check sees ours).
+    try {
+      await refuseOtherTrees(session, tree);
+    } catch (error) {
+      // Removed while our lease nodes still hold the ids (nothing was issued under them), so that
+      // they do not keep the name from normal mode; closing the session then drops the leases.
+      for (const slot of created) {
+        await session.remove(slot.recordPath, slot.recordVersion ?? 0).catch(() => undefined);
+      }
+      throw error;
     }
     if (options.peerClockCheck && clock) {
       const ours = new Set(slots.map((s) => s.workerId));

@@ -14,6 +14,7 @@ import {
   fixedLockName,
   takeLock,
 } from "./fixed-table";
+import { refuseLeaseModeRow } from "./mode-guard";
 
 /** Grants the fixed worker id of `request.node`, or falls back to the cache when MySQL is down. */
 export async function acquireFixed(
@@ -57,6 +58,30 @@ export async function acquireFixed(
     const lockName = fixedLockName(row.database, settings.table, workerId);
     await takeLock(connection, lockName, workerId, request.key, timeout);
     lockedName = lockName;
+    // Read after the row was written: a lease-mode start racing this one either sees the row or
+    // wrote its lease row first, which this read sees.
+    try {
+      await refuseLeaseModeRow(
+        connection,
+        settings.leaseTable,
+        request.node.name,
+        workerId,
+        request.key,
+        timeout,
+      );
+    } catch (error) {
+      // A row inserted by this start has issued nothing: removed, it leaves the id to lease mode.
+      if (row.inserted) {
+        await runOn(
+          connection,
+          `DELETE FROM \`${settings.table}\` WHERE id = ? AND ip_port = ?`,
+          [workerId, request.key],
+          timeout,
+          `removing the row of ${request.key} from ${settings.table}`,
+        ).catch(() => undefined);
+      }
+      throw error;
+    }
     // Ids issued while MySQL was down last time are only in the cache file: count them too.
     const stored = Math.max(row.maxTimestamp, cachedTimestamp(settings, request, workerId));
     checkClockNotBehind({

@@ -13,6 +13,8 @@ import { COMPONENT, type Database, runOn, toMs } from "./database";
 export interface FixedSettings {
   db: Database;
   table: string;
+  /** Lease mode's table in the same database, checked for this node's id. */
+  leaseTable: string;
   clock: Clock;
   toleranceMs: number;
   /** Folder of the fallback cache files; undefined disables the fallback. */
@@ -41,6 +43,8 @@ export interface FixedRow {
   id: number;
   maxTimestamp: number;
   database: string;
+  /** True when this call inserted the row (the node's first start against this table). */
+  inserted: boolean;
 }
 
 /** The node's row, inserted when missing (as the fork's getOrCreateLeafWorkerId). */
@@ -51,6 +55,7 @@ export async function findOrCreateRow(
   timeoutMs: number,
 ): Promise<FixedRow> {
   const select = `SELECT id, max_timestamp, DATABASE() AS db FROM \`${table}\` WHERE ip_port = ?`;
+  let inserted = false;
   for (let attempt = 0; attempt < 3; attempt++) {
     const rows = await runOn<RowDataPacket[]>(
       connection,
@@ -65,6 +70,7 @@ export async function findOrCreateRow(
         id: Number(row.id),
         maxTimestamp: toMs(row.max_timestamp),
         database: String(row.db),
+        inserted,
       };
     }
     try {
@@ -78,6 +84,7 @@ export async function findOrCreateRow(
         timeoutMs,
         `inserting ${request.key} into ${table}`,
       );
+      inserted = true;
     } catch (error) {
       // Another process inserted the same ip:port at the same time: read its row.
       if (!(isLeafError(error) && error.details.mysqlCode === "ER_DUP_ENTRY")) throw error;

@@ -24,11 +24,14 @@ import {
 } from "@leaf/core/adapter";
 import type { ResultSetHeader, RowDataPacket } from "mysql2/promise";
 import { COMPONENT, type Database, isUnreachable, toMs } from "./database";
+import { fixedModeIds, usedByFixedMode } from "./mode-guard";
 
 /** What lease mode needs from the registry (with the checked lease timings). */
 export interface LeaseSettings extends LeaseTimings {
   db: Database;
   table: string;
+  /** Fixed mode's table in the same database: its ids are never leased. */
+  fixedTable: string;
   clock: Clock;
   toleranceMs: number;
   /** Called when a lease ends (released or lost), so the registry stops tracking it. */
@@ -52,6 +55,8 @@ export async function acquireLeased(
   const token = `${request.key}#${process.pid}#${randomBytes(8).toString("hex")}`;
   const leaseMicros = leaseMs * 1000;
   const taken: number[] = [];
+  /** Ids this start inserted (never used before): removed again when the start is refused. */
+  const inserted: number[] = [];
   let firstSentAt: number | undefined;
   /** The lowest horizon written for a taken id: the lease's confirmed horizon. */
   let storedHorizon = Number.POSITIVE_INFINITY;
@@ -95,6 +100,7 @@ export async function acquireLeased(
         `taking new worker id ${workerId}`,
       );
       taken.push(workerId);
+      inserted.push(workerId);
       firstSentAt ??= sentAt;
       storedHorizon = Math.min(storedHorizon, written);
     } catch (error) {
@@ -104,6 +110,13 @@ export async function acquireLeased(
   };
 
   try {
+    // Fixed mode's ids (its table has no service name) are never leased: skipped here, and checked
+    // again below once this start's rows are written.
+    const fixed = await fixedModeIds(db, settings.fixedTable, request.maxWorkerId);
+    const requestedFixed = request.workerId === undefined ? undefined : fixed.get(request.workerId);
+    if (requestedFixed !== undefined) {
+      throw usedByFixedMode(request.workerId!, requestedFixed, settings.fixedTable, table);
+    }
     if (request.workerId !== undefined) {
       // A requested id (a StatefulSet ordinal): that row only, released, expired or never used.
       await takeFree(request.workerId);
@@ -124,7 +137,7 @@ export async function acquireLeased(
       for (const row of free) {
         if (taken.length >= need) break;
         const id = Number(row.worker_id);
-        if (!taken.includes(id)) await takeFree(id);
+        if (!taken.includes(id) && !fixed.has(id)) await takeFree(id);
       }
       if (taken.length >= need) break;
       const used = await db.query<RowDataPacket[]>(
@@ -133,7 +146,7 @@ export async function acquireLeased(
         "looking for never-used worker ids",
       );
       const fresh = neverUsed(
-        new Set(used.map((r) => Number(r.worker_id))),
+        new Set([...used.map((r) => Number(r.worker_id)), ...fixed.keys()]),
         request.maxWorkerId,
         need - taken.length + 4,
       );
@@ -144,6 +157,12 @@ export async function acquireLeased(
       }
     }
     if (taken.length < need) throw await exhausted(settings, request);
+    // Read after this start's rows were written: a fixed-mode start racing this one either sees
+    // them or inserted its row first, which this read sees.
+    const raced = await fixedModeIds(db, settings.fixedTable, request.maxWorkerId, taken);
+    for (const [workerId, ipPort] of raced) {
+      throw usedByFixedMode(workerId, ipPort, settings.fixedTable, table);
+    }
     const rows = await db.query<RowDataPacket[]>(
       `SELECT worker_id, last_timestamp FROM \`${table}\` WHERE leaf_name = ? AND holder = ?`,
       [name, token],
@@ -174,7 +193,7 @@ export async function acquireLeased(
     }
     return lease;
   } catch (error) {
-    if (taken.length > 0) await giveBack(settings, name, token).catch(() => {});
+    if (taken.length > 0) await giveBack(settings, name, token, inserted).catch(() => {});
     if (isUnreachable(error)) {
       const cause = error as LeafError;
       throw new LeafError({
@@ -200,7 +219,22 @@ function neverUsed(used: Set<number>, max: number, count: number): number[] {
 }
 
 /** Frees ids taken by an acquire that then failed; they issued nothing, so timestamps stay. */
-async function giveBack(settings: LeaseSettings, name: string, token: string): Promise<void> {
+async function giveBack(
+  settings: LeaseSettings,
+  name: string,
+  token: string,
+  inserted: readonly number[] = [],
+): Promise<void> {
+  // Rows this start inserted have issued nothing: removed, they leave those ids free of lease
+  // mode's history (fixed mode refuses an id lease mode ever used).
+  if (inserted.length > 0) {
+    await settings.db.query(
+      `DELETE FROM \`${settings.table}\` WHERE leaf_name = ? AND holder = ? ` +
+        `AND worker_id IN (${inserted.map(() => "?").join(", ")})`,
+      [name, token, ...inserted],
+      "removing the worker ids of a refused start",
+    );
+  }
   await settings.db.query(
     `UPDATE \`${settings.table}\` SET holder = NULL, lease_until = NULL, issue_horizon = 0 ` +
       "WHERE leaf_name = ? AND holder = ?",

@@ -59,6 +59,11 @@ export interface MysqlRegistryOptions<M extends RegistryMode = RegistryMode> {
   /** Table name (default leaf_workerid_alloc in fixed mode, leaf_worker_lease in lease mode). */
   table?: string;
   /**
+   * The other mode's table in the same database (default leaf_worker_lease in fixed mode,
+   * leaf_workerid_alloc in lease mode): a worker id in it is refused to this mode.
+   */
+  otherModeTable?: string;
+  /**
    * Lease mode: how long a lease lasts without renewal, in ms, judged by the database's clock
    * (default 60,000). Another node may take the id once it has passed.
    */
@@ -101,6 +106,8 @@ export class MysqlRegistry<M extends RegistryMode = RegistryMode> implements Wor
   readonly kind = "mysql";
   readonly mode: M;
   readonly table: string;
+  /** The other mode's table, read to keep both modes off one worker id (see mode-guard.ts). */
+  readonly otherModeTable: string;
   /** Lease mode timings after defaults (ms); undefined in fixed mode. */
   readonly timings:
     | { leaseMs: number; safetyMarginMs: number; renewIntervalMs: number; queryTimeoutMs: number }
@@ -118,6 +125,10 @@ export class MysqlRegistry<M extends RegistryMode = RegistryMode> implements Wor
     }
     this.mode = options.mode;
     this.table = checkTableName(options.table ?? DEFAULT_TABLES[this.mode]);
+    this.otherModeTable = checkTableName(
+      options.otherModeTable ?? DEFAULT_TABLES[this.mode === "fixed" ? "lease" : "fixed"],
+      "otherModeTable",
+    );
     this.toleranceMs = nonNegative("toleranceMs", options.toleranceMs ?? 5);
     this.clock = options.clock ?? systemClock;
     let queryTimeoutMs: number;
@@ -183,6 +194,7 @@ export class MysqlRegistry<M extends RegistryMode = RegistryMode> implements Wor
             {
               db: this.db,
               table: this.table,
+              leaseTable: this.otherModeTable,
               clock: this.clock,
               toleranceMs: this.toleranceMs,
               cacheDir: this.cacheDir,
@@ -194,6 +206,7 @@ export class MysqlRegistry<M extends RegistryMode = RegistryMode> implements Wor
             {
               db: this.db,
               table: this.table,
+              fixedTable: this.otherModeTable,
               clock: this.clock,
               toleranceMs: this.toleranceMs,
               ...this.timings!,

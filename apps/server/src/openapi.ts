@@ -363,7 +363,7 @@ export function openApiDocument(version: string) {
           tags: ["Admin"],
           summary: "This node's segment high-water marks",
           description:
-            "Per tag, the end of the highest range this node took from its store, kept in dataDir/segment-high-water and read at start: a tag whose max_id is below it is refused (CORRUPT_DATA), not served again.",
+            "Per tag, the end of the highest range this node took from its store, kept in dataDir/segment-high-water and read at start: a tag whose max_id is below it is refused (CORRUPT_DATA), not served again. `seen`: the highest max_id this node read in the tag's row at a refresh (other nodes' ranges up to that read); no id below it is served.",
           security: bearer,
           responses: {
             "200": json({
@@ -374,7 +374,11 @@ export function openApiDocument(version: string) {
                   type: "array",
                   items: {
                     type: "object",
-                    properties: { tag: { type: "string" }, highWater: idString },
+                    properties: {
+                      tag: { type: "string" },
+                      highWater: idString,
+                      seen: { oneOf: [idString, { type: "null" }] },
+                    },
                   },
                 },
               },

@@ -12,9 +12,14 @@ export function registerHighWaterRoutes(
 ): void {
   app.get("/api/v1/admin/high-water", guard, async (_request, reply: FastifyReply) => {
     const { generator } = sources.segment();
+    const seen = generator.observedMaxIds();
     const marks = [...generator.highWaterMarks()]
       .sort(([a], [b]) => (a < b ? -1 : 1))
-      .map(([tag, end]) => ({ tag, highWater: end.toString() }));
+      .map(([tag, end]) => ({
+        tag,
+        highWater: end.toString(),
+        seen: seen.get(tag)?.toString() ?? null,
+      }));
     return reply.send({ count: marks.length, marks });
   });
 

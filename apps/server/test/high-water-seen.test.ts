@@ -100,10 +100,15 @@ describe("a max_id moved back below another node's ranges", () => {
     loads.push(...(await load([a], 2_000)));
     // B's refreshes read A's last ranges.
     await sleep(2_500);
+    const listed = await fetch(`${b.url}/api/v1/admin/high-water`, {
+      headers: { authorization: `Bearer ${ADMIN}` },
+    });
+    const { marks } = (await listed.json()) as { marks: Array<{ tag: string; seen: string }> };
     await Promise.all([a.kill(), b.kill()]);
     const [fileA, fileB] = [fileOf(a), fileOf(b)];
     expect(fileB.mark).toBeLessThan(fileA.mark);
     expect(fileB.seen).toBe(fileA.mark);
+    expect(marks).toMatchObject([{ tag: TAG, seen: fileA.mark.toString() }]);
     await admin.query("UPDATE leaf_alloc SET max_id = ? WHERE biz_tag = ?", [
       fileB.mark.toString(),
       TAG,

@@ -72,9 +72,11 @@ describe("tags named like Object.prototype's members", () => {
     const listed = JSON.stringify(tags);
     for (const tag of NAMES) expect(listed).toContain(JSON.stringify(tag));
     const marks = (await json(server, "/api/v1/admin/high-water")) as {
-      marks: Array<{ tag: string; highWater: string }>;
+      marks: Array<{ tag: string; highWater: string; seen: string | null }>;
     };
     expect(marks.marks.map((m) => m.tag).sort()).toEqual([...NAMES].sort());
+    // No refresh read the rows since the tags were created: nothing seen yet.
+    for (const m of marks.marks) expect(m.seen).toBeNull();
     const monitor = (await json(server, "/api/v1/monitor")) as {
       segment: { tags: Array<{ tag: string }> };
       capacity: { tags: Array<{ tag: string }> };

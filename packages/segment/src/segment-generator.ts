@@ -439,6 +439,14 @@ export class SegmentIdGenerator {
   }
 
   /**
+   * Per tag, the highest max id this node read in the store's rows at a refresh (option
+   * `highWater`): no range is served below it. Empty without the option.
+   */
+  observedMaxIds(): ReadonlyMap<string, bigint> {
+    return this.highWater?.allSeen() ?? new Map();
+  }
+
+  /**
    * Forgets the stored high-water mark of `tag` (an operator's call: the tag's max id is known to be
    * right, or the store is another one with its own ids), durably, and serves a tag refused for it
    * again once its row has a sane step (ranges this process took since it started still count).

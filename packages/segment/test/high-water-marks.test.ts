@@ -207,6 +207,24 @@ describe("the highest max id a node read in the row", () => {
   });
 });
 
+describe("a gap wider than one range can cover", () => {
+  it("refuses the tag (CORRUPT_DATA, below-observed-max-id) after taking one range, serving none of it", async () => {
+    const data = await table(["t"]);
+    const dir = folder();
+    const marks = new HighWaterMarks({ dir, storeId: "memory" });
+    await marks.open();
+    await marks.observe([{ tag: "t", maxId: 10_000_000_000n }]);
+    await marks.close();
+    const g = node(data, dir);
+    await g.start();
+    const error = await g.nextId("t").catch((e: unknown) => e);
+    await g.close();
+    expect(isLeafError(error, ErrorCodes.CORRUPT_DATA)).toBe(true);
+    expect((error as { details: { reason: string } }).details.reason).toBe("below-observed-max-id");
+    expect(data.rows.get("t")!.maxId).toBe(101n);
+  });
+});
+
 describe("a full disk", () => {
   it("writes the taken range's end again on retry instead of taking a range per retry", async () => {
     const mount = folder();

@@ -406,10 +406,13 @@ describe("heartbeat, fenceAt and waiting for a lock that cannot be judged", () =
   it("publishes as horizon the mtime its last heartbeat wrote + half of foreignStaleAfterMs", async () => {
     const path = freshLock();
     const lock = acquireLockFile(path, { foreignStaleAfterMs: 400, component: "test" });
-    expect(lock.horizon).toBe(statSync(path).mtimeMs + 200);
+    // The heartbeat writes a whole ms as a Date; Node passes it to the kernel as float seconds, so
+    // the stored mtime can read up to 1 µs below that ms (about half of all ms values): rounded back.
+    const wroteMs = () => Math.round(statSync(path).mtimeMs);
+    expect(lock.horizon).toBe(wroteMs() + 200);
     const first = lock.horizon!;
     await until(() => lock.horizon! > first, "a heartbeat");
-    expect(lock.horizon).toBe(statSync(path).mtimeMs + 200);
+    expect(lock.horizon).toBe(wroteMs() + 200);
     lock.release();
   });
 

@@ -51,6 +51,14 @@ export function snowflakeSettings(v: ConfigValues, at: Placement): SnowflakeSett
     );
     return undefined;
   }
+  if (pod && v.get("snowflake.backups") > 0) {
+    // A requested id is leased alone: a registry refuses backups with it at start.
+    v.problem(
+      "snowflake.backups",
+      `${v.label("snowflake.backups")} is ${v.get("snowflake.backups")}, but a StatefulSet pod (${v.label("snowflake.statefulSet")}) leases exactly its ordinal, without backup worker ids; remove snowflake.backups`,
+    );
+    return undefined;
+  }
   if (!registry || !layout) return undefined;
   return {
     layout,

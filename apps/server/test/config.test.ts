@@ -611,7 +611,7 @@ describe("safe defaults for a real deployment", () => {
     }
   });
 
-  it("refuses a StatefulSet offset past the layout's largest worker id, and an offset without snowflake.statefulSet", () => {
+  it("refuses a StatefulSet offset past the layout's largest worker id, an offset without snowflake.statefulSet, and backups with a pod's ordinal", () => {
     const past = configError({
       env: {
         HOSTNAME: "leaf-3",
@@ -637,6 +637,19 @@ describe("safe defaults for a real deployment", () => {
       cwd: dir,
     });
     expect(alone.details.key).toBe("snowflake.statefulSetOffset");
+    const backups = configError({
+      env: {
+        HOSTNAME: "leaf-3",
+        LEAF_SNOWFLAKE_STATEFUL_SET: "true",
+        LEAF_SNOWFLAKE_BACKUPS: "2",
+        LEAF_SNOWFLAKE_REGISTRY: "redis",
+        LEAF_SNOWFLAKE_REDIS_URL: "redis://127.0.0.1:6379",
+        LEAF_SEGMENT_ENABLED: "false",
+      },
+      cwd: dir,
+    });
+    expect(backups.details.key).toBe("snowflake.backups");
+    expect(backups.message).toContain("leases exactly its ordinal, without backup worker ids");
     expect(alone.message).toContain("LEAF_SNOWFLAKE_STATEFUL_SET_OFFSET (environment) is set but");
   });
 

@@ -82,6 +82,9 @@ export abstract class LeaseCore implements WorkerLease {
   protected readonly component: string;
   readonly #controller = new AbortController();
   readonly #highest = new Map<number, number>();
+  #confirmed: number;
+  /** The report queued and not yet started, which later reports join. */
+  #waiting: { ids: Set<number>; done: Promise<void> } | undefined;
   #tail: Promise<unknown> = Promise.resolve();
   #releasing: Promise<void> | undefined;
 
@@ -94,6 +97,7 @@ export abstract class LeaseCore implements WorkerLease {
       lastTimestamp: b.lastTimestamp,
     }));
     this.lost = this.#controller.signal;
+    this.#confirmed = this.lastTimestamp;
     this.#highest.set(this.workerId, this.lastTimestamp);
     for (const b of this.backups) this.#highest.set(b.workerId, b.lastTimestamp);
   }
@@ -129,6 +133,23 @@ export abstract class LeaseCore implements WorkerLease {
     return undefined;
   }
 
+  /**
+   * The primary's highest timestamp stored where its next holder reads it (see
+   * WorkerLease.confirmedTimestamp): the grant's, raised by every report the store confirmed.
+   */
+  get confirmedTimestamp(): number {
+    return this.#confirmed;
+  }
+
+  /**
+   * Records that `timestampMs` is stored for the primary where its next holder reads it (called by
+   * `report` once `store` resolved; an adapter calls it sooner for a partial write that a restart
+   * reads, e.g. a cache file). Never lowers it; other ids are ignored.
+   */
+  protected confirm(workerId: number, timestampMs: number): void {
+    if (workerId === this.workerId && timestampMs > this.#confirmed) this.#confirmed = timestampMs;
+  }
+
   /** The held worker ids: the primary, then the backups. */
   protected heldIds(): number[] {
     return [this.workerId, ...this.backups.map((b) => b.workerId)];
@@ -157,10 +178,22 @@ export abstract class LeaseCore implements WorkerLease {
       return Promise.reject(error);
     }
     for (const [workerId, timestamp] of reported) this.raise(workerId, timestamp);
-    return this.serial(async () => {
+    // A report still waiting behind a slow one is joined, not queued again: it writes the highest
+    // timestamps when it runs, so reports called every period never pile up behind a slow store.
+    if (this.#waiting) {
+      for (const workerId of reported.keys()) this.#waiting.ids.add(workerId);
+      return this.#waiting.done;
+    }
+    const waiting = { ids: new Set(reported.keys()), done: Promise.resolve() };
+    this.#waiting = waiting;
+    waiting.done = this.serial(async () => {
+      if (this.#waiting === waiting) this.#waiting = undefined;
       if (this.lost.aborted) throw this.lost.reason;
-      await this.store(reported);
+      const latest = new Map([...waiting.ids].map((id) => [id, this.highest(id)]));
+      await this.store(latest);
+      this.confirm(this.workerId, latest.get(this.workerId) ?? 0);
     });
+    return waiting.done;
   }
 
   release(finalTimestampMs?: number): Promise<void> {

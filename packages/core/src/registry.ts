@@ -81,6 +81,15 @@ export interface WorkerLease {
    */
   readonly horizon?: number;
   /**
+   * Optional: the highest timestamp (ms since the Unix epoch) of the primary id stored where its next
+   * holder reads it: the grant's `lastTimestamp`, raised as each report is stored (a fixed id's cache
+   * file counts once written: the same node restarting reads it). A fixed id (no `horizon`) is held
+   * again by the same node restarting, which starts one report period + restart margin after the
+   * stored timestamp: SnowflakeWorker issues nothing timestamped past that instant for this one. A
+   * lease without it: the worker counts the reports that resolved.
+   */
+  readonly confirmedTimestamp?: number;
+  /**
    * Records the generator's latest timestamp (ms) for the primary id and, optionally, the backups.
    * Called periodically (every 3 s by default). Never moves a stored timestamp backwards. Rejects
    * with a LeafError (UNAVAILABLE) when the backing store cannot be reached; the caller retries at

@@ -8,7 +8,11 @@ import { type Layout, layouts } from "./layout";
 import { checkClockNotBehind } from "./lease-cache";
 import { leaseLostError } from "./lease-core";
 import type { BackupWorker, NodeIdentity, WorkerIdRegistry, WorkerLease } from "./registry";
-import { SnowflakeGenerator, type SnowflakeOptions } from "./snowflake-generator";
+import {
+  type LeaseDeadline,
+  SnowflakeGenerator,
+  type SnowflakeOptions,
+} from "./snowflake-generator";
 
 const COMPONENT = "core";
 
@@ -86,6 +90,8 @@ export class SnowflakeWorker {
   private readonly closing = new AbortController();
   private timer: NodeJS.Timeout | undefined;
   private reporting: Promise<void> | undefined;
+  /** The primary timestamp of the last report the held lease resolved (see {@link deadline}). */
+  private reportedConfirmed = 0;
 
   constructor(private readonly options: SnowflakeWorkerOptions) {
     this.layout = options.layout ?? layouts.leaf;
@@ -122,6 +128,7 @@ export class SnowflakeWorker {
     const lease = await this.acquire();
     try {
       await this.admit(lease);
+      await this.confirmFirst(lease);
       const floors = this.floors(lease);
       this.built = new SnowflakeGenerator({
         ...this.options.generator,
@@ -130,7 +137,7 @@ export class SnowflakeWorker {
         workerId: lease.workerId,
         lastTimestamp: floors.lastTimestamp,
         backups: floors.backups,
-        lease,
+        lease: this.deadline(lease),
       });
     } catch (error) {
       await lease.release().catch(() => {});
@@ -195,6 +202,49 @@ export class SnowflakeWorker {
     );
   }
 
+  /**
+   * What the generator watches of `lease`: its `fenceAt`, and its `horizon` when it has one. A lease
+   * without one holds a fixed id (ZooKeeper normal mode, MySQL fixed mode): its next holder is this
+   * node restarting, which starts after the issue floor of the stored timestamp, so nothing may be
+   * timestamped past the floor of the last timestamp the store confirmed. With reports every period
+   * and stored within the restart margin, that limit stays about the margin ahead of the clock; a
+   * report that takes longer, or a store that is unreachable, stops ids until a report lands.
+   */
+  private deadline(lease: WorkerLease): LeaseDeadline {
+    const fixedHorizon = () => {
+      const own = this.lease === lease ? this.reportedConfirmed : 0;
+      const confirmed = Math.max(lease.lastTimestamp, lease.confirmedTimestamp ?? 0, own);
+      // Never used and not yet reported: the next holder may start at any time, so nothing yet.
+      return confirmed > 0 ? this.issueFloor(confirmed) : 0;
+    };
+    return {
+      get fenceAt() {
+        return lease.fenceAt;
+      },
+      get horizon() {
+        return lease.horizon ?? fixedHorizon();
+      },
+    };
+  }
+
+  /**
+   * A lease without a horizon: reports the clock once before ids flow (after the start's wait the
+   * clock is at the issue floor of the stored timestamp, which is where its limit would be; see
+   * {@link deadline}), so the limit starts a period + margin ahead. A failure is left to the
+   * periodic reports (no id until one lands).
+   */
+  private async confirmFirst(lease: WorkerLease): Promise<void> {
+    this.reportedConfirmed = 0;
+    if (lease.horizon !== undefined) return;
+    const now = this.clock.now();
+    await lease.report(now).then(
+      () => {
+        this.reportedConfirmed = Math.max(this.reportedConfirmed, now);
+      },
+      () => {},
+    );
+  }
+
   /** The lease's timestamps as the generator's floors (see {@link issueFloor}). */
   private floors(lease: WorkerLease): { lastTimestamp: number; backups: BackupWorker[] } {
     return {
@@ -245,16 +295,25 @@ export class SnowflakeWorker {
       return;
     }
     lease.lost.addEventListener("abort", onLost, { once: true });
-    this.schedule(this.options.firstReportDelayMs ?? 1000);
+    const firstDelay = this.options.firstReportDelayMs ?? 1000;
+    // A lease without a horizon reported at start: the next report is due a period later at most.
+    this.schedule(
+      lease.horizon === undefined
+        ? Math.min(firstDelay, this.options.reportIntervalMs ?? 3000)
+        : firstDelay,
+    );
   }
 
   private schedule(ms: number): void {
     clearTimeout(this.timer);
+    // Every period, also while a report is slow (the lease joins a report that is still queued):
+    // a lease without a horizon may issue only a period + margin past its last stored report.
     this.timer = setTimeout(() => {
-      this.reporting = this.report().finally(() => {
-        this.reporting = undefined;
-        if (this.phase === "held") this.schedule(this.options.reportIntervalMs ?? 3000);
+      if (this.phase === "held") this.schedule(this.options.reportIntervalMs ?? 3000);
+      const reporting = this.report().finally(() => {
+        if (this.reporting === reporting) this.reporting = undefined;
       });
+      this.reporting = reporting;
     }, ms);
     this.timer.unref();
   }
@@ -273,6 +332,9 @@ export class SnowflakeWorker {
     const { primary, backups } = this.reportValues();
     try {
       await lease.report(primary, backups);
+      if (this.lease === lease) {
+        this.reportedConfirmed = Math.max(this.reportedConfirmed, primary);
+      }
       this.lastReportAt = this.clock.now();
       this.options.onEvent?.({ type: "reported", workerId: lease.workerId, timestamp: primary });
     } catch (error) {
@@ -312,7 +374,11 @@ export class SnowflakeWorker {
           await lease.release().catch(() => {});
           return;
         }
-        this.generator.setLease({ ...this.floors(lease), workerId: lease.workerId }, lease);
+        await this.confirmFirst(lease);
+        this.generator.setLease(
+          { ...this.floors(lease), workerId: lease.workerId },
+          this.deadline(lease),
+        );
         this.hold(lease);
         return;
       } catch (error) {

@@ -1,4 +1,10 @@
-import { ErrorCodes, isLeafError, LeafError, type NodeIdentity } from "@leaf/core";
+import {
+  type BackupWorker,
+  ErrorCodes,
+  isLeafError,
+  LeafError,
+  type NodeIdentity,
+} from "@leaf/core";
 import { LeaseCore, writeLeaseCache } from "@leaf/core/adapter";
 import type { Connection, ResultSetHeader, RowDataPacket } from "mysql2/promise";
 import { COMPONENT, isUnreachable, runOn } from "./database";
@@ -51,6 +57,22 @@ export class FixedLease extends LeaseCore {
     await this.write();
   }
 
+  /**
+   * Also writes the cache file at once, before the report waits for MySQL: a restart of this node
+   * reads it, so what it holds is confirmed (WorkerLease.confirmedTimestamp) even while MySQL is
+   * slow or down. A failed write is reported by the queued store.
+   */
+  override report(timestampMs: number, backups?: readonly BackupWorker[]): Promise<void> {
+    const reporting = super.report(timestampMs, backups);
+    if (this.cacheFile && !this.lost.aborted && !this.released) {
+      try {
+        this.writeCache();
+        this.confirm(this.workerId, this.highest(this.workerId));
+      } catch {}
+    }
+    return reporting;
+  }
+
   /** Writes the final timestamp, frees the lock (the row stays this node's). */
   protected async free(finalTimestampMs: number | undefined): Promise<void> {
     try {
@@ -101,6 +123,8 @@ export class FixedLease extends LeaseCore {
     let cacheError: unknown;
     try {
       this.writeCache();
+      // A restart of this node reads the cache file too: what it holds is confirmed.
+      if (this.cacheFile) this.confirm(this.workerId, this.highest(this.workerId));
     } catch (error) {
       cacheError = error;
     }

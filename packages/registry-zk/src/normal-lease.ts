@@ -1,6 +1,7 @@
 // The lease of a normal-mode worker id: it reports the highest timestamps to ZooKeeper and the
 // cache file, and when its session is lost it takes its live marker again through a new session.
 import {
+  type BackupWorker,
   backoffDelay,
   delay,
   ErrorCodes,
@@ -73,6 +74,22 @@ export class NormalLease extends LeaseCore implements TrackedLease {
 
   protected async store(): Promise<void> {
     await this.write(true);
+  }
+
+  /**
+   * Also writes the cache file at once, before the report waits for ZooKeeper: a restart of this
+   * node reads it, so what it holds is confirmed (WorkerLease.confirmedTimestamp) even while
+   * ZooKeeper is slow or down. A failed write is reported by the queued store.
+   */
+  override report(timestampMs: number, backups?: readonly BackupWorker[]): Promise<void> {
+    const reporting = super.report(timestampMs, backups);
+    if (this.cachePath && !this.lost.aborted && !this.released) {
+      try {
+        this.writeCache();
+        this.confirm(this.workerId, this.highest(this.workerId));
+      } catch {}
+    }
+    return reporting;
   }
 
   protected async free(finalTimestampMs: number | undefined): Promise<void> {
@@ -162,6 +179,8 @@ export class NormalLease extends LeaseCore implements TrackedLease {
     let cacheError: unknown;
     try {
       this.writeCache();
+      // A restart of this node reads the cache file too: what it holds is confirmed.
+      if (this.cachePath) this.confirm(this.workerId, this.highest(this.workerId));
     } catch (error) {
       cacheError = error;
     }

@@ -201,3 +201,115 @@ function sleep(ms: number): Promise<void> {
   }
   return new Promise((resolve) => setTimeout(resolve, ms));
 }
+
+/** Options of {@link clockStepRestart}. */
+export interface ClockStepRestartOptions {
+  /**
+   * Spawns a holder of the fixed id (spawnNode) with `env` (its fake clock) added; called twice,
+   * with the same node identity: the first holder, then its restart. It prints `{"started":true}`
+   * once it holds the id, then runs {@link printIdsUntilKilled}.
+   */
+  spawnHolder(env: Record<string, string>): ChildProcess;
+  /** The timestamp (ms since the Unix epoch) of an id, by the layout the holders use. */
+  timestampOf(id: bigint): number;
+  /** How far the first holder's wall clock steps forward (default 20,000 ms). */
+  stepMs?: number;
+  /** ms between the step and the SIGKILL (default 500: before the next report). */
+  killAfterMs?: number;
+  /** How long the first holder issues before the step (default 2,000 ms: reports have landed). */
+  warmUpMs?: number;
+}
+
+/** What {@link clockStepRestart} counted. */
+export interface ClockStepRestart {
+  firstIds: number;
+  secondIds: number;
+  duplicates: number;
+  examples: bigint[];
+  /** The latest clock reading the first holder printed (ms). */
+  firstClockMax: number;
+  /** Date.now() of this process when the clock stepped. */
+  steppedAt: number;
+  firstMaxTimestamp: number;
+  secondMinTimestamp: number;
+  /** What the first holder printed when refused, in order (e.g. LEASE_LOST). */
+  refusals: string[];
+}
+
+/**
+ * A fixed id's holder (the same node restarting is its next holder) under a wall clock stepped
+ * forward: the first holder issues for `warmUpMs`, its clock steps forward by `stepMs`, it is
+ * SIGKILLed `killAfterMs` later (before its next report), the clock is set right again (NTP), and
+ * the node restarts with the same identity. The restart issues until this clock has passed every
+ * timestamp the first printed + 1 s; every id of both is counted.
+ */
+export async function clockStepRestart(
+  options: ClockStepRestartOptions,
+): Promise<ClockStepRestart> {
+  const stepMs = options.stepMs ?? 20_000;
+  const dir = mkdtempSync(join(tmpdir(), "leaf-clock-restart-"));
+  const clock = new FakeClock({ file: join(dir, "faketime.offset") });
+  const first = new ChildLines(options.spawnHolder(clock.env()));
+  let second: ChildLines | undefined;
+  try {
+    await untilIssuing(first, "the first holder");
+    await sleep(options.warmUpMs ?? 2000);
+    clock.set(stepMs);
+    const steppedAt = Date.now();
+    await sleep(options.killAfterMs ?? 500);
+    await first.kill();
+    clock.set(0);
+    const firstLog = readHolder(first, options.timestampOf);
+    second = new ChildLines(options.spawnHolder(clock.env()));
+    await untilIssuing(second, "the restarted holder");
+    while (Date.now() < Math.max(firstLog.clockMax, firstLog.maxTimestamp) + 1000) await sleep(100);
+    await second.kill();
+    const secondLog = readHolder(second, options.timestampOf);
+    const counted = countRepeatedIds([firstLog.ids, secondLog.ids], 5);
+    return {
+      firstIds: firstLog.ids.count,
+      secondIds: secondLog.ids.count,
+      duplicates: counted.duplicates,
+      examples: counted.examples,
+      firstClockMax: firstLog.clockMax,
+      steppedAt,
+      firstMaxTimestamp: firstLog.maxTimestamp,
+      secondMinTimestamp: secondLog.minTimestamp,
+      refusals: firstLog.refusals,
+    };
+  } finally {
+    for (const holder of [first, second]) {
+      if (!holder) continue;
+      const pid = holder.child.pid;
+      await holder.kill();
+      if (pid !== undefined) clock.cleanUp(pid);
+    }
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+async function untilIssuing(holder: ChildLines, what: string): Promise<void> {
+  await holder.until((lines) => lines.some((l) => l.includes('"started"')), what);
+  await holder.until((lines) => lines.some((l) => l.startsWith('{"ids"')), `${what}'s ids`);
+}
+
+/** Every id a holder process printed, with its extremes, its latest clock reading and refusals. */
+function readHolder(holder: ChildLines, timestampOf: (id: bigint) => number) {
+  const ids = new IdLog();
+  let clockMax = 0;
+  let maxTimestamp = 0;
+  let minTimestamp = 0;
+  const refusals: string[] = [];
+  for (const line of holder.json<{ ids?: string[]; at?: number; refused?: string }>()) {
+    for (const text of line.ids ?? []) {
+      const id = BigInt(text);
+      ids.push(id);
+      const at = timestampOf(id);
+      maxTimestamp = Math.max(maxTimestamp, at);
+      minTimestamp = minTimestamp === 0 ? at : Math.min(minTimestamp, at);
+    }
+    if (line.refused) refusals.push(line.refused);
+    clockMax = Math.max(clockMax, line.at ?? 0);
+  }
+  return { ids, clockMax, maxTimestamp, minTimestamp, refusals };
+}

@@ -6,7 +6,10 @@ export { stopAll } from "./cleanup";
 export {
   type ClockStepHandOver,
   type ClockStepHandOverOptions,
+  type ClockStepRestart,
+  type ClockStepRestartOptions,
   clockStepHandOver,
+  clockStepRestart,
   type IdSource,
   printIdsUntilKilled,
   type SecondHolder,

@@ -80,7 +80,11 @@ export class ConnectionTracker {
     // In the check phase, right after the poll phase accepted every connection that had arrived:
     // the accept queue, whose connections a closing listener resets, is as short as it gets.
     await new Promise<void>((resolve) => setImmediate(resolve));
-    if (this.server.listening) net.Server.prototype.close.call(this.server);
+    if (!this.server.listening) return;
+    // Bun's http.Server is not built on net.Server (net's close() fails on it: no
+    // _emitCloseIfDrained); its own close() stops the listener and leaves open connections be.
+    if (process.versions.bun !== undefined) this.server.close();
+    else net.Server.prototype.close.call(this.server);
   }
 
   /**

@@ -60,8 +60,9 @@ end
  * free when missing or ended by Redis TIME; taking an ended one folds its holder's horizon into the
  * id's stamp first.
  * ARGV: lease ms, token, need, max worker id, horizon (the taker's clock + lease), ip, port, the
- * requested id ('' for the lowest free ones; need is then 1).
- * Replies: {'ok', floor, id1, stamp1, id2, stamp2, ...} (stamps already raised to the floor);
+ * requested id ('' for the lowest free ones; need is then 1). The horizon stored is at most Redis
+ * TIME + lease (see RENEW_SCRIPT).
+ * Replies: {'ok', floor, horizon, id1, stamp1, id2, stamp2, ...} (stamps already raised to the floor);
  * {'wait', ms, reason} during a quarantine; {'exhausted', soonest id, ms left, ip, port} (or just
  * {'exhausted'} when max is below 0); {'in_use', id, ms left, ip, port} when the requested id is
  * leased.
@@ -72,6 +73,7 @@ if now_ms < quarantine then
 end
 local token, need, max_id = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local horizon, ip, port = tonumber(ARGV[5]), ARGV[6], ARGV[7]
+if horizon > now_ms + lease_ms then horizon = now_ms + lease_ms end
 local requested = tonumber(ARGV[8])
 local first_id, last_id = 0, max_id
 if requested then first_id, last_id = requested, requested end
@@ -95,7 +97,7 @@ if #free < need then
   if not soonest then return {'exhausted'} end
   return {'exhausted', soonest_id, ms(soonest_end - now_ms), soonest.ip or '', soonest.port or ''}
 end
-local reply = {'ok', ms(floor)}
+local reply = {'ok', ms(floor), ms(horizon)}
 for i, id in ipairs(free) do
   local stamp = tonumber(redis.call('HGET', stamps_key, id)) or 0
   if old[i] and tonumber(old[i].h) and tonumber(old[i].h) > stamp then
@@ -113,13 +115,17 @@ return reply
 
 /**
  * Renews the holder's ids, only while every one still carries its token: the lease ends a lease
- * from now (Redis TIME), the horizon and the stamps rise (never fall).
+ * from now (Redis TIME), the horizon and the stamps rise (never fall). The horizon is capped at
+ * Redis TIME + lease: a holder whose clock runs ahead of Redis's gets no horizon past what a
+ * quarantine after a data loss waits out (its floor is Redis TIME + lease at the takeover), so it
+ * stops issuing rather than reach timestamps a later holder may be granted from.
  * ARGV: lease ms, token, horizon, then pairs of id and timestamp.
- * Replies: {'ok'}; {'lost', id, 'gone'} (no lease: released, expired and cleared, or Redis lost
+ * Replies: {'ok', horizon stored by this renewal (capped)}; {'lost', id, 'gone'} (no lease: released, expired and cleared, or Redis lost
  * it); {'lost', id, 'taken', ip, port} (another holder's token).
  */
 export const RENEW_SCRIPT = script(`${PRELUDE}
 local lease_ms, token, horizon = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])
+if horizon > now_ms + lease_ms then horizon = now_ms + lease_ms end
 local held = {}
 for i = 4, #ARGV, 2 do
   local id = ARGV[i]
@@ -138,7 +144,7 @@ for _, entry in ipairs(held) do
     redis.call('HSET', stamps_key, id, ms(stamp))
   end
 end
-return {'ok'}
+return {'ok', ms(horizon)}
 `);
 
 /**

@@ -114,7 +114,7 @@ export async function acquireRedisLease(
       );
     }
     const held: BackupWorker[] = [];
-    for (let i = 2; i < reply.length; i += 2) {
+    for (let i = 3; i < reply.length; i += 2) {
       held.push({ workerId: Number(reply[i]), lastTimestamp: Number(reply[i + 1]) });
     }
     const lease = new RedisLease(
@@ -125,7 +125,8 @@ export async function acquireRedisLease(
       held,
       sentAt,
       Number(reply[1]),
-      horizon,
+      // The horizon Redis stored: this clock + lease, capped at Redis TIME + lease.
+      Number(reply[2]),
     );
     // An id recycled from a holder whose clock ran a little ahead, or granted right after a
     // quarantine, starts in this clock's future by up to the margin: wait it out, else refuse.
@@ -169,7 +170,7 @@ export class RedisLease extends RenewingLease {
     held: BackupWorker[],
     sentAt: number,
     floor: number,
-    /** The horizon the grant stored with every id (the taker's clock + lease). */
+    /** The horizon the grant stored with every id (the taker's clock + lease, at most Redis TIME + lease). */
     horizon: number,
   ) {
     const { leaseMs, safetyMarginMs, renewIntervalMs, clock } = settings;
@@ -203,7 +204,9 @@ export class RedisLease extends RenewingLease {
 
   /**
    * Renews every held id in one script, only while each still carries this lease's token; resolves
-   * with the horizon stored (each id's is at least it), which lifts the generator's limit.
+   * with the horizon stored (each id's is at least it), which lifts the generator's limit. Redis
+   * caps it at its own TIME + lease, so a holder whose clock ran ahead of Redis's stops at Redis's
+   * time + lease, where the floor after a data loss puts the next holder (see RENEW_SCRIPT).
    */
   protected async renewOnce(): Promise<RenewalConfirmed> {
     const ids = this.heldIds();
@@ -229,7 +232,7 @@ export class RedisLease extends RenewingLease {
           : `worker id ${id} no longer carries this node's token in Redis (released by hand, or Redis lost its data)`;
       throw this.lose(why, { workerId: id, details: { token: this.token } });
     }
-    return { horizon };
+    return { horizon: Number(reply[1]) };
   }
 
   /** No confirmed renewal for lease - margin: stop before Redis may give the id to another node. */

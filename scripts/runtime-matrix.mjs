@@ -99,7 +99,6 @@ const RUNTIMES = [
 const TESTS = [
   { dirs: ["packages/core"], files: "no service" },
   { dirs: ["packages/conformance"], files: "no service" },
-  { dirs: ["packages/registry-conformance"], files: "no service" },
   { dirs: ["packages/registry-local"], files: "no service" },
   { dirs: ["packages/segment"], files: "no service" },
   { dirs: ["packages/client"], files: "no service" },
@@ -129,6 +128,8 @@ const DENO_NOT_RUN = {
   "packages/core/test/lock-file.test.ts":
     "starts its holders as `node --import tsx --input-type=module -e`, flags Deno does not take",
   "packages/registry-local/test/processes.test.ts":
+    "its child processes load TypeScript through tsx (a Node loader): Deno refuses their extensionless imports",
+  "packages/registry-local/test/clock-step.test.ts":
     "its child processes load TypeScript through tsx (a Node loader): Deno refuses their extensionless imports",
   "packages/segment/test/embedded-store-faults.test.ts":
     "its child processes load TypeScript through tsx (a Node loader) under prlimit and unshare: they never start on Deno",

@@ -20,7 +20,7 @@ const mysql = createRequire(import.meta.resolve("@leaf/testkit"))("mysql2/promis
 };
 
 const LEAF_ALLOC_SQL = readFileSync(
-  new URL("../../../packages/segment/sql/leaf_alloc.sql", import.meta.url),
+  new URL("../../../packages/segment-mysql/sql/leaf_alloc.sql", import.meta.url),
   "utf8",
 );
 

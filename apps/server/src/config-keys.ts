@@ -1,8 +1,7 @@
 // Every configuration key of the server in one table: its canonical dotted name (JSON/YAML path),
 // environment variable, Java Leaf / fork aliases, how its value is read and its default (the value
 // the loader uses, and the README's text for it). The loader, the README's table and the tests all
-// come from this list (the readers are in config-readers.ts). Over 450 lines because the table
-// is data: one entry per key.
+// come from this list (the readers are in config-readers.ts).
 import {
   accessTokens,
   adminToken,

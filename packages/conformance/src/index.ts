@@ -1,11 +1,7 @@
 // @leaf/conformance: the vitest suites every adapter of ours and of third parties runs unchanged, one
 // per contract, all with one shape: `suite(test, { name, create, ...capabilities })`. Also on the
 // subpaths `@leaf/conformance/registry` and `@leaf/conformance/segment-store`.
-export {
-  type ConformanceOptions,
-  type RegistryConformanceOptions,
-  registryConformance,
-} from "./registry";
+export { type RegistryConformanceOptions, registryConformance } from "./registry";
 export {
   type SegmentStoreConformanceOptions,
   type SegmentStoreDurabilityOptions,

@@ -64,9 +64,6 @@ export interface RegistryConformanceOptions {
   requestedWorkerId?: Capability<true>;
 }
 
-/** @deprecated The name in `@leaf/registry-conformance`: use {@link RegistryConformanceOptions}. */
-export type ConformanceOptions = RegistryConformanceOptions;
-
 /** Registers the conformance tests for one registry with vitest's `test`. */
 export function registryConformance(test: TestFunction, options: RegistryConformanceOptions): void {
   const timeout = options.timeoutMs ?? 30_000;

@@ -1,9 +1,7 @@
 export { type BackoffOptions, backoffDelay, delay } from "./backoff";
 export { type CachedGeneratorOptions, CachedSnowflakeGenerator } from "./cached-generator";
 export { type Clock, ManualClock, systemClock } from "./clock";
-// Helpers for registry and store adapters live in `@leaf/core/adapter` (src/adapter.ts). The few
-// that @leaf/segment still imports from here stay, deprecated, until it moves to the subpath.
-export * from "./deprecated";
+// Helpers for registry and store adapters live in `@leaf/core/adapter` (src/adapter.ts).
 export {
   argumentError,
   configError,

@@ -1,5 +1,6 @@
 // The worker-id registry contract: where a snowflake node gets its worker id. Implemented by
-// @leaf/registry-zk, -mysql, -local and third parties; checked by @leaf/registry-conformance.
+// @leaf/registry-zk, -mysql, -redis, -etcd, -local and third parties; checked by the suite of
+// @leaf/conformance/registry.
 
 /** Who is asking for a worker id. */
 export interface NodeIdentity {
@@ -11,7 +12,10 @@ export interface NodeIdentity {
   port: number;
 }
 
-/** A spare worker id leased with the primary one (seed 003's backup scheme). */
+/**
+ * A spare worker id leased with the primary one: a backup worker id for clock rollback, which the
+ * generator moves to when the clock moves back past its tolerance.
+ */
 export interface BackupWorker {
   workerId: number;
   /** Highest timestamp (ms since the Unix epoch) ever reported for this id; 0 when never used. */
@@ -108,7 +112,7 @@ export interface WorkerLease {
  * several nodes); each acquire is independent.
  */
 export interface WorkerIdRegistry {
-  /** Short name for messages and metrics: "zk", "mysql", "local", "memory". */
+  /** Short name for messages and metrics: "zk", "mysql", "redis", "etcd", "local", "memory". */
   readonly kind: string;
   /**
    * Grants a worker id to `node`. Rejects with a LeafError: WORKER_IDS_EXHAUSTED when no id in

@@ -1,8 +1,8 @@
 // The snowflake generator for one worker id: time | worker | sequence, with Leaf's random sequence
 // start, clock-rollback handling (wait within tolerance, backup worker ids beyond it, else refuse),
 // bounded waits, refusal past the layout's last instant, and fencing when the lease is lost.
-// Over 450 lines because it is one class: the id paths (one, a batch, a number) share the clock
-// state, the backup ids and the fence, and must be read together to see that no id repeats.
+// One class: the id paths (one, a batch, a number) share the clock state, the backup ids and the
+// fence, and must be read together to see that no id repeats.
 import { type Clock, systemClock } from "./clock";
 import { argumentError, ErrorCodes, LeafCodes, LeafError } from "./errors";
 import { type DecodedId, type Layout, layouts } from "./layout";
@@ -46,7 +46,10 @@ export interface SnowflakeOptions {
    * is issued strictly after it (default 0).
    */
   lastTimestamp?: number;
-  /** Backup worker ids, used in order when the clock moves back past the tolerance (seed 003). */
+  /**
+   * Backup worker ids for clock rollback, used in order when the clock moves back past the
+   * tolerance.
+   */
   backups?: readonly BackupWorker[];
   /** Clock rollback that is waited out, in ms (default 5, as Leaf). */
   rollbackToleranceMs?: number;

@@ -1,6 +1,6 @@
 // What a sequence does while Redis cannot be reached: it remembers since when and why, waits a
-// growing backoff between tries, and with whenRedisDown "random" (seed 002) hands out random
-// sequences kept out of the ranges Redis granted for the same second.
+// growing backoff between tries, and with whenRedisDown "random" hands out random sequences kept
+// out of the ranges Redis granted for the same second.
 import { backoffDelay, ErrorCodes, isLeafError, type LeafError } from "@leaf/core";
 import type { SequenceErrors } from "./errors";
 import type { IdBits } from "./id-bits";

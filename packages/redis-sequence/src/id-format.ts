@@ -1,6 +1,6 @@
 // The two forms of a redis-sequence id and the way back from each: the 64-bit integer
 // (time | shard | sequence), and the string prefix + yyyyMMddHHmmss + 6-digit sequence + 4-digit
-// shard of seed 002. Both give back the second, the shard and the sequence.
+// shard. Both give back the second, the shard and the sequence.
 import {
   argumentError,
   configError,

@@ -1,5 +1,6 @@
-// Public entry of @leaf/redis-sequence: ids with shard bits whose per-second sequences are
-// allocated in ranges by a Lua script in Redis (seed 002), fenced after a Redis restart.
+// Public entry of @leaf/redis-sequence, the Redis Lua shard sequence: ids with shard bits whose
+// per-second sequences are allocated in ranges by a Lua script in Redis, fenced after a Redis
+// restart.
 export {
   checkSequenceLayout,
   type ParsedSequenceId,

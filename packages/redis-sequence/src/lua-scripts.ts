@@ -1,4 +1,4 @@
-// The Lua scripts run in Redis: the allocation of a sequence range in one second (seed 002), and a
+// The Lua scripts run in Redis: the allocation of a sequence range in one second, and a
 // probe. Both first check the namespace's marker, which is how a Redis that restarted, lost its
 // data or failed over is detected and fenced before it can hand out a sequence a second time.
 import { luaScript, REDIS_TAKEOVER_LUA } from "@leaf/redis-support";
@@ -48,7 +48,7 @@ if reason then
     'reason', reason)
   redis.log(redis.LOG_WARNING, 'leaf redis-sequence: marker ' .. marker_key .. ' ' .. reason ..
     ', refusing seconds up to ' .. string.format('%.0f', fence))
-elseif replid ~= (marker[3] or '') then
+elseif replid ~= marker[3] then
   redis.call('HSET', marker_key, 'replid', replid)
 end
 `;

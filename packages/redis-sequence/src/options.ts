@@ -60,14 +60,14 @@ export interface RedisSequenceOptions {
   /** Smallest range taken in one round trip (default min(16, batchSize)). */
   minBatchSize?: number;
   /**
-   * Whose counter a second's sequences come from: "namespace" (default, as seed 002: one counter
+   * Whose counter a second's sequences come from: "namespace" (default: one counter
    * per second shared by all shards, at most 2^sequenceBits ids per second in the namespace), or
    * "shard" (one counter per shard per second: 2^sequenceBits ids per second for each shard, at
    * the cost of a range per shard per second).
    */
   sequenceScope?: "namespace" | "shard";
   /**
-   * Which clock gives the id's second: "application" (default, as seed 002: this machine's clock,
+   * Which clock gives the id's second: "application" (default: this machine's clock,
    * which Redis refuses when it is more than maxClockSkewMs from Redis TIME), or "redis" (Redis
    * TIME, tracked through the answer of every round trip, so that machines with skewed clocks agree).
    */
@@ -89,11 +89,11 @@ export interface RedisSequenceOptions {
    */
   fenceMarginMs?: number;
   /**
-   * Seconds a second's counter lives after its last use (default 600, as seed 002). Must outlive
+   * Seconds a second's counter lives after its last use (default 600). Must outlive
    * every request for that second: at least 2 × maxClockSkewMs + fenceMarginMs + 2 s.
    */
   keyTtlSeconds?: number;
-  /** ms the lock lasts once a second's sequence space is used up (default 1000, as seed 002). */
+  /** ms the lock lasts once a second's sequence space is used up (default 1000). */
   lockMs?: number;
   /** ms one round trip to Redis may take before it counts as failed (default 1000). */
   refillTimeoutMs?: number;
@@ -104,7 +104,7 @@ export interface RedisSequenceOptions {
   maxWaitMs?: number;
   /**
    * What happens when Redis cannot be reached and the cached ranges of the current second are
-   * used up: "error" (default: UNAVAILABLE), or "random", seed 002's fallback: the sequence is
+   * used up: "error" (default: UNAVAILABLE), or "random": the sequence is
    * drawn at random. Random sequences are unique within this process only; another process, or
    * a range Redis hands out in the same second, can produce the SAME id. Use it only where a rare
    * duplicate is acceptable. A "random-fallback" warning is raised each time it engages.

@@ -1,6 +1,6 @@
 // The client of the sequence: ids from cached per-second ranges (slot-cache.ts) that the range
 // allocator takes from Redis (range-allocator.ts), waits for the next second or for a fence to
-// pass, and an honest error (or, on request, seed 002's random fallback: fallback.ts) when Redis
+// pass, and an honest error (or, on request, the random fallback: fallback.ts) when Redis
 // is down.
 import { argumentError, delay, type Layout, type LeafError } from "@leaf/core";
 import { RedisLink } from "@leaf/redis-support";
@@ -29,7 +29,8 @@ const MAX_BATCH_IDS = 1_000_000;
 
 /**
  * Ids of 1 + 32 bits of seconds + 12 bits of shard + 19 bits of sequence (by default), with the
- * sequences of each second allocated in ranges by a Lua script in Redis (seed 002).
+ * sequences of each second allocated in ranges by a Lua script in Redis (the Redis Lua shard
+ * sequence).
  *
  * Create it with `new RedisSequence({ url | client, namespace })`; `await start()` connects and
  * checks Redis (the first call does it for you); take ids with `await nextId(shard)`, or

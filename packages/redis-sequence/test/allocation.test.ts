@@ -1,5 +1,5 @@
 // Allocation against a real Redis: ids parse back, ranges are cached and refilled one round trip
-// at a time, range sizes follow demand, and a used-up second locks and moves on as seed 002 says.
+// at a time, range sizes follow demand, and a used-up second locks and moves on.
 import { defineLayout, ErrorCodes, ManualClock } from "@leaf/core";
 import { started } from "@leaf/testkit";
 import { describe, expect, it } from "vitest";
@@ -217,7 +217,7 @@ describe("allocation", () => {
     const ids = await seq.nextIds(2, 16);
     expect(ids.map((id) => seq.parse(id).sequence)).toEqual([...Array(16).keys()]);
     expect(new Set(ids.map((id) => seq.parse(id).second))).toEqual(new Set([second]));
-    // The range that reached the top set the lock, as in seed 002.
+    // The range that reached the top set the lock.
     const lockTtl = await fx.raw.pttl(seq.keys.lock(second));
     expect(lockTtl).toBeGreaterThan(0);
     expect(lockTtl).toBeLessThanOrEqual(1000);

@@ -5,9 +5,9 @@
 // promoted back and B asks R1 for the same second A just used on R2. R1's run id is unchanged and
 // its marker names it; only its replication id tells that it was a replica meanwhile and missed
 // the counters A drew on R2. Every id A and B get is kept and checked for duplicates.
-// Also: replication id changes that are no failover (a first replica, a marker of the previous
-// version) fence nothing, and a counter deleted or the database flushed on the running Redis (same
-// run id and replication id) is still refused.
+// Also: a replication id change that is no failover (a first replica) fences nothing, and a counter
+// deleted or the database flushed on the running Redis (same run id and replication id) is still
+// refused.
 //
 // The clients reach "the master" through proxies (fronts) that the test retargets, as a
 // Sentinel-aware client or a virtual IP would move. A and B share a ManualClock so that B asks for
@@ -302,43 +302,6 @@ describe("redis-sequence across a failover away from a master and back", () => {
       expect(await take(f, 3000, after)).toBeUndefined();
       expect(secondsOf(f, after)).toEqual([y]);
       expect(duplicates([...ids, ...after])).toEqual([]);
-    },
-    TEST_MS,
-  );
-
-  it(
-    "a marker without a replication id (written by the previous version) on a promoted Redis fences nothing and gets one",
-    async () => {
-      // R5 was R3's replica and is promoted: its second_repl_offset is set.
-      const r5 = await startRedis({
-        useEnv: false,
-        args: ["--replicaof", "127.0.0.1", String(r3.port)],
-      });
-      await waitUntil("R5 to be in sync with R3", () => redisReplicaInSync(r5.port, r3.port));
-      expect(await redisCommand(r5.port, "REPLICAOF", "NO", "ONE")).toBe("OK");
-      expect(await redisInfoField(r5.port, "replication", "second_repl_offset")).not.toBe("-1");
-      const namespace = freshNamespace("upgraded");
-      const past = Math.floor(Date.now() / 1000) - 30;
-      const written = {
-        run_id: await redisInfoField(r5.port, "server", "run_id"),
-        fence: String(past),
-        fenced_at_ms: String(past * 1000),
-        reason: "missing",
-      };
-      const e = new RedisSequence({ url: r5.url, namespace });
-      closers.push(() => e.close());
-      await redisCommand(r5.port, "HSET", e.keys.marker(), ...Object.entries(written).flat());
-
-      const ids = await e.nextIds(SHARD, 100);
-      expect(duplicates(ids)).toEqual([]);
-      expect(e.state().stats.waits).toBe(0);
-      expect(e.state().stats.refused.fenced).toBe(0);
-      const after = await redisHash(r5.port, e.keys.marker());
-      expect(after).toEqual({
-        ...written,
-        replid: await redisInfoField(r5.port, "replication", "master_replid"),
-        high_second: after.high_second,
-      });
     },
     TEST_MS,
   );

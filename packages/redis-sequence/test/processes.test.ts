@@ -69,7 +69,7 @@ it("gives four processes taking 250,000 ids each across shards no duplicate", as
     }
   }
   expect(sortedHasRepeat(all)).toBe(-1);
-  // One counter per second for the whole namespace (seed 002): sequences never repeat in a second.
+  // One counter per second for the whole namespace: sequences never repeat in a second.
   expect(sortedHasRepeat(secondAndSequence)).toBe(-1);
   for (const count of perSecond.values()) expect(count).toBeLessThanOrEqual(524_288);
   const stats = runs.map((run) => JSON.parse(run.stdout) as { ids: number; ranges: number });

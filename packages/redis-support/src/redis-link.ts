@@ -34,9 +34,9 @@ export function luaScript(source: string): LuaScript {
  * Promoted means INFO's `second_repl_offset` is set: a promotion (REPLICAOF NO ONE, Sentinel,
  * FAILOVER, Cluster failover) moves the replication id to `master_replid2` at that offset and takes
  * a new one. A master's other replication id changes (its backlog created for a first replica, or
- * freed after `repl-backlog-ttl` with none) clear the offset and are no failover. A marker without
- * a replication id (written before it was stored) counts as unchanged. Write both back to the marker
- * (`run_id`, `replid`) after each call. Deleted keys and a flushed database on the same running
+ * freed after `repl-backlog-ttl` with none) clear the offset and are no failover. Write both back
+ * to the marker (`run_id`, `replid`) after each call; a marker naming this process without a
+ * replication id on a promoted Redis (none is written so) counts as promoted. Deleted keys and a flushed database on the same running
  * process are not seen.
  */
 export const REDIS_TAKEOVER_LUA = `
@@ -57,8 +57,7 @@ local function leaf_redis_takeover(marked_run_id, marked_replid)
     else
       reason = 'missing'
     end
-  elseif promoted and replid ~= '' and marked_replid and marked_replid ~= ''
-      and replid ~= marked_replid then
+  elseif promoted and replid ~= '' and replid ~= marked_replid then
     reason = 'promoted'
   end
   return reason, run_id, replid, uptime_ms

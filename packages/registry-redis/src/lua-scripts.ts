@@ -50,7 +50,7 @@ if reason then
   end
   redis.call('HSET', marker_key, 'run_id', run_id, 'replid', replid, 'floor', ms(floor),
     'quarantine_until', ms(quarantine), 'reason', reason, 'noticed_at_ms', ms(now_ms))
-elseif replid ~= (marker[4] or '') then
+elseif replid ~= marker[4] then
   redis.call('HSET', marker_key, 'replid', replid)
 end
 `;

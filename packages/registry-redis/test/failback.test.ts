@@ -29,7 +29,6 @@ import {
   expectSafeHandOver,
   FAILOVER_LEASE_MS,
   failoverRegistry,
-  keysOf,
   leaseEndOn,
   markerOf,
   olderThan,
@@ -179,48 +178,6 @@ describe("registry-redis across a failover away from a master and back", () => {
       expect(leaseV.floor).toBe(0);
       expectNoDuplicates([...idsW, ...idsV]);
       expect(await markerOf(r3.port, service)).toEqual({ ...before, replid });
-    },
-    TEST_MS,
-  );
-
-  it(
-    "a marker without a replication id (written by the previous version) on a promoted Redis holds back no grant and gets one",
-    async () => {
-      // R5 was R3's replica and is promoted: its second_repl_offset is set.
-      const r5 = await startRedis({
-        useEnv: false,
-        args: ["--replicaof", "127.0.0.1", String(r3.port)],
-      });
-      await waitUntil("R5 to be in sync with R3", () => redisReplicaInSync(r5.port, r3.port));
-      expect(await redisCommand(r5.port, "REPLICAOF", "NO", "ONE")).toBe("OK");
-      expect(await redisInfoField(r5.port, "replication", "second_repl_offset")).not.toBe("-1");
-      const service = `upgraded-${process.pid}-${Date.now()}`;
-      const runId = await redisInfoField(r5.port, "server", "run_id");
-      const written = {
-        run_id: runId,
-        floor: "0",
-        quarantine_until: "0",
-        reason: "missing",
-        noticed_at_ms: String(Date.now()),
-      };
-      await redisCommand(
-        r5.port,
-        "HSET",
-        keysOf(service).marker,
-        ...Object.entries(written).flat(),
-      );
-
-      const w = worker(registry(client(r5.port)), service, 5, closers);
-      await startWhenGranted(w);
-      const lease = w.lease as RedisLease;
-      const ids = w.nextIds(100);
-      await w.close();
-      expectNoDuplicates(ids);
-      expect(lease.floor).toBe(0);
-      expect(await markerOf(r5.port, service)).toEqual({
-        ...written,
-        replid: await redisInfoField(r5.port, "replication", "master_replid"),
-      });
     },
     TEST_MS,
   );

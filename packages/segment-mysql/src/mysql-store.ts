@@ -3,9 +3,9 @@
 // never a range from a read-only server (a replica), whatever the user's privileges, and none while
 // more than one listed host is writable (a split brain) or from a host whose max id is behind.
 // A change that sets a value (a give-back, a new tag, a step, a delete) is sent at most once: a
-// copy the server still holds could run after other changes and undo them. Over 450 lines because
-// it is one class: host failover, the writability and split-brain checks, the range transaction
-// and the once-only writes share its pool cluster and counters.
+// copy the server still holds could run after other changes and undo them. Host failover, the
+// writability and split-brain checks, the range transaction and the once-only writes are one class
+// because they share its pool cluster and counters.
 import { ErrorCodes, LeafError } from "@leaf/core";
 import {
   classifyMysqlError,

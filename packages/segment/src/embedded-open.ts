@@ -3,15 +3,13 @@
 import { mkdirSync, readFileSync, truncateSync } from "node:fs";
 import { type FileHandle, open } from "node:fs/promises";
 import { join, resolve } from "node:path";
+import { configError, ErrorCodes, LeafError } from "@leaf/core";
 import {
   acquireLockFile,
-  configError,
-  ErrorCodes,
   type HeldLockFile,
-  LeafError,
   readLockFile,
   writeFileAtomic,
-} from "@leaf/core";
+} from "@leaf/core/adapter";
 import { JOURNAL_FILE, parseJournal, type Row, snapshotText } from "./embedded-journal";
 import { COMPONENT } from "./validation";
 

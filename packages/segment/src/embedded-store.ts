@@ -4,11 +4,12 @@
 // hands out nothing until it has verified the journal again. See the README for the format.
 // Opening and locking are in embedded-open.ts, the journal format in embedded-journal.ts, what each
 // call does to the rows in embedded-ops.ts; what stays is the write queue, the durable append and
-// its fail-closed recovery (over 450 lines: one class sharing the journal handle, size and state).
+// its fail-closed recovery, one class because they share the journal handle, its size and state.
 import { fstatSync, readFileSync, statSync } from "node:fs";
 import type { FileHandle } from "node:fs/promises";
 import { join } from "node:path";
-import { ErrorCodes, type HeldLockFile, LeafError, writeFileAtomic } from "@leaf/core";
+import { ErrorCodes, LeafError } from "@leaf/core";
+import { type HeldLockFile, writeFileAtomic } from "@leaf/core/adapter";
 import { describeCause, reopenError, writeError } from "./embedded-errors";
 import { JOURNAL_FILE, parseJournal, type Row, rowsDiffer, snapshotText } from "./embedded-journal";
 import {

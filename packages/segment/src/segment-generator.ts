@@ -2,7 +2,7 @@
 // store at start and every refresh; each tag hands out ids from a double buffer, loading the next
 // range in the background, so that an id costs no I/O and a range switch costs none either.
 // The loading itself is in tag-loader.ts, the options in generator-options.ts, the monitoring views
-// in tag-snapshot.ts; what stays here is the tag list and the request path (over 450 lines: one class).
+// in tag-snapshot.ts; what stays here is the tag list and the request path.
 import { performance } from "node:perf_hooks";
 import {
   argumentError,

@@ -1,31 +1,28 @@
 // The Redis side of a sequence: the shared RedisLink (@leaf/redis-support, a client made from a URL
 // or passed in, scripts by SHA, time limits, the eviction-policy check) and the sequence's reading
 // of a failed round trip.
-import { ErrorCodes, LeafError } from "@leaf/core";
-import { redisFailurePhrase } from "@leaf/redis-support";
+import type { LeafError } from "@leaf/core";
+import { redisCallError } from "@leaf/redis-support";
 
 export { TimeLimitError as RedisTimeoutError } from "@leaf/redis-support";
 
 const COMPONENT = "redis-sequence";
 
-/** An UNAVAILABLE error for a failed round trip, naming where Redis is and what happened. */
+/** The UNAVAILABLE (or CORRUPT_DATA) error of a failed round trip: where Redis is, what failed. */
 export function unavailable(
   description: string,
   cause: unknown,
   what: string,
   details: Record<string, unknown> = {},
 ): LeafError {
-  const reason = cause instanceof Error ? cause.message : String(cause);
-  const corrupt = /WRONGTYPE|not an integer/.test(reason);
-  return new LeafError({
+  return redisCallError(cause, {
     component: COMPONENT,
-    code: corrupt ? ErrorCodes.CORRUPT_DATA : ErrorCodes.UNAVAILABLE,
-    message: corrupt
-      ? `${what}: a key of the namespace in ${description} holds data of another kind (${reason}); ` +
-        "another program writes to these keys: give this sequence its own namespace or keyPrefix"
-      : `${what}: Redis at ${description} ${redisFailurePhrase(reason)}. Cached ranges are used ` +
-        "until they run out",
-    details: { redis: description, reason, ...details },
-    cause,
+    where: description,
+    what,
+    corrupt: /WRONGTYPE|not an integer/,
+    keysOf: "the namespace",
+    ownKeys: "give this sequence its own namespace or keyPrefix",
+    meanwhile: "Cached ranges are used until they run out",
+    details,
   });
 }

@@ -1,7 +1,7 @@
 // One connection to Redis for every Redis adapter (the registry, the sequence): an ioredis client
 // made from a URL (owned: closed with the adapter) or one the caller passed (borrowed: left open),
-// scripts run by SHA with a reload after a restart, and a time limit on every round trip. What a
-// failure means (UNAVAILABLE, CORRUPT_DATA, a refusal) is each adapter's to say: errors pass through.
+// scripts run by SHA with a reload after a restart, and a time limit on every round trip. Errors
+// pass through: each adapter says what a failure means in its words (redisCallError).
 import { type BackendRules, checkBackend } from "@leaf/core/adapter";
 import { Cluster, type ClusterOptions, Redis, type RedisOptions } from "ioredis";
 import { type RedisEvictionSettings, readRedisEviction } from "./redis-eviction";

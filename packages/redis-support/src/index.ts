@@ -1,6 +1,7 @@
-// `@leaf/redis-support`: what the Redis adapters (@leaf/registry-redis, @leaf/redis-sequence) share,
-// kept here once so that @leaf/core knows no backend: the one RedisLink, scripts by SHA, the
-// worker-id takeover script, URLs, time limits and the eviction-policy check.
+// `@leaf/redis-support`: what the Redis adapters (registry-redis, redis-sequence) share, kept here
+// once so that @leaf/core knows no backend: the one RedisLink, its failures as Leaf errors, scripts
+// by SHA, the takeover script, URLs, time limits and the eviction-policy check.
+export { type RedisCallErrorContext, redisCallError } from "./call-error";
 export { RedisLink, type RedisLinkOptions } from "./connection";
 export {
   judgeRedisEviction,

@@ -34,13 +34,16 @@ export interface KeyDef<T = unknown> {
   key: string;
   /** Environment variable: "LEAF_SERVER_PORT". */
   env: string;
-  /** Other names accepted in files and (as LEAF_... variables) in the environment: Java Leaf's keys. */
+  /**
+   * Other names accepted in files and (as LEAF_... variables) in the environment: Java Leaf's keys.
+   */
   aliases: readonly string[];
   /** Short description of the accepted values, for errors and the README. */
   type: string;
   /**
    * The value the loader uses when the key is not set. Absent when the default is worked out from
-   * other keys, or left to the package the setting is passed to: `defaultText` then says what it is.
+   * other keys, or left to the package the setting is passed to: `defaultText` then says what it
+   * is.
    */
   default?: T;
   /** The default as the README's table states it; `default` written out unless given. */

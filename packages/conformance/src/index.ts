@@ -1,6 +1,6 @@
-// @leaf/conformance: the vitest suites every adapter of ours and of third parties runs unchanged, one
-// per contract, all with one shape: `suite(test, { name, create, ...capabilities })`. Also on the
-// subpaths `@leaf/conformance/registry` and `@leaf/conformance/segment-store`.
+// @leaf/conformance: the vitest suites every adapter of ours and of third parties runs unchanged,
+// one per contract, all with one shape: `suite(test, { name, create, ...capabilities })`. Also on
+// the subpaths `@leaf/conformance/registry` and `@leaf/conformance/segment-store`.
 export { type RegistryConformanceOptions, registryConformance } from "./registry";
 export {
   type SegmentStoreConformanceOptions,

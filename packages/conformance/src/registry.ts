@@ -1,6 +1,6 @@
 // The conformance suite every worker-id registry runs unchanged: ours (zk, mysql, local, redis,
-// etcd) and third parties'. It takes vitest's `test` so that it registers real tests in the adapter's own test file.
-// Subpath `@leaf/conformance/registry`.
+// etcd) and third parties'. It takes vitest's `test` so that it registers real tests in the
+// adapter's own test file. Subpath `@leaf/conformance/registry`.
 import {
   type AcquireRequest,
   ErrorCodes,
@@ -46,7 +46,9 @@ export interface RegistryConformanceOptions {
    * start at 1) each get an id and the next gets WORKER_IDS_EXHAUSTED.
    */
   exhaustion?: Capability<{ maxWorkerId?: number; capacity?: number }>;
-  /** Causes `lease` to be lost (session expiry, lease timeout, revocation); the suite awaits `lost`. */
+  /**
+   * Causes `lease` to be lost (session expiry, lease timeout, revocation); the suite awaits `lost`.
+   */
   leaseLoss?: Capability<{
     induce: (lease: WorkerLease, context: ConformanceContext) => Promise<void>;
     waitMs?: number;

@@ -63,8 +63,8 @@ export interface WorkerLease {
   readonly backups: readonly BackupWorker[];
   /**
    * Aborted once, when the lease is lost (session expired, reports failing past the lease time, the
-   * id taken away). `lost.reason` is a LeafError with code LEASE_LOST. After that the holder must not
-   * issue ids under this worker id.
+   * id taken away). `lost.reason` is a LeafError with code LEASE_LOST. After that the holder must
+   * not issue ids under this worker id.
    */
   readonly lost: AbortSignal;
   /**
@@ -75,22 +75,23 @@ export interface WorkerLease {
    */
   readonly fenceAt?: number;
   /**
-   * Optional: the latest timestamp (ms since the Unix epoch, on this node's wall clock) ids may carry
-   * under this lease and its backups, as the store last confirmed it: the next holder of these ids
-   * starts after it. Registries that store such a horizon (this holder's clock + the lease, at the
-   * grant and at every renewal) set it from the grant on and raise it with every renewal the store
-   * confirmed; it never moves back. The generator issues nothing timestamped past it, so a wall clock
-   * stepped forward (an NTP step, a VM resumed) cannot carry ids into the next holder's time while
-   * the monotonic `fenceAt` is still ahead. Read on every new tick, like `fenceAt`.
+   * Optional: the latest timestamp (ms since the Unix epoch, on this node's wall clock) ids may
+   * carry under this lease and its backups, as the store last confirmed it: the next holder of
+   * these ids starts after it. Registries that store such a horizon (this holder's clock + the
+   * lease, at the grant and at every renewal) set it from the grant on and raise it with every
+   * renewal the store confirmed; it never moves back. The generator issues nothing timestamped past
+   * it, so a wall clock stepped forward (an NTP step, a VM resumed) cannot carry ids into the next
+   * holder's time while the monotonic `fenceAt` is still ahead. Read on every new tick, like
+   * `fenceAt`.
    */
   readonly horizon?: number;
   /**
-   * Optional: the highest timestamp (ms since the Unix epoch) of the primary id stored where its next
-   * holder reads it: the grant's `lastTimestamp`, raised as each report is stored (a fixed id's cache
-   * file counts once written: the same node restarting reads it). A fixed id (no `horizon`) is held
-   * again by the same node restarting, which starts one report period + restart margin after the
-   * stored timestamp: SnowflakeWorker issues nothing timestamped past that instant for this one. A
-   * lease without it: the worker counts the reports that resolved.
+   * Optional: the highest timestamp (ms since the Unix epoch) of the primary id stored where its
+   * next holder reads it: the grant's `lastTimestamp`, raised as each report is stored (a fixed
+   * id's cache file counts once written: the same node restarting reads it). A fixed id (no
+   * `horizon`) is held again by the same node restarting, which starts one report period + restart
+   * margin after the stored timestamp: SnowflakeWorker issues nothing timestamped past that instant
+   * for this one. A lease without it: the worker counts the reports that resolved.
    */
   readonly confirmedTimestamp?: number;
   /**

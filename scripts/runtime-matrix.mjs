@@ -1,6 +1,7 @@
-// The runtime matrix (CI runs it after `pnpm test`): Node 20, 22 and 24, Bun and Deno, each from the
-// npm registry. On each: the library tests that need no service, every README example that needs no
-// service run verbatim from the packed packages, and the server started from its packed tarball.
+// The runtime matrix (CI runs it after `pnpm test`): Node 20, 22 and 24, Bun and Deno, each from
+// the npm registry. On each: the library tests that need no service, every README example that
+// needs no service run verbatim from the packed packages, and the server started from its packed
+// tarball.
 //
 //   node scripts/runtime-matrix.mjs [--only node22,bun] [--keep] [--no-build] [--runtimes-dir DIR]
 //
@@ -52,8 +53,8 @@ const pkgs = platformPackages();
 const nodeMajor = Number(process.versions.node.split(".")[0]);
 
 /**
- * Each runtime: the npm package and range it comes from (none: the machine's Node), where its binary
- * is inside that package, and how it runs a JavaScript file.
+ * Each runtime: the npm package and range it comes from (none: the machine's Node), where its
+ * binary is inside that package, and how it runs a JavaScript file.
  */
 const RUNTIMES = [
   nodeMajor === 20
@@ -66,8 +67,8 @@ const RUNTIMES = [
       },
   { name: "node22", npm: `${pkgs.node}@^22`, path: "bin/node", run: (bin, file) => [bin, file] },
   { name: "node24", npm: `${pkgs.node}@^24`, path: "bin/node", run: (bin, file) => [bin, file] },
-  // Not in the default run: segment's "nextNumberSync starts exactly one background load" test fails
-  // on Node 26 when its whole file runs (it passes alone). `--only node26` runs it.
+  // Not in the default run: segment's "nextNumberSync starts exactly one background load" test
+  // fails on Node 26 when its whole file runs (it passes alone). `--only node26` runs it.
   {
     name: "node26",
     npm: `${pkgs.node}@^26`,

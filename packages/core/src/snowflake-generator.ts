@@ -42,8 +42,8 @@ export interface SnowflakeOptions {
   /** Clock (default: the system clock). */
   clock?: Clock;
   /**
-   * Highest timestamp (ms) ever issued under this worker id, from the registry's lease: the first id
-   * is issued strictly after it (default 0).
+   * Highest timestamp (ms) ever issued under this worker id, from the registry's lease: the first
+   * id is issued strictly after it (default 0).
    */
   lastTimestamp?: number;
   /**
@@ -277,11 +277,11 @@ export class SnowflakeGenerator {
   }
 
   /**
-   * {@link nextIds}, generated in chunks of at most `chunk` ids (default: one tick's sequence space)
-   * with a turn of the event loop between them, so that lease renewals and fencing timers run
-   * during a large batch. Other callers may take ids between chunks: the batch is increasing, not
-   * consecutive. Rejects with the generator's error when a chunk cannot be issued (fenced, lease
-   * ran out): the ids made before are dropped, never reissued.
+   * {@link nextIds}, generated in chunks of at most `chunk` ids (default: one tick's sequence
+   * space) with a turn of the event loop between them, so that lease renewals and fencing timers
+   * run during a large batch. Other callers may take ids between chunks: the batch is increasing,
+   * not consecutive. Rejects with the generator's error when a chunk cannot be issued (fenced,
+   * lease ran out): the ids made before are dropped, never reissued.
    */
   async nextIdsAsync(count: number, chunk = this.maxSequence + 1): Promise<bigint[]> {
     checkCount(count);
@@ -376,11 +376,11 @@ export class SnowflakeGenerator {
   }
 
   /**
-   * Throws LEASE_LOST when `tick` starts after the lease's `horizon`, the latest timestamp the store
-   * confirmed: the next holder of the id starts after it, so an id past it could repeat one of its
-   * (the wall clock stepped forward since the last renewal). Not sticky: a renewal that stores a
-   * later horizon lifts it. A tick that starts at or before the horizon is whole below the next
-   * holder's first tick, which is after the horizon's tick.
+   * Throws LEASE_LOST when `tick` starts after the lease's `horizon`, the latest timestamp the
+   * store confirmed: the next holder of the id starts after it, so an id past it could repeat one
+   * of its (the wall clock stepped forward since the last renewal). Not sticky: a renewal that
+   * stores a later horizon lifts it. A tick that starts at or before the horizon is whole below the
+   * next holder's first tick, which is after the horizon's tick.
    */
   private checkHorizon(tick: number): void {
     const horizon = this.leaseDeadline?.horizon;
@@ -451,7 +451,9 @@ export class SnowflakeGenerator {
     }
   }
 
-  /** The clock is behind the last issued tick: wait, switch to a backup, or refuse. Returns a tick. */
+  /**
+   * The clock is behind the last issued tick: wait, switch to a backup, or refuse. Returns a tick.
+   */
   private handleRollback(now: number, tick: number): number {
     const offsetMs = this.layout.msAt(this.lastTick) - now;
     if (offsetMs <= this.toleranceMs) {

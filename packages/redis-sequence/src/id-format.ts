@@ -188,7 +188,9 @@ export class SequenceIdFormat {
     this.epochSecond = this.layout.epoch / 1000;
   }
 
-  /** Builds the integer id of `sequence` in `second` (Unix seconds) for `shard`; all range-checked. */
+  /**
+   * Builds the integer id of `sequence` in `second` (Unix seconds) for `shard`; all range-checked.
+   */
   compose(second: number, shard: number, sequence: number): bigint {
     if (!Number.isSafeInteger(second)) {
       throw argumentError(COMPONENT, "second", second, "a whole number of Unix seconds");

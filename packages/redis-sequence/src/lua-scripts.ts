@@ -18,8 +18,9 @@ import { luaScript, REDIS_TAKEOVER_LUA } from "@leaf/redis-support";
  * new), names another process (a restart, a restore from an older snapshot, a failover), or names
  * this process while it was promoted back from a replica (a failover away and back: it missed the
  * other master's counters), sequences handed out before may be handed out again, so every second up
- * to now + largest clock skew + margin is fenced: allocations for it are refused (REDIS_TAKEOVER_LUA
- * in `@leaf/redis-support` tells). ARGV[1] largest clock skew in ms, ARGV[2] fence margin in ms.
+ * to now + largest clock skew + margin is fenced: allocations for it are refused
+ * (REDIS_TAKEOVER_LUA in `@leaf/redis-support` tells). ARGV[1] largest clock skew in ms, ARGV[2]
+ * fence margin in ms.
  */
 const MARKER_CHECK = `${REDIS_TAKEOVER_LUA}
 if redis.replicate_commands then pcall(redis.replicate_commands) end

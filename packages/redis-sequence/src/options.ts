@@ -44,7 +44,9 @@ export interface RedisSequenceOptions {
   namespace: string;
   /** Prefix of every Redis key (default "leaf:"): keys are `leaf:{namespace}:seq:<second>`. */
   keyPrefix?: string;
-  /** Bit layout, with seconds as its unit (default `layouts.redisSequence`, 1 + 32 + 12 + 19 bits). */
+  /**
+   * Bit layout, with seconds as its unit (default `layouts.redisSequence`, 1 + 32 + 12 + 19 bits).
+   */
   layout?: Layout;
   /** Time zone of the string form's yyyyMMddHHmmss (default "UTC"); see SequenceIdFormat. */
   timeZone?: string;
@@ -69,7 +71,8 @@ export interface RedisSequenceOptions {
   /**
    * Which clock gives the id's second: "application" (default: this machine's clock,
    * which Redis refuses when it is more than maxClockSkewMs from Redis TIME), or "redis" (Redis
-   * TIME, tracked through the answer of every round trip, so that machines with skewed clocks agree).
+   * TIME, tracked through the answer of every round trip, so that machines with skewed clocks
+   * agree).
    */
   timeSource?: "application" | "redis";
   /**

@@ -253,7 +253,8 @@ export class RedisSequence {
     if (this.allocator.fence >= second || slot.usedUpSecond >= second) return;
     if (slot.floorSecond > second || this.fallback.backingOff()) return;
     this.allocator.refill(slot, second).catch(() => {
-      // Recorded in the fallback's down state or the stats; the next caller that needs a range sees it.
+      // Recorded in the fallback's down state or the stats; the next caller that needs a range sees
+      // it.
     });
   }
 
@@ -306,7 +307,9 @@ export class RedisSequence {
     }
   }
 
-  /** Waits until the clock reaches `second`, or throws `failure()` when that is past the deadline. */
+  /**
+   * Waits until the clock reaches `second`, or throws `failure()` when that is past the deadline.
+   */
   private async waitForSecond(
     second: number,
     deadline: number,

@@ -1,9 +1,9 @@
 // A failover away from a master and back, with the marker the master wrote itself. R1 is the master
 // and R2 its replica (through proxy P1). Clients A and B of one namespace take ids of one shard on
 // R1. R2 is promoted, R1 becomes R2's replica (through P2) and is cut off once in sync: it misses
-// everything that follows. A takes ids on R2 (fenced there first: R2 is another process), then R1 is
-// promoted back and B asks R1 for the same second A just used on R2. R1's run id is unchanged and
-// its marker names it; only its replication id tells that it was a replica meanwhile and missed
+// everything that follows. A takes ids on R2 (fenced there first: R2 is another process), then R1
+// is promoted back and B asks R1 for the same second A just used on R2. R1's run id is unchanged
+// and its marker names it; only its replication id tells that it was a replica meanwhile and missed
 // the counters A drew on R2. Every id A and B get is kept and checked for duplicates.
 // Also: a replication id change that is no failover (a first replica) fences nothing, and a counter
 // deleted or the database flushed on the running Redis (same run id and replication id) is still
@@ -34,12 +34,16 @@ const TEST_MS = 120_000;
 /** Wide, so that the pinned second stays acceptable to Redis through a slow failover back. */
 const SKEW_MS = 5000;
 const MARGIN_MS = 1000;
-/** The shard every id is taken for: with the namespace's one counter per second, ids then collide. */
+/**
+ * The shard every id is taken for: with the namespace's one counter per second, ids then collide.
+ */
 const SHARD = 7;
 /** A fixed range size, so that A's and B's ranges of a second start at the same sequences. */
 const BATCH = 4096;
 
-/** R1 the master, R2 its replica through `p1`; `p2` leads to R2 (R1's link once it is R2's replica). */
+/**
+ * R1 the master, R2 its replica through `p1`; `p2` leads to R2 (R1's link once it is R2's replica).
+ */
 let r1: RedisHandle;
 let r2: RedisHandle;
 let p1: TcpProxy;
@@ -62,7 +66,9 @@ afterAll(async () => {
   await stopAll();
 });
 
-/** A started sequence of `namespace` through the Redis (or front) at `port`, closed after the file. */
+/**
+ * A started sequence of `namespace` through the Redis (or front) at `port`, closed after the file.
+ */
 async function sequenceAt(
   port: number,
   namespace: string,

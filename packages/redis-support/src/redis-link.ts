@@ -36,8 +36,8 @@ export function luaScript(source: string): LuaScript {
  * a new one. A master's other replication id changes (its backlog created for a first replica, or
  * freed after `repl-backlog-ttl` with none) clear the offset and are no failover. Write both back
  * to the marker (`run_id`, `replid`) after each call; a marker naming this process without a
- * replication id on a promoted Redis (none is written so) counts as promoted. Deleted keys and a flushed database on the same running
- * process are not seen.
+ * replication id on a promoted Redis (none is written so) counts as promoted. Deleted keys and a
+ * flushed database on the same running process are not seen.
  */
 export const REDIS_TAKEOVER_LUA = `
 local function leaf_redis_takeover(marked_run_id, marked_replid)
@@ -70,7 +70,9 @@ export interface RedisScriptClient {
   eval(source: string, numKeys: number, ...args: (string | number)[]): Promise<unknown>;
 }
 
-/** True for an object with `evalsha` and `eval` (an ioredis client, from any copy of the library). */
+/**
+ * True for an object with `evalsha` and `eval` (an ioredis client, from any copy of the library).
+ */
 export function isRedisScriptClient(value: unknown): value is RedisScriptClient {
   const candidate = value as Partial<RedisScriptClient> | null;
   return (
@@ -131,7 +133,9 @@ export function redisFailurePhrase(reason: string, lastConnectionError?: string)
 export const REDIS_URL_EXPECTED =
   'a Redis URL such as "redis://127.0.0.1:6379" or "rediss://user:password@host:6380/0"';
 
-/** Parses a redis:// or rediss:// URL; throws INVALID_CONFIG naming `key`, with the password hidden. */
+/**
+ * Parses a redis:// or rediss:// URL; throws INVALID_CONFIG naming `key`, with the password hidden.
+ */
 export function parseRedisUrl(value: unknown, where: { component: string; key: string }): URL {
   let url: URL | undefined;
   if (typeof value === "string") {

@@ -62,10 +62,10 @@ end
  * ARGV: lease ms, token, need, max worker id, horizon (the taker's clock + lease), ip, port, the
  * requested id ('' for the lowest free ones; need is then 1). The horizon stored is at most Redis
  * TIME + lease (see RENEW_SCRIPT).
- * Replies: {'ok', floor, horizon, id1, stamp1, id2, stamp2, ...} (stamps already raised to the floor);
- * {'wait', ms, reason} during a quarantine; {'exhausted', soonest id, ms left, ip, port} (or just
- * {'exhausted'} when max is below 0); {'in_use', id, ms left, ip, port} when the requested id is
- * leased.
+ * Replies: {'ok', floor, horizon, id1, stamp1, id2, stamp2, ...} (stamps already raised to the
+ * floor); {'wait', ms, reason} during a quarantine; {'exhausted', soonest id, ms left, ip, port}
+ * (or just {'exhausted'} when max is below 0); {'in_use', id, ms left, ip, port} when the requested
+ * id is leased.
  */
 export const ACQUIRE_SCRIPT = script(`${PRELUDE}${MARKER}
 if now_ms < quarantine then
@@ -120,8 +120,9 @@ return reply
  * quarantine after a data loss waits out (its floor is Redis TIME + lease at the takeover), so it
  * stops issuing rather than reach timestamps a later holder may be granted from.
  * ARGV: lease ms, token, horizon, then pairs of id and timestamp.
- * Replies: {'ok', horizon stored by this renewal (capped)}; {'lost', id, 'gone'} (no lease: released, expired and cleared, or Redis lost
- * it); {'lost', id, 'taken', ip, port} (another holder's token).
+ * Replies: {'ok', horizon stored by this renewal (capped)}; {'lost', id, 'gone'} (no lease:
+ * released, expired and cleared, or Redis lost it); {'lost', id, 'taken', ip, port} (another
+ * holder's token).
  */
 export const RENEW_SCRIPT = script(`${PRELUDE}
 local lease_ms, token, horizon = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3])

@@ -1,10 +1,10 @@
 // A failover away from a master and back, with the marker the master wrote itself: R1 is the master
-// and R2 its replica. Node A takes the service's only worker id on R1 and issues ids. R2 is promoted,
-// R1 becomes R2's replica (A now renews on R2), then R1's replication link is cut: R1 misses A's
-// renewals, and its copy of A's lease ends while A's renewals on R2 keep it alive. A's path is cut
-// (it issues until it fences on its own clock), R1 is promoted back and node B asks for the id on
-// R1. R1's run id is unchanged and the marker names it; only its replication id tells the failover.
-// Every id A and B issue is kept and checked for duplicates.
+// and R2 its replica. Node A takes the service's only worker id on R1 and issues ids. R2 is
+// promoted, R1 becomes R2's replica (A now renews on R2), then R1's replication link is cut: R1
+// misses A's renewals, and its copy of A's lease ends while A's renewals on R2 keep it alive. A's
+// path is cut (it issues until it fences on its own clock), R1 is promoted back and node B asks for
+// the id on R1. R1's run id is unchanged and the marker names it; only its replication id tells the
+// failover. Every id A and B issue is kept and checked for duplicates.
 //
 // Clients reach "the master" through TCP proxies (fronts) that the test retargets, as a
 // Sentinel-aware client or a virtual IP would move; A's front alone can be cut.
@@ -41,7 +41,9 @@ import {
 
 const TEST_MS = 120_000;
 
-/** R1 the master, R2 its replica through `p1`; `p2` leads to R2 (R1's link once it is R2's replica). */
+/**
+ * R1 the master, R2 its replica through `p1`; `p2` leads to R2 (R1's link once it is R2's replica).
+ */
 let r1: RedisHandle;
 let r2: RedisHandle;
 let p1: TcpProxy;

@@ -161,12 +161,12 @@ export class MysqlSegmentStore implements SegmentStore {
   }
 
   /**
-   * Takes a range on the host in use. The `UPDATE` changes the row only when the server is writable,
-   * the stored step is at least 1 and the max id is at least the end of every range this store
-   * handed out before the call (so a max id moved back, or a failover to a server that lost writes,
-   * is refused without advancing it further). With several hosts, every other listed host is then
-   * asked whether it is writable: if one is, the range is discarded (a gap) and the call rejects
-   * with UNAVAILABLE, `details.reason` "split-brain".
+   * Takes a range on the host in use. The `UPDATE` changes the row only when the server is
+   * writable, the stored step is at least 1 and the max id is at least the end of every range this
+   * store handed out before the call (so a max id moved back, or a failover to a server that lost
+   * writes, is refused without advancing it further). With several hosts, every other listed host
+   * is then asked whether it is writable: if one is, the range is discarded (a gap) and the call
+   * rejects with UNAVAILABLE, `details.reason` "split-brain".
    *
    * Unlike the other writes, a range is tried again on a timeout or a lost connection: its UPDATE
    * only adds to the max id, so a copy the server still runs later moves the max id past a range
@@ -246,9 +246,9 @@ export class MysqlSegmentStore implements SegmentStore {
    * and the set are atomic against every process taking ranges from the row. A read-only host is
    * skipped as for ranges; on the next host the compare is made again. The UPDATE is sent at most
    * once: when its answer does not come (a timeout, a lost connection) the call rejects with
-   * UNAVAILABLE (`details.reason` "outcome-unknown") and the ids are a gap. Sent again, a copy still
-   * queued on the server (behind a row lock) could run after another process took `[from, end)` and
-   * find the max id back at `end`, and give back ids that process holds.
+   * UNAVAILABLE (`details.reason` "outcome-unknown") and the ids are a gap. Sent again, a copy
+   * still queued on the server (behind a row lock) could run after another process took
+   * `[from, end)` and find the max id back at `end`, and give back ids that process holds.
    */
   async giveBack(tag: string, from: bigint, end: bigint): Promise<boolean> {
     if (this.floors.checkGiveBack(tag, from, end) === "moved-on") {
@@ -387,10 +387,10 @@ export class MysqlSegmentStore implements SegmentStore {
   /**
    * Checks, on the host in use, everything taking ranges needs, so that a wrong setting fails at
    * start rather than on every request: the user logs in, the database and the table (with Java
-   * Leaf's columns) exist, the user may SELECT and UPDATE the table (a no-op `UPDATE ... WHERE 1 = 0`:
-   * MySQL and MariaDB check the privilege even when no row matches, and it changes nothing), and
-   * the server takes writes. Rejects with INVALID_CONFIG naming what to fix (access, schema), or
-   * UNAVAILABLE when no listed host answers writable.
+   * Leaf's columns) exist, the user may SELECT and UPDATE the table (a no-op
+   * `UPDATE ... WHERE 1 = 0`: MySQL and MariaDB check the privilege even when no row matches, and
+   * it changes nothing), and the server takes writes. Rejects with INVALID_CONFIG naming what to
+   * fix (access, schema), or UNAVAILABLE when no listed host answers writable.
    */
   async checkAccess(): Promise<void> {
     await this.withHost("checking access to the table", async (conn) => {

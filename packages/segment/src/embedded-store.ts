@@ -1,10 +1,11 @@
 // The embedded segment store: tags and max ids in an append-only JSON-lines journal in a local
-// folder, fully written and fsynced before a range is returned and compacted by atomic rename, behind
-// a lock file checked before and after every write. It fails closed: after a short or failed write it
-// hands out nothing until it has verified the journal again. See the README for the format.
-// Opening and locking are in embedded-open.ts, the journal format in embedded-journal.ts, what each
-// call does to the rows in embedded-ops.ts; what stays is the write queue, the durable append and
-// its fail-closed recovery, one class because they share the journal handle, its size and state.
+// folder, fully written and fsynced before a range is returned and compacted by atomic rename,
+// behind a lock file checked before and after every write. It fails closed: after a short or failed
+// write it hands out nothing until it has verified the journal again. See the README for the
+// format. Opening and locking are in embedded-open.ts, the journal format in embedded-journal.ts,
+// what each call does to the rows in embedded-ops.ts; what stays is the write queue, the durable
+// append and its fail-closed recovery, one class because they share the journal handle, its size
+// and state.
 import { fstatSync, readFileSync, statSync } from "node:fs";
 import type { FileHandle } from "node:fs/promises";
 import { join } from "node:path";
@@ -65,12 +66,13 @@ interface Pending {
  *
  * Every change is appended to the journal, all of its bytes written and fsynced, before the call
  * resolves, so after a crash (SIGKILL, power loss) no range that was returned is returned again.
- * Concurrent calls share one write and one fsync (group commit). A second process opening the folder
- * gets LOCKED. Before and after every append the store checks that the lock file is still its own and
- * that the journal is still the file it appends to, with the size it wrote: a store that lost the
- * folder rejects every call with LOCKED. A short or failed write (a full disk) is never
- * acknowledged: the store rejects every call with UNAVAILABLE until a later call finds the journal
- * writable, cut back to its last complete record and holding exactly what the store handed out.
+ * Concurrent calls share one write and one fsync (group commit). A second process opening the
+ * folder gets LOCKED. Before and after every append the store checks that the lock file is still
+ * its own and that the journal is still the file it appends to, with the size it wrote: a store
+ * that lost the folder rejects every call with LOCKED. A short or failed write (a full disk) is
+ * never acknowledged: the store rejects every call with UNAVAILABLE until a later call finds the
+ * journal writable, cut back to its last complete record and holding exactly what the store handed
+ * out.
  */
 export class EmbeddedSegmentStore implements SegmentStore {
   readonly kind = "embedded";
@@ -165,14 +167,18 @@ export class EmbeddedSegmentStore implements SegmentStore {
   /**
    * Gives back `[from, end)` (see {@link SegmentStore.giveBack}) when the tag's max id is still
    * `end`: appends a `put` record restating the tag with max id `from` (and `"back"`, the max id it
-   * replaced), written and fsynced before it resolves, so a restart starts the next range at `from`.
+   * replaced), written and fsynced before it resolves, so a restart starts the next range at
+   * `from`.
    */
   async giveBack(tag: string, from: bigint, end: bigint): Promise<boolean> {
     if (this.floors.checkGiveBack(tag, from, end) === "moved-on") return false;
     return this.enqueue(giveBackOp(tag, from, end, this.floors));
   }
 
-  /** Refuses (ALREADY_EXISTS, reason "deleted") a start id below the max id the tag was deleted with. */
+  /**
+   * Refuses (ALREADY_EXISTS, reason "deleted") a start id below the max id the tag was deleted
+   * with.
+   */
   async createTag(input: NewTag): Promise<TagRecord> {
     return this.enqueue(createTagOp(input, this.where, this.deleted));
   }
@@ -211,7 +217,8 @@ export class EmbeddedSegmentStore implements SegmentStore {
     try {
       await this.file?.close();
     } finally {
-      // Removes the lock file only if it still names this store: a lost folder's new owner keeps it.
+      // Removes the lock file only if it still names this store: a lost folder's new owner keeps
+      // it.
       this.lock?.release();
     }
   }
@@ -383,10 +390,10 @@ export class EmbeddedSegmentStore implements SegmentStore {
 
   /**
    * After a failed write or reopen: makes the journal the file at its path again (reopening it when
-   * a compaction could not), cuts off whatever a failed write left after the last acknowledged byte,
-   * and verifies that the journal holds complete lines only and exactly the tags and max ids this
-   * store handed out. Only then does the store serve again; until then `failure` stays set (with
-   * the latest reason) and every call is refused.
+   * a compaction could not), cuts off whatever a failed write left after the last acknowledged
+   * byte, and verifies that the journal holds complete lines only and exactly the tags and max ids
+   * this store handed out. Only then does the store serve again; until then `failure` stays set
+   * (with the latest reason) and every call is refused.
    */
   private async recover(): Promise<void> {
     try {
@@ -464,9 +471,9 @@ export class EmbeddedSegmentStore implements SegmentStore {
   }
 
   /**
-   * Rewrites the journal as one line per tag, atomically (temp file, fsync, rename), then appends to
-   * the new file. If the new file cannot be opened the store refuses every call until a later call
-   * reopens and verifies it: it never appends to the replaced, unlinked file.
+   * Rewrites the journal as one line per tag, atomically (temp file, fsync, rename), then appends
+   * to the new file. If the new file cannot be opened the store refuses every call until a later
+   * call reopens and verifies it: it never appends to the replaced, unlinked file.
    */
   private async compact(): Promise<void> {
     this.appendedSinceCompaction = this.rows.size + this.deleted.size;

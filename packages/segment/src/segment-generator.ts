@@ -47,10 +47,10 @@ export type { GeneratorStatus, TagSnapshot } from "./tag-snapshot";
  * ```
  *
  * Ids of one tag increase monotonically within a process and are unique across every process
- * sharing the store. Errors are LeafErrors: NOT_INITIALIZED (-1) before `start()`, UNKNOWN_TAG (-2),
- * SEGMENTS_EXHAUSTED (-3) when both ranges are used up and no range arrives in time, TAG_EXHAUSTED
- * (-3, at once, permanent) once the ranges held are used up and no range of the tag's step fits
- * below 2^63 - 1, INVALID_ARGUMENT for a malformed tag or count, CLOSED after `close()`.
+ * sharing the store. Errors are LeafErrors: NOT_INITIALIZED (-1) before `start()`, UNKNOWN_TAG
+ * (-2), SEGMENTS_EXHAUSTED (-3) when both ranges are used up and no range arrives in time,
+ * TAG_EXHAUSTED (-3, at once, permanent) once the ranges held are used up and no range of the tag's
+ * step fits below 2^63 - 1, INVALID_ARGUMENT for a malformed tag or count, CLOSED after `close()`.
  */
 export class SegmentIdGenerator {
   private readonly store: SegmentStore;
@@ -112,9 +112,10 @@ export class SegmentIdGenerator {
 
   /**
    * Reads the tag list (and the first range of every tag `loadOnStart` selects), then refreshes the
-   * tag list every `refreshIntervalMs`. Tags loaded on first request do not hold it up. Rejects with UNAVAILABLE when the store cannot be reached (the
-   * generator can be started again). A tag whose first range fails to load is retried in the
-   * background; its requests wait or fail with -3 meanwhile.
+   * tag list every `refreshIntervalMs`. Tags loaded on first request do not hold it up. Rejects
+   * with UNAVAILABLE when the store cannot be reached (the generator can be started again). A tag
+   * whose first range fails to load is retried in the background; its requests wait or fail with -3
+   * meanwhile.
    */
   start(): Promise<void> {
     if (this.state === "closed") return Promise.reject(closedError("the segment id generator"));
@@ -155,10 +156,11 @@ export class SegmentIdGenerator {
   }
 
   /**
-   * The next id of `tag`, synchronously. Does no I/O and awaits nothing: it takes the next id of the
-   * current range, or switches to the already loaded next range. Throws SEGMENTS_EXHAUSTED (-3) at
-   * once when both ranges are used up (it cannot wait: use `nextId`), NOT_INITIALIZED (-1) before
-   * `start()` or before the tag's first range arrived, UNKNOWN_TAG (-2), INVALID_ARGUMENT, CLOSED.
+   * The next id of `tag`, synchronously. Does no I/O and awaits nothing: it takes the next id of
+   * the current range, or switches to the already loaded next range. Throws SEGMENTS_EXHAUSTED (-3)
+   * at once when both ranges are used up (it cannot wait: use `nextId`), NOT_INITIALIZED (-1)
+   * before `start()` or before the tag's first range arrived, UNKNOWN_TAG (-2), INVALID_ARGUMENT,
+   * CLOSED.
    */
   nextIdSync(tag: string): bigint {
     const b = this.buffers.get(tag);
@@ -180,9 +182,9 @@ export class SegmentIdGenerator {
   }
 
   /**
-   * The next id of `tag`. Resolves at once (no I/O) while a range has ids; when both ranges are used
-   * up, waits for the load in flight up to `exhaustedWaitMs`, then rejects with SEGMENTS_EXHAUSTED
-   * (-3). Other errors as {@link nextIdSync}.
+   * The next id of `tag`. Resolves at once (no I/O) while a range has ids; when both ranges are
+   * used up, waits for the load in flight up to `exhaustedWaitMs`, then rejects with
+   * SEGMENTS_EXHAUSTED (-3). Other errors as {@link nextIdSync}.
    */
   nextId(tag: string): Promise<bigint> {
     const b = this.buffers.get(tag);
@@ -198,9 +200,9 @@ export class SegmentIdGenerator {
 
   /**
    * {@link nextIdSync} as a JS number, while the tag's ids are at most 2^53 - 1
-   * (Number.MAX_SAFE_INTEGER): exact, and without making a bigint on the fast path. An id above that
-   * is not handed out: UNSAFE_INTEGER, never a rounded id (that id is skipped; use `nextIdSync` for
-   * the tag from then on). Other errors as {@link nextIdSync}.
+   * (Number.MAX_SAFE_INTEGER): exact, and without making a bigint on the fast path. An id above
+   * that is not handed out: UNSAFE_INTEGER, never a rounded id (that id is skipped; use
+   * `nextIdSync` for the tag from then on). Other errors as {@link nextIdSync}.
    */
   nextNumberSync(tag: string): number {
     // A removed buffer has fastEnd 0, so it is never served from here.
@@ -343,9 +345,9 @@ export class SegmentIdGenerator {
   }
 
   /**
-   * Re-reads the tag list now: new tags are added (and loaded when `loadOnStart` selects them), tags no longer
-   * in the store are dropped, also when the store has none left. Rejects when the store cannot be
-   * reached; the tags served stay as they were.
+   * Re-reads the tag list now: new tags are added (and loaded when `loadOnStart` selects them),
+   * tags no longer in the store are dropped, also when the store has none left. Rejects when the
+   * store cannot be reached; the tags served stay as they were.
    */
   async refresh(): Promise<void> {
     if (this.state === "closed") throw closedError("the segment id generator");
@@ -447,9 +449,9 @@ export class SegmentIdGenerator {
   }
 
   /**
-   * Forgets the stored high-water mark of `tag` (an operator's call: the tag's max id is known to be
-   * right, or the store is another one with its own ids), durably, and serves a tag refused for it
-   * again once its row has a sane step (ranges this process took since it started still count).
+   * Forgets the stored high-water mark of `tag` (an operator's call: the tag's max id is known to
+   * be right, or the store is another one with its own ids), durably, and serves a tag refused for
+   * it again once its row has a sane step (ranges this process took since it started still count).
    * Resolves with the mark forgotten, or undefined when there was none.
    */
   async forgetHighWater(tag: string): Promise<bigint | undefined> {
@@ -505,8 +507,8 @@ export class SegmentIdGenerator {
   }
 
   /**
-   * At each refresh, a refused tag whose row now has a sane step and a max id at or above the end of
-   * every range this process used is served again (from a new range).
+   * At each refresh, a refused tag whose row now has a sane step and a max id at or above the end
+   * of every range this process used is served again (from a new range).
    */
   private async recheckRefused(): Promise<void> {
     const refused = [...this.buffers.values()].filter(
@@ -531,8 +533,8 @@ export class SegmentIdGenerator {
         row.maxId >= b.floor &&
         row.maxId <= MAX_ID - BigInt(row.step);
       if (!sane) {
-        // Said again at every refresh, at error level, until the row is fixed (or a mark forgotten);
-        // `refused` marks only the moment the tag stopped being served.
+        // Said again at every refresh, at error level, until the row is fixed (or a mark
+        // forgotten); `refused` marks only the moment the tag stopped being served.
         this.report(this.loader.refusedError(b), {
           tag: b.tag,
           operation: "refresh",

@@ -1,7 +1,7 @@
 // The embedded store under real faults: a file size limit (RLIMIT_FSIZE) and a full disk (a small
-// tmpfs) that cut writes short, a compaction whose reopen fails (EMFILE), a second process in another
-// PID namespace (unshare --pid) and a paused holder (SIGSTOP) whose folder another host takes
-// (unshare --uts). Every range any process printed is counted: no id may be handed out twice.
+// tmpfs) that cut writes short, a compaction whose reopen fails (EMFILE), a second process in
+// another PID namespace (unshare --pid) and a paused holder (SIGSTOP) whose folder another host
+// takes (unshare --uts). Every range any process printed is counted: no id may be handed out twice.
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import {
   closeSync,

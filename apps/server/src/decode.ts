@@ -3,7 +3,7 @@
 // ids included. Also used by `leaf decode ID`.
 import { type DecodedId, type Layout, layouts, parseId } from "@leaf/core";
 import { SequenceIdFormat } from "@leaf/redis-sequence";
-import { badParameter } from "./http-errors";
+import { checkParam, type Param } from "./request-params";
 
 /** Layouts the decode endpoint knows, by name. "snowflake" is the server's configured one. */
 export const DECODE_LAYOUTS = [
@@ -117,14 +117,18 @@ function bits(layout: Layout) {
 
 /** Reads a `layout` parameter. */
 export function readLayoutName(raw: string | undefined): DecodeLayoutName {
-  if (raw === undefined) return "snowflake";
-  if ((DECODE_LAYOUTS as readonly string[]).includes(raw)) return raw as DecodeLayoutName;
-  throw badParameter(
-    "layout",
-    raw,
-    `one of ${DECODE_LAYOUTS.join(", ")} ("snowflake" is this server's configured layout)`,
-  );
+  return (checkParam(layoutParam, raw) ?? "snowflake") as DecodeLayoutName;
 }
+
+/** `layout` of the JSON API's decode route. */
+export const layoutParam: Param = {
+  name: "layout",
+  in: "query",
+  description:
+    "snowflake (this server's configured layout, default), leaf, sonyflake, baidu, safe53ms, safe53s, redis-sequence.",
+  schema: { type: "string", enum: DECODE_LAYOUTS },
+  expected: `one of ${DECODE_LAYOUTS.join(", ")} ("snowflake" is this server's configured layout)`,
+};
 
 /** A description of a layout for `/api/v1/layouts`. */
 export function describeLayout(name: string, layout: Layout) {

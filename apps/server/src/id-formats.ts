@@ -11,7 +11,7 @@ import {
 } from "@leaf/core";
 import { type DecodeLayoutName, layoutNamed } from "./decode";
 import { badParameter } from "./http-errors";
-import { type Query, single } from "./request-params";
+import { checkParam, type Param, type Query, single } from "./request-params";
 
 /** Values of `format` on the segment and snowflake routes. */
 export const ID_FORMATS = ["decimal", "base62", "base36", "base32", "friendly"] as const;
@@ -22,6 +22,25 @@ export type IdFormatName = (typeof ID_FORMATS)[number];
 /** What `format` selects, for messages and the docs. */
 export const ID_FORMATS_TEXT =
   '"decimal" (default), "base62", "base36", "base32" (Crockford) or "friendly" (snowflake ids only: yyyyMMddHHmmssSSS-worker-sequence, UTC)';
+
+/** `format` of the segment and snowflake id routes. */
+export const idFormatParam: Param = {
+  name: "format",
+  in: "query",
+  description:
+    "The string form of the ids: `decimal` (default); `base62`, `base36`, `base32` (Crockford): fixed width (segment ids: that of 63 bits; snowflake ids: that of the configured layout), sorting as the ids do; `friendly` (snowflake ids only): yyyyMMddHHmmssSSS-worker-sequence, UTC. The answer then has `format`.",
+  schema: { type: "string", enum: ID_FORMATS },
+  expected: ID_FORMATS_TEXT,
+};
+
+/** `prefix` of those routes (checked by the form that writes it, see makeForm). */
+export const idPrefixParam: Param = {
+  name: "prefix",
+  in: "query",
+  description:
+    "Written before every id (e.g. `ord_`), with a format other than decimal: up to 32 letters, digits, `_`, `-`, `.` or `:`.",
+  schema: { type: "string", maxLength: 32, pattern: "^[A-Za-z0-9_.:-]*$" },
+};
 
 /** The ids a route gives: segment ids take any 63-bit value, snowflake ids follow the layout. */
 export type IdKind = { kind: "segment" } | { kind: "snowflake"; layout: Layout };
@@ -39,10 +58,7 @@ const shared = new Map<string, IdStringForm>();
 export function readIdForm(query: Query, ids: IdKind): IdStringForm | undefined {
   const raw = single(query, "format");
   const prefix = single(query, "prefix");
-  const name = raw ?? "decimal";
-  if (!(ID_FORMATS as readonly string[]).includes(name)) {
-    throw badParameter("format", raw, ID_FORMATS_TEXT);
-  }
+  const name = checkParam(idFormatParam, raw) ?? "decimal";
   if (name === "decimal") {
     if (prefix !== undefined) {
       throw badParameter(

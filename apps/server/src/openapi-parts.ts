@@ -1,4 +1,5 @@
 import { ID_FORMATS } from "./id-formats";
+import type { Param } from "./request-params";
 
 export const idString = {
   type: "string",
@@ -47,67 +48,6 @@ export const ERROR_TEXT: Record<number, string> = {
   503: "Not ready (Leaf code -1), both segments used up (-3), lease lost (-4), clock behind (-1/-3), Redis unavailable, or shutting down.",
 };
 
-export const countParam = {
-  name: "count",
-  in: "query",
-  required: false,
-  description: "How many ids, 1 to server.maxBatch (default 10,000).",
-  schema: { type: "integer", minimum: 1 },
-};
-export const tokenParam = {
-  name: "token",
-  in: "query",
-  required: false,
-  description:
-    "Access token, when the tag has tokens (also `Authorization: Bearer` or `X-Leaf-Token`).",
-  schema: { type: "string" },
-};
-export const tagParam = (name: string) => ({
-  name,
-  in: "path",
-  required: true,
-  description: "Segment tag (`biz_tag`): 1 to 128 characters, no control characters.",
-  schema: { type: "string", minLength: 1, maxLength: 128 },
-});
-export const shardParam = {
-  name: "shard",
-  in: "query",
-  required: false,
-  description: "Shard, 0 to the layout's largest (4095 by default); default 0.",
-  schema: { type: "integer", minimum: 0 },
-};
-export const formatParam = {
-  name: "format",
-  in: "query",
-  required: false,
-  description:
-    "`long`: the 64-bit id as a decimal string (default); `string`: prefix + yyyyMMddHHmmss + 6-digit sequence + 4-digit shard.",
-  schema: { type: "string", enum: ["long", "string"] },
-};
-export const prefixParam = {
-  name: "prefix",
-  in: "query",
-  required: false,
-  description:
-    "Prefix of the string form (format=string only), up to 64 characters without spaces.",
-  schema: { type: "string", maxLength: 64 },
-};
-export const idFormatParam = {
-  name: "format",
-  in: "query",
-  required: false,
-  description:
-    "The string form of the ids: `decimal` (default); `base62`, `base36`, `base32` (Crockford): fixed width (segment ids: that of 63 bits; snowflake ids: that of the configured layout), sorting as the ids do; `friendly` (snowflake ids only): yyyyMMddHHmmssSSS-worker-sequence, UTC. The answer then has `format`.",
-  schema: { type: "string", enum: [...ID_FORMATS] },
-};
-export const idPrefixParam = {
-  name: "prefix",
-  in: "query",
-  required: false,
-  description:
-    "Written before every id (e.g. `ord_`), with a format other than decimal: up to 32 letters, digits, `_`, `-`, `.` or `:`.",
-  schema: { type: "string", maxLength: 32, pattern: "^[A-Za-z0-9_.:-]*$" },
-};
 /** Java Leaf's body: any content type, read and ignored (parameters come from the query string). */
 export const anyBody = {
   required: false,
@@ -177,4 +117,7 @@ export const tagRecord = {
   },
 };
 
-/** The document, for the server's version. */
+/** A parameter as the document lists it. */
+export function openApiParam({ name, in: where, required, description, schema }: Param) {
+  return { name, in: where, required: where === "path" || required === true, description, schema };
+}

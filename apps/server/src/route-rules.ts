@@ -13,23 +13,40 @@ import type {
   RouteOptions,
 } from "fastify";
 import { HttpCodes } from "./http-errors";
+import type { Param } from "./request-params";
 
 /** What a route declares in its `config` for these rules. */
 export interface RouteRulesConfig {
-  /**
-   * The query parameters the route reads; any other is refused with a 400. Absent means none.
-   * `"*"` lets every parameter through (only for catch-all answers such as "the admin API is off").
-   */
-  query?: readonly string[] | "*";
+  /** The route's parameters (see openapi.ts routeOf): any other query parameter is a 400. */
+  params?: readonly Param[];
+  /** `"*"`: every parameter goes through (only for catch-alls such as "the admin API is off"). */
+  query?: "*";
 }
+
+/** The query parameters a route takes: `"*"`, or the names it declares (none by default). */
+function acceptedQuery(config: RouteRulesConfig | undefined): readonly string[] | "*" {
+  if (config === undefined) return [];
+  let accepted = ACCEPTED.get(config);
+  if (accepted === undefined) {
+    accepted =
+      config.query === "*"
+        ? "*"
+        : (config.params ?? []).filter((p) => p.in === "query").map((p) => p.name);
+    ACCEPTED.set(config, accepted);
+  }
+  return accepted;
+}
+
+/** Each route's accepted names, worked out once (the check runs on every request). */
+const ACCEPTED = new WeakMap<RouteRulesConfig, readonly string[] | "*">();
 
 /** One registered path and what it answers. */
 interface PathEntry {
   url: string;
   pattern: RegExp;
   methods: Set<string>;
-  /** Accepted query parameters per method, as declared (`undefined`: none). */
-  query: Map<string, readonly string[] | "*" | undefined>;
+  /** Accepted query parameters per method. */
+  query: Map<string, readonly string[] | "*">;
 }
 
 /** fastify's path syntax (`:param`, `*`) as a regular expression over the raw path. */
@@ -61,7 +78,7 @@ export class RouteRules {
       };
       this.paths.set(route.url, entry);
     }
-    const query = (route.config as RouteRulesConfig | undefined)?.query;
+    const query = acceptedQuery(route.config as RouteRulesConfig | undefined);
     for (const method of [route.method].flat()) {
       entry.methods.add(method);
       entry.query.set(method, query);
@@ -81,7 +98,7 @@ export class RouteRules {
   declaredQueries(): Map<string, readonly string[] | "*"> {
     const out = new Map<string, readonly string[] | "*">();
     for (const entry of this.paths.values()) {
-      for (const [method, query] of entry.query) out.set(`${method} ${entry.url}`, query ?? []);
+      for (const [method, query] of entry.query) out.set(`${method} ${entry.url}`, query);
     }
     return out;
   }
@@ -122,9 +139,9 @@ export function unknownQueryParameters(
 /** The onRequest check of the declared query parameters. */
 const checkQuery: onRequestHookHandler = (request, _reply, done) => {
   if (request.is404) return done();
-  const accepted = (request.routeOptions.config as RouteRulesConfig | undefined)?.query;
+  const accepted = acceptedQuery(request.routeOptions.config as RouteRulesConfig | undefined);
   if (accepted === "*") return done();
-  const error = unknownQueryParameters(request, accepted ?? []);
+  const error = unknownQueryParameters(request, accepted);
   if (error) return done(error);
   done();
 };

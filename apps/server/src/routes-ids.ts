@@ -16,31 +16,29 @@ import {
   SEGMENT_IDS,
 } from "./id-formats";
 import type { AppContext, IdSources } from "./id-sources";
+import { API, routeOf } from "./openapi";
 import {
+  countParam,
   type Query,
-  readCount,
-  readFormat,
-  readPrefix,
-  readShard,
+  readInteger,
+  readParam,
   readTag,
+  sequenceFormatParam,
+  sequencePrefixParam,
+  shardParam,
   single,
+  snowflakeIdParam,
 } from "./request-params";
 import type { RouteRulesConfig } from "./route-rules";
 
 /**
  * Route settings: which mode (metrics, errors), whether errors are Java Leaf's plain text, and the
- * query parameters the route takes (checked for every route in one hook, see route-rules.ts).
+ * route's parameters (from its entry in openapi.ts; see route-rules.ts).
  */
 export interface RouteConfig extends RouteRulesConfig {
   mode?: string;
   java?: boolean;
 }
-
-/**
- * The methods of Java Leaf's paths: Spring's `@RequestMapping` without a method answers each one
- * that reaches a handler. HEAD is left out on purpose: it would take an id and throw it away.
- */
-export const JAVA_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"] as const;
 
 type Req = FastifyRequest<{ Params: Record<string, string>; Querystring: Query }>;
 
@@ -99,14 +97,11 @@ export function registerIdRoutes(
     );
 
     javaPaths.route({
-      method: [...JAVA_METHODS],
-      url: "/api/segment/get/:key",
-      config: { ...java, mode: "segment", query: ["count", "token"] },
+      ...routeOf(API.javaSegment, { ...java, mode: "segment" }),
       handler: (request: Req, reply: FastifyReply) => {
         const tag = readTag(request.params.key, "key");
         if (tokens) tokens.check(request, tag, `tag ${JSON.stringify(tag)}`);
-        const count =
-          request.query.count === undefined ? undefined : readCount(request.query, maxBatch);
+        const count = readInteger(request.query, countParam, maxBatch);
         if (count !== undefined) {
           return sources.segmentIds(tag, count).then((ids) => sendBatch(request, reply, ids, ""));
         }
@@ -117,34 +112,22 @@ export function registerIdRoutes(
     });
 
     javaPaths.route({
-      method: [...JAVA_METHODS],
-      url: "/api/snowflake/get/:key",
-      config: { ...java, mode: "snowflake", query: ["count", "token"] },
+      ...routeOf(API.javaSnowflake, { ...java, mode: "snowflake" }),
       handler: (request: Req, reply: FastifyReply) => {
         const key = readTag(request.params.key, "key");
         if (tokens) tokens.check(request, key, `key ${JSON.stringify(key)}`);
-        if (request.query.count !== undefined) {
-          return sources
-            .snowflakeIds(readCount(request.query, maxBatch)!)
-            .then((ids) => sendBatch(request, reply, ids, ""));
+        const count = readInteger(request.query, countParam, maxBatch);
+        if (count !== undefined) {
+          return sources.snowflakeIds(count).then((ids) => sendBatch(request, reply, ids, ""));
         }
         return reply.send(sources.snowflakeId().toString());
       },
     });
 
     javaPaths.route({
-      method: [...JAVA_METHODS],
-      url: "/decodeSnowflakeId",
-      config: { ...java, query: ["snowflakeId"] },
+      ...routeOf(API.javaDecode, java),
       handler: (request: Req, reply: FastifyReply) => {
-        const raw = single(request.query, "snowflakeId");
-        if (raw === undefined) {
-          throw badParameter(
-            "snowflakeId",
-            raw,
-            "a snowflake id: a decimal integer from 0 to 9223372036854775807, in the query string",
-          );
-        }
+        const raw = readParam(request.query, snowflakeIdParam)!;
         return reply.send(javaDecode(raw, snowflakeLayout));
       },
     });
@@ -152,10 +135,9 @@ export function registerIdRoutes(
 
   // ---- JSON API -------------------------------------------------------------------------------
 
-  app.get(
-    "/api/v1/segment/:tag/id",
-    { config: { mode: "segment", query: ["format", "prefix", "token"] } },
-    (request: Req, reply: FastifyReply) => {
+  app.route({
+    ...routeOf(API.segmentId, { mode: "segment" }),
+    handler: (request: Req, reply: FastifyReply) => {
       const tag = readTag(request.params.tag);
       if (tokens) tokens.check(request, tag, `tag ${JSON.stringify(tag)}`);
       const form = readIdForm(request.query, SEGMENT_IDS);
@@ -166,15 +148,14 @@ export function registerIdRoutes(
           .send(`{"tag":${JSON.stringify(tag)},"id":${jsonId(value, form)}${formatField(form)}}`);
       return typeof id === "bigint" ? answer(id) : id.then(answer);
     },
-  );
+  });
 
-  app.get(
-    "/api/v1/segment/:tag/ids",
-    { config: { mode: "segment", query: ["count", "format", "prefix", "token"] } },
-    async (request: Req, reply: FastifyReply) => {
+  app.route({
+    ...routeOf(API.segmentIds, { mode: "segment" }),
+    handler: async (request: Req, reply: FastifyReply) => {
       const tag = readTag(request.params.tag);
       if (tokens) tokens.check(request, tag, `tag ${JSON.stringify(tag)}`);
-      const count = readCount(request.query, maxBatch) ?? 1;
+      const count = readInteger(request.query, countParam, maxBatch) ?? 1;
       const form = readIdForm(request.query, SEGMENT_IDS);
       const ids = await sources.segmentIds(tag, count);
       const body = form === undefined ? jsonIds(ids) : jsonIdsIn(ids, form);
@@ -182,12 +163,11 @@ export function registerIdRoutes(
         .type("application/json; charset=utf-8")
         .send(`{"tag":${JSON.stringify(tag)},"count":${count},"ids":${body}${formatField(form)}}`);
     },
-  );
+  });
 
-  app.get(
-    "/api/v1/snowflake/id",
-    { config: { mode: "snowflake", query: ["key", "format", "prefix", "token"] } },
-    (request: Req, reply: FastifyReply) => {
+  app.route({
+    ...routeOf(API.snowflakeId, { mode: "snowflake" }),
+    handler: (request: Req, reply: FastifyReply) => {
       checkSnowflakeToken(request);
       const form = readIdForm(request.query, snowflakeIds);
       const id = sources.snowflakeId();
@@ -195,14 +175,13 @@ export function registerIdRoutes(
         .type("application/json; charset=utf-8")
         .send(`{"id":${jsonId(id, form)}${formatField(form)}}`);
     },
-  );
+  });
 
-  app.get(
-    "/api/v1/snowflake/ids",
-    { config: { mode: "snowflake", query: ["count", "key", "format", "prefix", "token"] } },
-    (request: Req, reply: FastifyReply) => {
+  app.route({
+    ...routeOf(API.snowflakeIds, { mode: "snowflake" }),
+    handler: (request: Req, reply: FastifyReply) => {
       checkSnowflakeToken(request);
-      const count = readCount(request.query, maxBatch) ?? 1;
+      const count = readInteger(request.query, countParam, maxBatch) ?? 1;
       const form = readIdForm(request.query, snowflakeIds);
       return sources
         .snowflakeIds(count)
@@ -214,7 +193,7 @@ export function registerIdRoutes(
             ),
         );
     },
-  );
+  });
 
   function checkSnowflakeToken(request: Req): void {
     const raw = single(request.query, "key");
@@ -231,23 +210,23 @@ export function registerIdRoutes(
   function redisQuery(request: Req) {
     const { sequence, prefix: defaultPrefix } = sources.redisSequence();
     if (tokens) tokens.check(request, "*", "redis sequence ids");
-    const shard = readShard(request.query, sequence.layout.maxWorkerId);
-    const format = readFormat(request.query);
-    const prefix = readPrefix(request.query, defaultPrefix);
-    if (format === "long" && single(request.query, "prefix") !== undefined) {
+    const shard = readInteger(request.query, shardParam, sequence.layout.maxWorkerId) ?? 0;
+    const format = readParam(request.query, sequenceFormatParam) ?? "long";
+    const given = readParam(request.query, sequencePrefixParam);
+    const prefix = given ?? defaultPrefix;
+    if (format === "long" && given !== undefined) {
       throw badParameter(
         "prefix",
-        single(request.query, "prefix"),
+        given,
         "no prefix with format=long (a prefix belongs to format=string)",
       );
     }
     return { sequence, shard, format, prefix };
   }
 
-  app.get(
-    "/api/v1/redis-sequence/id",
-    { config: { mode: "redisSequence", query: ["shard", "format", "prefix", "token"] } },
-    async (request: Req, reply: FastifyReply) => {
+  app.route({
+    ...routeOf(API.sequenceId, { mode: "redisSequence" }),
+    handler: async (request: Req, reply: FastifyReply) => {
       const { sequence, shard, format, prefix } = redisQuery(request);
       const id = await sources.redisId(shard);
       const text = format === "string" ? sequence.format(id, prefix) : id.toString();
@@ -255,14 +234,13 @@ export function registerIdRoutes(
         .type("application/json; charset=utf-8")
         .send(`{"id":${JSON.stringify(text)},"shard":${shard},"format":"${format}"}`);
     },
-  );
+  });
 
-  app.get(
-    "/api/v1/redis-sequence/ids",
-    { config: { mode: "redisSequence", query: ["shard", "count", "format", "prefix", "token"] } },
-    async (request: Req, reply: FastifyReply) => {
+  app.route({
+    ...routeOf(API.sequenceIds, { mode: "redisSequence" }),
+    handler: async (request: Req, reply: FastifyReply) => {
       const { sequence, shard, format, prefix } = redisQuery(request);
-      const count = readCount(request.query, maxBatch) ?? 1;
+      const count = readInteger(request.query, countParam, maxBatch) ?? 1;
       const ids = await sources.redisIds(shard, count);
       const body =
         format === "string"
@@ -272,12 +250,11 @@ export function registerIdRoutes(
         .type("application/json; charset=utf-8")
         .send(`{"shard":${shard},"format":"${format}","count":${count},"ids":${body}}`);
     },
-  );
+  });
 
-  app.get(
-    "/api/v1/decode/:id",
-    { config: { query: ["layout", "timeZone", "format", "prefix"] } },
-    (request: Req, reply: FastifyReply) => {
+  app.route({
+    ...routeOf(API.decode),
+    handler: (request: Req, reply: FastifyReply) => {
       const layout = readLayoutName(single(request.query, "layout"));
       const id = decodeInput(request.params.id!, request.query, layout, snowflakeLayout);
       const timeZone = single(request.query, "timeZone");
@@ -291,9 +268,9 @@ export function registerIdRoutes(
       const format = timeZone === undefined ? sequenceFormat() : formatIn(timeZone);
       return reply.send(decodeId(id, layout, snowflakeLayout, format));
     },
-  );
+  });
 
-  app.get("/api/v1/layouts", (_request: Req, reply: FastifyReply) => {
+  app.get(API.layouts.url, (_request: Req, reply: FastifyReply) => {
     const all = DECODE_LAYOUTS.map((name) =>
       describeLayout(
         name,

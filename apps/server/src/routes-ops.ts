@@ -5,9 +5,9 @@ import { badParameter } from "./http-errors";
 import type { AppContext, IdSources } from "./id-sources";
 import { MONITOR_PAGE } from "./monitor-page";
 import { monitorState, StoreRows } from "./monitor-state";
-import { openApiDocument } from "./openapi";
+import { API, openApiDocument, routeOf } from "./openapi";
 import { readiness } from "./readiness";
-import { type Query, single } from "./request-params";
+import { modeParam, type Query, readParam } from "./request-params";
 
 /** Registers health, metrics, monitor and documentation endpoints. */
 export function registerOpsRoutes(app: FastifyInstance, ctx: AppContext, sources: IdSources): void {
@@ -15,17 +15,14 @@ export function registerOpsRoutes(app: FastifyInstance, ctx: AppContext, sources
     reply.send({ status: "up", state: ctx.state, uptimeMs: Date.now() - ctx.startedAt }),
   );
 
-  app.get(
-    "/health/ready",
-    { exposeHeadRoute: true, config: { query: ["mode"] } },
-    (request: FastifyRequest<{ Querystring: Query }>, reply: FastifyReply) => {
-      const mode = single(request.query, "mode");
+  app.route({
+    ...routeOf(API.ready),
+    exposeHeadRoute: true,
+    handler: (request: FastifyRequest<{ Querystring: Query }>, reply: FastifyReply) => {
+      const mode = readParam(request.query, modeParam);
       const all = readiness(ctx);
       let checks = all;
       if (mode !== undefined) {
-        if (!["segment", "snowflake", "redisSequence"].includes(mode)) {
-          throw badParameter("mode", mode, "one of segment, snowflake, redisSequence");
-        }
         if (!(mode in all))
           throw badParameter(
             "mode",
@@ -38,7 +35,7 @@ export function registerOpsRoutes(app: FastifyInstance, ctx: AppContext, sources
       if (!ready) reply.header("retry-after", "1");
       return reply.code(ready ? 200 : 503).send({ ready, state: ctx.state, checks });
     },
-  );
+  });
 
   app.get("/metrics", async (_request, reply: FastifyReply) => {
     const body = await ctx.metrics.registry.metrics();

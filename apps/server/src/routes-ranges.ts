@@ -2,31 +2,12 @@
 // double buffer, for clients that hand ids out themselves (`@leaf/client`).
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { AccessTokens } from "./access-tokens";
-import { badParameter } from "./http-errors";
 import type { IdSources } from "./id-sources";
 import type { ServerMetrics } from "./metrics";
-import { type Query, readTag, single } from "./request-params";
-
-/** Largest range a caller may ask for: the `int` step column's maximum, as the generator's. */
-export const MAX_RANGE = 2_147_483_647;
-
-const DIGITS = /^[0-9]{1,10}$/;
+import { API, routeOf } from "./openapi";
+import { type Query, rangeCountParam, readInteger, readTag } from "./request-params";
 
 type Req = FastifyRequest<{ Params: Record<string, string>; Querystring: Query }>;
-
-/** `count` of a range request: 1 to {@link MAX_RANGE}, digits only (required). */
-function readRangeCount(query: Query): number {
-  const raw = single(query, "count");
-  const value = raw !== undefined && DIGITS.test(raw) ? Number(raw) : Number.NaN;
-  if (!(value >= 1 && value <= MAX_RANGE)) {
-    throw badParameter(
-      "count",
-      raw,
-      `an integer from 1 to ${MAX_RANGE.toLocaleString("en-US")}: the most ids the range may hold`,
-    );
-  }
-  return value;
-}
 
 /**
  * Registers `GET /api/v1/segment/:tag/range?count=N`: `{"tag","start","end","count"}`, the ids
@@ -41,13 +22,12 @@ export function registerRangeRoutes(
   metrics: ServerMetrics,
   tokens: AccessTokens | undefined,
 ): void {
-  app.get(
-    "/api/v1/segment/:tag/range",
-    { config: { mode: "segment", query: ["count", "token"] } },
-    async (request: Req, reply: FastifyReply) => {
+  app.route({
+    ...routeOf(API.segmentRange, { mode: "segment" }),
+    handler: async (request: Req, reply: FastifyReply) => {
       const tag = readTag(request.params.tag);
       if (tokens) tokens.check(request, tag, `tag ${JSON.stringify(tag)}`);
-      const count = readRangeCount(request.query);
+      const count = readInteger(request.query, rangeCountParam)!;
       const { start, end } = await sources.segment().generator.nextRange(tag, count);
       const n = Number(end - start);
       metrics.tally("segment", tag).n += n;
@@ -56,5 +36,5 @@ export function registerRangeRoutes(
         .type("application/json; charset=utf-8")
         .send(`{"tag":${JSON.stringify(tag)},"start":"${start}","end":"${end}","count":${n}}`);
     },
-  );
+  });
 }

@@ -13,14 +13,14 @@ export interface LockFileOwner {
   /** The holder's host name (`os.hostname()`); a pid is only judged on the host that wrote it. */
   host: string;
   /**
-   * The kernel's boot id (`/proc/sys/kernel/random/boot_id`, Linux): a pid is only judged by a process
-   * of the same boot of the same kernel. Missing in records of older versions and off Linux.
+   * The kernel's boot id (`/proc/sys/kernel/random/boot_id`, Linux): a pid is only judged by a
+   * process of the same boot of the same kernel. Missing off Linux.
    */
   bootId?: string;
   /**
-   * The holder's PID namespace (`readlink /proc/self/ns/pid`, e.g. "pid:[4026531836]", Linux): a pid
-   * means nothing in another namespace (containers, `unshare --pid`), so it is only judged by a
-   * process of the same namespace. Missing in records of older versions and off Linux.
+   * The holder's PID namespace (`readlink /proc/self/ns/pid`, e.g. "pid:[4026531836]", Linux): a
+   * pid means nothing in another namespace (containers, `unshare --pid`), so it is only judged by a
+   * process of the same namespace. Missing off Linux.
    */
   pidNamespace?: string;
   /** The process's start time as the kernel counts it (Linux), to tell a reused pid apart. */
@@ -33,7 +33,7 @@ export interface LockFileOwner {
    * The holder's `foreignStaleAfterMs`: it touches the lock every quarter of this and stops acting
    * under it half of this after its last touch (`fenceAt`). Only a lock that records it is ever
    * taken over by age, and only once untouched for the longer of this and the taker's own setting.
-   * Missing when the holder does not heartbeat (no `foreignStaleAfterMs`, or an older version).
+   * Missing when the holder does not heartbeat (it took the lock without `foreignStaleAfterMs`).
    */
   staleAfterMs?: number;
   /** When the lock was taken, ms since the Unix epoch. */
@@ -93,7 +93,9 @@ export function newOwner(
   };
 }
 
-/** What identifies this process's view of pids: boot, PID namespace, and whether /proc matches it. */
+/**
+ * What identifies this process's view of pids: boot, PID namespace, and whether /proc matches it.
+ */
 interface ProcessView {
   bootId: string | undefined;
   pidNamespace: string | undefined;
@@ -136,7 +138,9 @@ export function readOwnerToken(path: string): string | undefined {
   return typeof owner === "object" ? owner.token : undefined;
 }
 
-/** Whether the owner of a lock may be replaced: provably gone, or unjudgeable and untouched long. */
+/**
+ * Whether the owner of a lock may be replaced: provably gone, or unjudgeable and untouched long.
+ */
 export function isStale(
   path: string,
   owner: LockFileOwner,
@@ -150,9 +154,9 @@ export function isStale(
 }
 
 /**
- * How long a lock of `owner` that cannot be judged by pid must go untouched before it is taken over:
- * the longer of the taker's and the holder's setting; undefined (never) when either has none, since
- * a holder that does not record one does not heartbeat and fence as this needs.
+ * How long a lock of `owner` that cannot be judged by pid must go untouched before it is taken
+ * over: the longer of the taker's and the holder's setting; undefined (never) when either has none,
+ * since a holder that does not record one does not heartbeat and fence as this needs.
  */
 export function staleAfterFor(
   owner: LockFileOwner,
@@ -172,7 +176,7 @@ export function judgeOwner(owner: LockFileOwner): "dead" | "alive" | string {
   if (owner.host !== hostname()) return `it was written on another host (${owner.host})`;
   const here = thisProcess();
   if (owner.bootId === undefined || here.bootId === undefined) {
-    return "it records no boot id (written by an older version, or not on Linux)";
+    return "it records no boot id (not written on Linux)";
   }
   if (owner.bootId !== here.bootId) {
     return `it was written in another boot (boot id ${owner.bootId}, here ${here.bootId}): by this machine before a reboot, or by another machine of the same name`;

@@ -1,9 +1,9 @@
-// An exclusive lock file that survives crashes: created atomically with its owner inside (pid, host,
-// boot id, PID namespace, process start time, a random token), and taken over only when that owner is
-// provably gone, through a claim file so that two processes taking over the same stale lock never
-// both win. With a staleness rule, a holder heartbeats its lock and publishes a fence deadline, so
-// that a lock whose owner cannot be judged (another container, another boot) is taken over safely
-// once it goes untouched.
+// An exclusive lock file that survives crashes: created atomically with its owner inside (pid,
+// host, boot id, PID namespace, process start time, a random token), and taken over only when that
+// owner is provably gone, through a claim file so that two processes taking over the same stale
+// lock never both win. With a staleness rule, a holder heartbeats its lock and publishes a fence
+// deadline, so that a lock whose owner cannot be judged (another container, another boot) is taken
+// over safely once it goes untouched.
 import {
   closeSync,
   fstatSync,
@@ -60,8 +60,9 @@ export type LockFileAttempt =
       /** True when the lock file exists but holds no owner record (damaged, or not a lock). */
       unreadable: boolean;
       /**
-       * Set when the owner cannot be judged by its pid and `foreignStaleAfterMs` is given: the instant
-       * (ms since the Unix epoch) from which the lock may be taken over if nobody touches it before.
+       * Set when the owner cannot be judged by its pid and `foreignStaleAfterMs` is given: the
+       * instant (ms since the Unix epoch) from which the lock may be taken over if nobody touches
+       * it before.
        */
       staleAt?: number;
     };
@@ -98,12 +99,13 @@ export function tryAcquireLockFile(path: string, options: LockFileOptions = {}):
 }
 
 /**
- * Takes the lock file at `path` like {@link acquireLockFile}, but when its owner cannot be judged by
- * pid and `foreignStaleAfterMs` is given, waits (at most about `foreignStaleAfterMs`) for the lock
- * to go untouched that long and then takes it over: a process restarted in a new container or after
- * a reboot gets its lock back by itself. Rejects with LOCKED (or `options.code`) at once when the
- * owner is alive (same PID namespace) or the file holds no owner record, and as soon as the lock is
- * touched or changes hands while waiting (its holder is alive); with the signal's reason on abort.
+ * Takes the lock file at `path` like {@link acquireLockFile}, but when its owner cannot be judged
+ * by pid and `foreignStaleAfterMs` is given, waits (at most about `foreignStaleAfterMs`) for the
+ * lock to go untouched that long and then takes it over: a process restarted in a new container or
+ * after a reboot gets its lock back by itself. Rejects with LOCKED (or `options.code`) at once when
+ * the owner is alive (same PID namespace) or the file holds no owner record, and as soon as the
+ * lock is touched or changes hands while waiting (its holder is alive); with the signal's reason on
+ * abort.
  */
 export async function acquireLockFileWaiting(
   path: string,
@@ -289,7 +291,7 @@ function createExclusive(path: string, owner: LockFileOwner): Created | undefine
   const fd = openSync(temp, "w", 0o644);
   let created: Created;
   try {
-    // writeFileSync loops over short writes (a full disk), unlike one writeSync; it throws on errors.
+    // writeFileSync loops over short writes (a full disk), unlike one writeSync; throws on errors.
     writeFileSync(fd, text);
     // The mtime a taker judges is set after `since`, never before (the kernel's own is coarser).
     const since = performance.now();
@@ -367,7 +369,7 @@ function lockedError(
       const never =
         options.foreignStaleAfterMs === undefined
           ? "so it is never taken over"
-          : "and its holder does not heartbeat the lock (it records no staleAfterMs: another setting or an older version), so it is never taken over by age";
+          : "and its holder does not heartbeat the lock (it records no staleAfterMs: it took the lock without foreignStaleAfterMs), so it is never taken over by age";
       foreign =
         staleAfter === undefined
           ? `; its owner cannot be judged by pid since ${verdict}, ${never}: delete the lock file once you are sure that process is gone`

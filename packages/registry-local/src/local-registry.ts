@@ -1,8 +1,9 @@
 // A worker-id registry without a server: the id comes from configuration (one id, or the fork's
-// workIdMap), a lock file per id keeps a second process on this machine off it, and a cache file per
-// id, rewritten atomically on every report, keeps its last timestamp across restarts. The holder
-// heartbeats its lock and its lease publishes a fence deadline, so a lock left by a process that
-// cannot be judged (another container, another boot) is taken over safely once it goes untouched.
+// workIdMap), a lock file per id keeps a second process on this machine off it, and a cache file
+// per id, rewritten atomically on every report, keeps its last timestamp across restarts. The
+// holder heartbeats its lock and its lease publishes a fence deadline, so a lock left by a process
+// that cannot be judged (another container, another boot) is taken over safely once it goes
+// untouched.
 import { mkdirSync } from "node:fs";
 import { homedir } from "node:os";
 import { join } from "node:path";
@@ -35,7 +36,9 @@ import {
   type WorkIdMapValue,
 } from "./work-id-map";
 
-/** Options of {@link LocalRegistry}. Give exactly one of `workerId`, `workIdMap` and `statefulSet`. */
+/**
+ * Options of {@link LocalRegistry}. Give exactly one of `workerId`, `workIdMap` and `statefulSet`.
+ */
 export interface LocalRegistryOptions {
   /**
    * The worker id of every node this registry serves (one process, one node), or a list: the
@@ -67,11 +70,11 @@ export interface LocalRegistryOptions {
   toleranceMs?: number;
   /**
    * How long (ms) a lock whose holder cannot be judged by its pid (written in another PID namespace
-   * such as a previous container, in another boot, or by an older version) must go untouched before
-   * another process takes its worker id over (default 10,000). A holder touches its lock every
+   * such as a previous container, or in another boot) must go untouched before another process
+   * takes its worker id over (default 10,000). A holder touches its lock every
    * quarter of this and stops issuing ids half of this after its last successful touch (the lease's
-   * `fenceAt`), so a paused holder stops before its id can be taken. A restart in a new container or
-   * after a reboot waits at most about this long for its id. At least 100.
+   * `fenceAt`), so a paused holder stops before its id can be taken. A restart in a new container
+   * or after a reboot waits at most about this long for its id. At least 100.
    */
   staleAfterMs?: number;
   /** Clock read for the start check (default: the system clock). */
@@ -313,9 +316,9 @@ interface Hold {
 }
 
 /**
- * A worker id (and its backups) held through a {@link LocalRegistry}. Its locks are heartbeated while
- * it is held: `fenceAt` is the earliest of their fence deadlines, and `lost` aborts as soon as one
- * of them is found removed, replaced or taken over.
+ * A worker id (and its backups) held through a {@link LocalRegistry}. Its locks are heartbeated
+ * while it is held: `fenceAt` is the earliest of their fence deadlines, and `lost` aborts as soon
+ * as one of them is found removed, replaced or taken over.
  */
 export class LocalLease extends LeaseCore {
   /** The lock file of the primary id: while it names this lease, no other process holds the id. */
@@ -358,10 +361,10 @@ export class LocalLease extends LeaseCore {
   }
 
   /**
-   * The latest timestamp (wall clock, ms) ids may carry (see WorkerLease.horizon): the mtime the last
-   * heartbeat of every lock wrote + half of `staleAfterMs`, the earliest of them. Another process
-   * takes an id over only once its wall clock is `staleAfterMs` past that mtime, so a wall clock
-   * stepped forward makes the generator stop at once rather than issue in the taker's time.
+   * The latest timestamp (wall clock, ms) ids may carry (see WorkerLease.horizon): the mtime the
+   * last heartbeat of every lock wrote + half of `staleAfterMs`, the earliest of them. Another
+   * process takes an id over only once its wall clock is `staleAfterMs` past that mtime, so a wall
+   * clock stepped forward makes the generator stop at once rather than issue in the taker's time.
    */
   protected override liveHorizon(): number | undefined {
     let earliest: number | undefined;

@@ -44,7 +44,7 @@ export function checkNodeForPaths(node: NodeIdentity): NodeIdentity {
     name === "." ||
     name === ".." ||
     name.includes("/") ||
-    // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it rejects
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: it rejects control characters
     /[\u0000-\u001f\u007f]/.test(name)
   ) {
     throw argumentError(
@@ -136,8 +136,8 @@ export interface WorkerRecord {
   port: string;
   /**
    * The holder's horizon, ms since the Unix epoch (its clock at a write + `silenceLimitMs`): it
-   * issues nothing timestamped past it, and the next holder starts after it. 0 or absent once
-   * released with a final timestamp, or in a record of an earlier version.
+   * issues nothing timestamped past it, and the next holder starts after it. 0 once released with
+   * a final timestamp; absent in a record just created, before its holder's first write.
    */
   horizon?: number;
   /** The writer's clock (ms) when it sent this write: its clock sample for the peer clock check. */

@@ -103,7 +103,8 @@ export async function acquireRecycled(
     for (let round = 0; round < ROUNDS && slots.length < wanted; round++) {
       request.signal?.throwIfAborted();
       view = await readPool(session, tree, maxWorkerId);
-      // A requested id (a StatefulSet ordinal) is tried alone, and only while no lease node holds it.
+      // A requested id (a StatefulSet ordinal) is tried alone, and only while no lease node holds
+      // it.
       const requested = request.workerId;
       if (requested !== undefined && view.held.has(requested)) break;
       const ids =
@@ -154,9 +155,8 @@ export async function acquireRecycled(
       const peers: PeerReport[] = [];
       for (const id of view.held) {
         const entry = view.records.get(id);
-        // The writer's clock when it sent the write that set mtime (`at`; a report's timestamp in
-        // records of earlier versions).
-        const sample = entry?.record.at ?? entry?.record.timestamp ?? 0;
+        // The writer's clock when it sent the write that set mtime (none in a record just created).
+        const sample = entry?.record.at ?? 0;
         if (ours.has(id) || !entry || sample === 0) continue;
         peers.push({
           key: `worker ${id} (${entry.record.ip}:${entry.record.port})`,
@@ -323,8 +323,8 @@ class RecycledLease extends LeaseCore implements TrackedLease {
 
   /**
    * The horizon every record last stored (see WorkerLease.horizon): the generator issues nothing
-   * timestamped past it. The session's `fenceAt` stops the holder on the monotonic clock; this stops
-   * it on the wall clock, which the next holder's start is measured in.
+   * timestamped past it. The session's `fenceAt` stops the holder on the monotonic clock; this
+   * stops it on the wall clock, which the next holder's start is measured in.
    */
   protected override liveHorizon(): number {
     return Math.min(...this.slots.map((s) => s.horizon));
@@ -513,7 +513,9 @@ async function refuseOtherTrees(session: ZkSession, tree: LeafTree): Promise<voi
   }
 }
 
-/** WORKER_ID_IN_USE for a requested id whose lease node another session holds, named from its data. */
+/**
+ * WORKER_ID_IN_USE for a requested id whose lease node another session holds, named from its data.
+ */
 async function inUse(
   session: ZkSession,
   tree: LeafTree,

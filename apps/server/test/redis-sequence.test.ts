@@ -11,6 +11,9 @@ beforeAll(async () => {
   redis = await startRedis({ useEnv: false });
   test = await startTestServer({
     segment: { enabled: false },
+    // A shared store is configured, so snowflake mode would need a worker id of its own; the
+    // redis sequence is what this file tests.
+    snowflake: { enabled: false },
     redisSequence: {
       url: redis.url,
       namespace: `orders-${Date.now()}`,

@@ -1,5 +1,7 @@
 // Two builds: the library entry (with types) and the CLI (with its shebang), both ESM for Node 20.
+// The monitor page's script (src/browser/) is bundled for browsers into both, as text.
 import { defineConfig } from "tsup";
+import { browserScriptEsbuildPlugin } from "./build/browser-script.ts";
 
 export default defineConfig([
   {
@@ -9,6 +11,7 @@ export default defineConfig([
     dts: true,
     sourcemap: true,
     clean: true,
+    esbuildPlugins: [browserScriptEsbuildPlugin()],
   },
   {
     entry: ["src/cli.ts"],
@@ -16,5 +19,6 @@ export default defineConfig([
     target: "node20",
     sourcemap: true,
     banner: { js: "#!/usr/bin/env node" },
+    esbuildPlugins: [browserScriptEsbuildPlugin()],
   },
 ]);

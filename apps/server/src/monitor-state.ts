@@ -126,6 +126,12 @@ function redisState(ctx: AppContext) {
   return { enabled: true as const, running: true as const, ...mode.sequence.state() };
 }
 
+/** The JSON of `/api/v1/monitor`, as the monitor page's script reads it. */
+export type MonitorState = ReturnType<typeof monitorState>;
+
+/** One row of `/api/v1/monitor/store`. */
+export type StoreRow = ReturnType<typeof tagJson>;
+
 /** Rows of the store (Java Leaf's /db page), cached briefly so that many open pages cost one query. */
 export class StoreRows {
   private cached: { at: number; rows: ReturnType<typeof tagJson>[] } | undefined;

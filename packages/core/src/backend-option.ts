@@ -1,8 +1,7 @@
 // The construction convention's one shared check: every adapter is `new X(options)`, its backend
 // given as `url` (a string the adapter connects with and closes) or `client` (a client the caller
-// built and keeps: the adapter never closes it). Exactly one of the two; the names used before the
-// convention (`connectionString`, `connection`, `redis`) get an error that says what to write now.
-import { configError, ErrorCodes, LeafError } from "./errors";
+// built and keeps: the adapter never closes it). Exactly one of the two.
+import { configError } from "./errors";
 
 /** What {@link checkBackend} found: a URL to connect to, or the caller's client. */
 export type Backend<Client, Url = string> =
@@ -13,7 +12,10 @@ export type Backend<Client, Url = string> =
 export interface BackendRules<Client, Url extends string | readonly string[] = string> {
   /** The adapter's component name, for messages ("registry-zk", ...). */
   component: string;
-  /** What a `url` looks like, for messages ("a ZooKeeper connection string host:port[,host:port][/chroot]"). */
+  /**
+   * What a `url` looks like, for messages ("a ZooKeeper connection string
+   * host:port[,host:port][/chroot]").
+   */
   url: string;
   /** Judges a `url` value's type (default: a non-empty string). */
   isUrl?: (value: unknown) => value is Url;
@@ -25,8 +27,6 @@ export interface BackendRules<Client, Url extends string | readonly string[] = s
   client?: { what: string; is: (value: unknown) => value is Client };
   /** Why the adapter takes no client (when `client` is not given). */
   noClient?: string;
-  /** Option names from before the convention, each with the option that replaces it. */
-  renamed?: Record<string, "url" | "client" | "url or client">;
 }
 
 const nonEmptyString = (value: unknown): value is string =>
@@ -41,18 +41,6 @@ export function checkBackend<Client, Url extends string | readonly string[] = st
   rules: BackendRules<Client, Url>,
 ): Backend<Client, Url> {
   const given = (options ?? {}) as Record<string, unknown>;
-  for (const [old, now] of Object.entries(rules.renamed ?? {})) {
-    if (given[old] !== undefined) {
-      throw new LeafError({
-        component: rules.component,
-        code: ErrorCodes.INVALID_CONFIG,
-        message:
-          `the option ${old} was renamed: give ${now === "url or client" ? `url (${rules.url}) or client (${rules.client?.what})` : now === "url" ? `url (${rules.url})` : `client (${rules.client?.what})`} instead; ` +
-          "every adapter now takes its backend as url or client",
-        details: { key: old, renamedTo: now },
-      });
-    }
-  }
   const isUrl = rules.isUrl ?? (nonEmptyString as (value: unknown) => value is Url);
   const { url, client } = given;
   if (url !== undefined && client !== undefined) {

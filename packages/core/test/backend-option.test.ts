@@ -15,7 +15,6 @@ const rules = {
     is: (value: unknown): value is FakeClient =>
       typeof (value as FakeClient | undefined)?.query === "function",
   },
-  renamed: { connectionString: "url" as const, connection: "url or client" as const },
 };
 
 function failure(options: Record<string, unknown> | undefined): LeafError {
@@ -47,18 +46,6 @@ describe("checkBackend", () => {
     const badClient = failure({ client: { get() {} } });
     expect(badClient.details).toMatchObject({ key: "client", expected: rules.client.what });
     expect(failure(undefined).details).toMatchObject({ key: "url" });
-  });
-
-  it("names the option that replaces one from before the convention", () => {
-    const renamed = failure({ connectionString: "zk:2181" });
-    expect(renamed.code).toBe(ErrorCodes.INVALID_CONFIG);
-    expect(renamed.message).toContain(
-      "the option connectionString was renamed: give url (a test URL",
-    );
-    expect(renamed.details).toMatchObject({ key: "connectionString", renamedTo: "url" });
-    expect(failure({ connection: {} }).message).toContain(
-      "give url (a test URL test://host) or client",
-    );
   });
 
   it("refuses any client for an adapter that takes none, saying why", () => {

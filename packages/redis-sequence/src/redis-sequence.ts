@@ -74,7 +74,6 @@ export class RedisSequence {
       ...options,
       component: "redis-sequence",
       timeoutMs: o.connectTimeoutMs,
-      renamed: { redis: "url or client" },
     });
     const settings = namespaceSettings(o);
     this.errors = new SequenceErrors(o, this.link.description, this.keys, settings);

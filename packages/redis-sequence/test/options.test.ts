@@ -73,13 +73,6 @@ describe("options", () => {
     expect(refusal({ url: undefined }).details).toMatchObject({ key: "url" });
   });
 
-  it("tells a caller of the old redis option to give url or client", () => {
-    const error = refusal({ url: undefined, redis: URL } as never);
-    expect(error.code).toBe(ErrorCodes.INVALID_CONFIG);
-    expect(error.message).toContain("the option redis was renamed: give url");
-    expect(error.details).toMatchObject({ key: "redis", renamedTo: "url or client" });
-  });
-
   it("hides the password of a bad URL in the error", () => {
     const error = refusal({ url: "redis://user:secret@" });
     expect(error.message).not.toContain("secret");

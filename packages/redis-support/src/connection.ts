@@ -2,7 +2,7 @@
 // made from a URL (owned: closed with the adapter) or one the caller passed (borrowed: left open),
 // scripts run by SHA with a reload after a restart, and a time limit on every round trip. Errors
 // pass through: each adapter says what a failure means in its words (redisCallError).
-import { type BackendRules, checkBackend } from "@leaf/core/adapter";
+import { checkBackend } from "@leaf/core/adapter";
 import { Cluster, type ClusterOptions, Redis, type RedisOptions } from "ioredis";
 import { type RedisEvictionSettings, readRedisEviction } from "./redis-eviction";
 import {
@@ -28,11 +28,6 @@ export interface RedisLinkOptions {
   clusterOptions?: ClusterOptions | undefined;
   /** Time limit of connecting and of each round trip when a call gives none, in ms. */
   timeoutMs: number;
-  /**
-   * Option names the adapter no longer takes, named in the refusal (see checkBackend); the whole
-   * options object is checked, so pass the caller's options spread in.
-   */
-  renamed?: BackendRules<unknown>["renamed"];
 }
 
 /** One connection to Redis (single, Sentinel-managed or Cluster). Makes no I/O until used. */
@@ -61,7 +56,6 @@ export class RedisLink {
         what: "an ioredis Redis (also one managed by Sentinel) or Cluster client",
         is: (value): value is Redis | Cluster => isRedisScriptClient(value),
       },
-      ...(options.renamed ? { renamed: options.renamed } : {}),
     });
     if (backend.url === undefined) {
       this.client = backend.client;

@@ -1,5 +1,6 @@
 // The MySQL worker-id registry: options, their checks and defaults, and the two modes behind one
-// WorkerIdRegistry. Fixed mode is the Java fork's table; lease mode recycles ids (see lease-mode.ts).
+// WorkerIdRegistry. Fixed mode is the Java fork's table; lease mode recycles ids (see
+// lease-mode.ts).
 import { homedir } from "node:os";
 import { join } from "node:path";
 import {
@@ -69,10 +70,10 @@ export interface MysqlRegistryOptions<M extends RegistryMode = RegistryMode> {
    */
   leaseMs?: number;
   /**
-   * Lease mode: the holder fences itself this long (ms) before its lease can end, counted on its own
-   * monotonic clock from the send time of its last successful renewal (default leaseMs / 5). It must
-   * cover the clock-rate difference between node and database over one lease and a pause of the
-   * event loop.
+   * Lease mode: the holder fences itself this long (ms) before its lease can end, counted on its
+   * own monotonic clock from the send time of its last successful renewal (default leaseMs / 5). It
+   * must cover the clock-rate difference between node and database over one lease and a pause of
+   * the event loop.
    */
   safetyMarginMs?: number;
   /** Lease mode: ms between renewals (default: the smaller of 3,000 and (leaseMs - margin) / 4). */
@@ -157,7 +158,6 @@ export class MysqlRegistry<M extends RegistryMode = RegistryMode> implements Wor
       component: COMPONENT,
       url: "mysql://user:password@host:3306/leaf, or Leaf's jdbc:mysql://host:3306/leaf",
       client: { what: "a mysql2 promise Pool", is: isPool },
-      renamed: { connection: "url or client" },
     });
     if (
       options.poolOptions !== undefined &&

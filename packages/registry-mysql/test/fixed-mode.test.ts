@@ -366,9 +366,6 @@ describe("schema and connection settings", () => {
     expect(bad({ url: "postgres://x/y" })).toContain("invalid url");
     expect(bad({ url: undefined })).toContain("invalid url: undefined");
     expect(bad({ url: undefined, client: {} as never })).toContain("a mysql2 promise Pool");
-    expect(bad({ connection: "mysql://x@127.0.0.1/x" } as never)).toContain(
-      "the option connection was renamed: give url",
-    );
     expect(bad({ poolOptions: "ssl" as never })).toContain("invalid poolOptions");
     expect(bad({ url: "mysql://u:s3cret@h1,h2/leaf" })).toContain("a URL with one host");
     expect(bad({ url: "mysql://u:s3cret@h:99999/leaf" })).toContain("mysql://u:***@h");

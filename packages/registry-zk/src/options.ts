@@ -15,7 +15,9 @@ export type ZookeeperRegistryMode = "normal" | "recycle";
 
 /** The start-up check of this node's clock against the clocks of the other live nodes. */
 export interface PeerClockCheckOptions {
-  /** Largest accepted difference, in ms, between this clock and the peers' average (default 5,000). */
+  /**
+   * Largest accepted difference, in ms, between this clock and the peers' average (default 5,000).
+   */
   maxSkewMs?: number;
   /**
    * A peer counts only when it holds a live ZooKeeper session and reported within this many ms,
@@ -129,7 +131,6 @@ export function resolveOptions(options: ZookeeperRegistryOptions): ResolvedOptio
     url: CONNECTION_STRING,
     isUrl: (value): value is string => typeof value === "string",
     noClient: "the registry opens its own session, whose loss it must see to fence",
-    renamed: { connectionString: "url" },
   });
   const { servers, chroot } = parseConnectionString(options.url);
   const mode = options.mode ?? "normal";
@@ -290,7 +291,7 @@ function isValidPath(path: string): boolean {
     !path.endsWith("/") &&
     !path.includes("//") &&
     !/\/\.\.?(\/|$)/.test(path) &&
-    // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it rejects
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: it rejects control characters
     !/[\u0000-\u001f\u007f]/.test(path)
   );
 }

@@ -45,9 +45,7 @@ describe("options", () => {
     expect(error.message).toContain(`invalid ${key}`);
   });
 
-  it("tells a caller of the old connectionString option to give url, and takes no client", () => {
-    const renamed = configErrorOf({ connectionString: "127.0.0.1:2181" } as never);
-    expect(renamed.message).toContain("the option connectionString was renamed: give url");
+  it("takes no client, saying why", () => {
     const client = configErrorOf({ ...base, url: undefined, client: {} } as never);
     expect(client.details.key).toBe("client");
     expect(client.message).toContain("whose loss it must see to fence");

@@ -9,8 +9,8 @@
 //   <!-- example: not run: <why> -->               a fragment, a test file, or infrastructure no
 //                                                   runner starts (the reason is printed)
 //
-// A block without such a comment is reported as unmarked (`status: "unmarked"`): runners fail on it,
-// so that a new example cannot be left out silently.
+// A block without such a comment is reported as unmarked (`status: "unmarked"`): runners fail on
+// it, so that a new example cannot be left out silently.
 import { readdirSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";

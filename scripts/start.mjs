@@ -23,5 +23,6 @@ const watch = setInterval(() => {
   clearInterval(watch);
   process.kill(process.pid, "SIGTERM");
 }, 200).unref();
-// The CLI reads its arguments from process.argv: `pnpm start --config leaf.properties` passes them on.
+// The CLI reads its arguments from process.argv: `pnpm start --config leaf.properties` passes them
+// on.
 await import(new URL("../apps/server/dist/cli.js", import.meta.url).href);

@@ -1,5 +1,5 @@
-// Adds up vitest's "Tests N passed | M failed | K skipped" lines of every package in a turbo log and
-// prints one closing line. Fails when no test ran at all, so an empty run never looks green.
+// Adds up vitest's "Tests N passed | M failed | K skipped" lines of every package in a turbo log
+// and prints one closing line. Fails when no test ran at all, so an empty run never looks green.
 import { readFileSync } from "node:fs";
 
 const [file, statusText] = process.argv.slice(2);

@@ -1,7 +1,7 @@
 // `pnpm bench registry [ROW...]`: per worker-id registry and mode, against a real private server,
 // with the registry's default settings: acquire and renewal latency, then how long a holder takes
-// to stop issuing ids after its link to the store is cut (a TCP proxy), beside the documented bound,
-// and when a second node, connected directly, gets the same worker id.
+// to stop issuing ids after its link to the store is cut (a TCP proxy), beside the documented
+// bound, and when a second node, connected directly, gets the same worker id.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";

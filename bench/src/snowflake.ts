@@ -1,5 +1,6 @@
-// `pnpm bench snowflake`: ids/s and duplicates in 5 million ids from @leaf/core's generator (single,
-// batch, cached) and from other snowflake libraries for Node.js, all in one run on one machine.
+// `pnpm bench snowflake`: ids/s and duplicates in 5 million ids from @leaf/core's generator
+// (single, batch, cached) and from other snowflake libraries for Node.js, all in one run on one
+// machine.
 
 import { CachedSnowflakeGenerator, defineLayout, layouts, SnowflakeGenerator } from "@leaf/core";
 import { Snowflake as SapphireSnowflake } from "@sapphire/snowflake";

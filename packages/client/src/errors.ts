@@ -1,13 +1,19 @@
-// The client's one error class: a stable string code, Java Leaf's numeric code where the server gave
-// one, and the server that answered. No dependency on @leaf/core: the client has none at all.
+// The client's one error class: a stable string code, Java Leaf's numeric code where the server
+// gave one, and the server that answered. No dependency on @leaf/core: the client has none at all.
 
-/** Codes of {@link LeafClientError}. Server codes (UNKNOWN_TAG, ...) pass through as the server sent them. */
+/**
+ * Codes of {@link LeafClientError}. Server codes (UNKNOWN_TAG, ...) pass through as the server sent
+ * them.
+ */
 export const ClientErrorCodes = {
   /** An option or argument is not valid (the message names it). */
   INVALID_ARGUMENT: "INVALID_ARGUMENT",
   /** `nextIdSync()` found the local cache empty: call `nextId()`, which waits for a range. */
   CACHE_EMPTY: "CACHE_EMPTY",
-  /** No server could answer before the deadline (every one failed, timed out or had its breaker open). */
+  /**
+   * No server could answer before the deadline (every one failed, timed out or had its breaker
+   * open).
+   */
   UNAVAILABLE: "UNAVAILABLE",
   /** The call's deadline (`timeoutMs`) passed. */
   TIMEOUT: "TIMEOUT",

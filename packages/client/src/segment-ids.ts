@@ -293,7 +293,10 @@ export class SegmentIds<Id extends bigint | string = bigint> {
     });
   }
 
-  /** Fetches about the sizer's size in ids: one request, or more when the servers cut the ranges short. */
+  /**
+   * Fetches about the sizer's size in ids: one request, or more when the servers cut the ranges
+   * short.
+   */
   private async fill(): Promise<void> {
     const ask = Math.min(this.sizer.size, MAX_ASK);
     let received = 0;

@@ -1,9 +1,13 @@
-// The list of Leaf servers a client talks to: which one to ask next, its health and circuit breaker,
-// failover on errors and timeouts, jittered retries, one deadline per call and the caller's AbortSignal.
+// The list of Leaf servers a client talks to: which one to ask next, its health and circuit
+// breaker, failover on errors and timeouts, jittered retries, one deadline per call and the
+// caller's AbortSignal.
 import { performance } from "node:perf_hooks";
 import { ClientErrorCodes, LeafClientError } from "./errors";
 
-/** The breaker of one server: closed (used), open (skipped until `openUntil`), half-open (one trial). */
+/**
+ * The breaker of one server: closed (used), open (skipped until `openUntil`), half-open (one
+ * trial).
+ */
 export type BreakerState = "closed" | "open" | "half-open";
 
 /** How one server is doing, as {@link LeafClient.servers} shows it. */
@@ -36,7 +40,10 @@ export interface PoolSettings {
   retryMaxMs: number;
   /** Consecutive failures that open a server's breaker. */
   breakerFailures: number;
-  /** How long an opened breaker stays open first; doubles on each failed trial up to breakerMaxOpenMs. */
+  /**
+   * How long an opened breaker stays open first; doubles on each failed trial up to
+   * breakerMaxOpenMs.
+   */
   breakerOpenMs: number;
   breakerMaxOpenMs: number;
   fetch: typeof fetch;
@@ -140,8 +147,9 @@ export class ServerPool {
    * 5xx) is skipped for the next; after a round over every usable server, a jittered backoff, up to
    * `retries` more rounds. A 4xx answer (bad argument, token) is thrown at once: every server would
    * give it. UNKNOWN_TAG is thrown once every other server of the round said so too or failed
-   * (a server may not have read a new tag yet). Fails with TIMEOUT at the deadline, UNAVAILABLE when the rounds are used up, ABORTED
-   * when the signal fires; the last failure of each attempt is in `attempts`.
+   * (a server may not have read a new tag yet). Fails with TIMEOUT at the deadline, UNAVAILABLE
+   * when the rounds are used up, ABORTED when the signal fires; the last failure of each attempt is
+   * in `attempts`.
    */
   async request<T>(req: PoolRequest<T>): Promise<T> {
     const attempts: LeafClientError[] = [];

@@ -27,7 +27,9 @@ const PAUSE_MS = 5;
 const TARGET_SECONDS = 0.5;
 /** ...and keeps 6 ranges in reserve: its cache lasts about 3 s when a refill starts. */
 const REFILL_THRESHOLD = 6;
-/** Shorter than the 3 s the cache lasts; far longer than the servers' own buffers (2 x 5000 ids). */
+/**
+ * Shorter than the 3 s the cache lasts; far longer than the servers' own buffers (2 x 5000 ids).
+ */
 const DATABASE_PAUSE_MS = 1500;
 
 let mysql: MysqlHandle;

@@ -1,10 +1,13 @@
 // Leaf servers as real processes for the client's fault tests: the test kit's LeafServerProcess
-// running the built CLI of @leaf/server, on a fixed port so that a restart comes back at the same URL.
+// running the built CLI of @leaf/server, on a fixed port so that a restart comes back at the same
+// URL.
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { freePort, LeafServerProcess } from "@leaf/testkit";
 
-/** The built CLI (`pnpm turbo run build` builds it before the tests: @leaf/server is a dependency). */
+/**
+ * The built CLI (`pnpm turbo run build` builds it before the tests: @leaf/server is a dependency).
+ */
 const CLI = join(
   dirname(createRequire(import.meta.url).resolve("@leaf/server/package.json")),
   "dist",

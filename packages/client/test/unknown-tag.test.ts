@@ -1,6 +1,7 @@
 // A tag created through one server is unknown to the others until their next tag refresh. Two real
 // servers on one private MariaDB, the second with a refresh far longer than the test: the client
-// asks the other server rather than failing, and gives UNKNOWN_TAG only when no server knows the tag.
+// asks the other server rather than failing, and gives UNKNOWN_TAG only when no server knows the
+// tag.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";

@@ -1,6 +1,7 @@
 // The durability part of the store conformance suite: a store whose storage stops taking writes
-// (a full disk, a file size limit, a read-only database) must refuse ranges, never acknowledge one it
-// could not store, and a new instance on the same storage must never hand out an acknowledged id again.
+// (a full disk, a file size limit, a read-only database) must refuse ranges, never acknowledge one
+// it could not store, and a new instance on the same storage must never hand out an acknowledged id
+// again.
 import assert from "node:assert/strict";
 import { isLeafError } from "@leaf/core";
 import type { SegmentRange, SegmentStore } from "@leaf/segment";
@@ -39,8 +40,9 @@ export interface SegmentStoreDurabilityOptions {
 
 /**
  * Registers the durability conformance tests with vitest's `test`: under a real write fault the
- * store refuses ranges with a LeafError (none acknowledged without being stored), and after the fault
- * ends a new instance on the same storage hands out ids above every range acknowledged before.
+ * store refuses ranges with a LeafError (none acknowledged without being stored), and after the
+ * fault ends a new instance on the same storage hands out ids above every range acknowledged
+ * before.
  */
 export function segmentStoreDurabilityConformance(
   test: TestFunction,

@@ -1,7 +1,8 @@
 // The limits of the segment-store contract, a group of the conformance suite: what a store refuses
-// (a tag that exists, an unknown or malformed tag, a bad step, a range past 2^63 - 1, a damaged row, a
-// max id moved back) without moving anything, and the edges it must take exactly (a 128-character
-// tag, ids above 2^53). Apart from segment-store-suite.ts, which holds the ranges handed out.
+// (a tag that exists, an unknown or malformed tag, a bad step, a range past 2^63 - 1, a damaged
+// row, a max id moved back) without moving anything, and the edges it must take exactly (a
+// 128-character tag, ids above 2^53). Apart from segment-store-suite.ts, which holds the ranges
+// handed out.
 import assert from "node:assert/strict";
 import { ErrorCodes, isLeafError, LeafCodes } from "@leaf/core";
 import type { SegmentStore } from "@leaf/segment";
@@ -13,7 +14,9 @@ const MAX_ID = (1n << 63n) - 1n;
 /** The contract's largest step: `step` is a signed INT (2^31 - 1). */
 const MAX_STEP = 2_147_483_647;
 
-/** Changes a tag's stored max id and/or step behind the open store's back (the suite's `editRow`). */
+/**
+ * Changes a tag's stored max id and/or step behind the open store's back (the suite's `editRow`).
+ */
 export type EditRow = (
   context: ConformanceContext,
   tag: string,
@@ -171,7 +174,9 @@ export function limitScenarios(scenario: Scenario): void {
   );
 }
 
-/** Registers the scenarios of a row changed behind the store's back (needs the adapter's `editRow`). */
+/**
+ * Registers the scenarios of a row changed behind the store's back (needs the adapter's `editRow`).
+ */
 export function damagedRowScenarios(scenario: Scenario, editRow: EditRow): void {
   scenario(
     "refuses bad ranges/steps: a stored step of -1000 or 0, or a negative max id, gives no range and moves nothing",

@@ -5,7 +5,9 @@ import assert from "node:assert/strict";
 import type { SegmentRange, SegmentStore } from "@leaf/segment";
 import { type ConformanceContext, type TestFunction, uniqueNamespace } from "./shared";
 
-/** Registers one test: `body` opens stores on one fresh namespace with `open`; all are closed after. */
+/**
+ * Registers one test: `body` opens stores on one fresh namespace with `open`; all are closed after.
+ */
 export type Scenario = (
   title: string,
   body: (open: () => Promise<SegmentStore>, ns: string) => Promise<void>,

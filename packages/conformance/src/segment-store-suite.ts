@@ -1,8 +1,9 @@
-// The conformance suite every segment store runs unchanged: ours (MySQL, embedded, memory) and third
-// parties'. It takes vitest's `test` so that it registers real tests in the store's own test file,
-// and uses node:assert, so the package needs no test framework at run time. It imports only types
-// from @leaf/segment: loading it never loads the segment package. This file holds the options, the
-// ranges a store hands out and keeps, and the order of the groups kept apart (segment-store-*.ts).
+// The conformance suite every segment store runs unchanged: ours (MySQL, embedded, memory) and
+// third parties'. It takes vitest's `test` so that it registers real tests in the store's own test
+// file, and uses node:assert, so the package needs no test framework at run time. It imports only
+// types from @leaf/segment: loading it never loads the segment package. This file holds the
+// options, the ranges a store hands out and keeps, and the order of the groups kept apart
+// (segment-store-*.ts).
 import assert from "node:assert/strict";
 import { ErrorCodes, isLeafError } from "@leaf/core";
 import type { SegmentRange, SegmentStore } from "@leaf/segment";
@@ -53,7 +54,8 @@ export interface SegmentStoreConformanceOptions {
  * ```ts
  * import { segmentStoreConformance } from "@leaf/conformance/segment-store";
  * import { test } from "vitest";
- * segmentStoreConformance(test, { name: "my store", create: ({ namespace }) => openMyStore(namespace) });
+ * segmentStoreConformance(test, { name: "my store", create: ({ namespace }) =>
+ * openMyStore(namespace) });
  * ```
  */
 export function segmentStoreConformance(

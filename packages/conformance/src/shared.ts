@@ -1,6 +1,6 @@
 // What every suite of this package shares: the part of vitest's `test` a suite takes, the context
-// passed to an adapter's factory, and the capability switch (`T | { unsupported: "why" }`) that turns
-// a test into a skipped one whose name says why.
+// passed to an adapter's factory, and the capability switch (`T | { unsupported: "why" }`) that
+// turns a test into a skipped one whose name says why.
 
 /** The part of vitest's `test` a suite uses: pass vitest's `test` itself. */
 export interface TestFunction {

@@ -3,7 +3,9 @@
 import { argumentError } from "./errors";
 import type { AcquireRequest, BackupWorker, NodeIdentity } from "./registry";
 
-/** An {@link AcquireRequest} after {@link checkAcquireRequest}: every field checked, defaults set. */
+/**
+ * An {@link AcquireRequest} after {@link checkAcquireRequest}: every field checked, defaults set.
+ */
 export interface CheckedAcquireRequest {
   node: NodeIdentity;
   /** `"ip:port"`, the key Java Leaf files a node under. */
@@ -29,15 +31,17 @@ export interface AcquireRequestLimits {
   maxWorkerIdLimit?: number;
   /**
    * True when the registry grants a requested `workerId` exactly (or refuses with
-   * WORKER_ID_IN_USE). Default false: a request naming a worker id is refused with INVALID_ARGUMENT.
+   * WORKER_ID_IN_USE). Default false: a request naming a worker id is refused with
+   * INVALID_ARGUMENT.
    */
   requestedWorkerId?: boolean;
 }
 
 /**
  * Checks an acquire request: a node with a non-empty name and ip and a port up to 65535, an integer
- * maxWorkerId of 0 or more and an integer backups count of 0 or more, within `limits`. A requested `workerId` must lie in 0..maxWorkerId, without backups, and is refused
- * unless `limits.requestedWorkerId` says the registry grants one. Throws INVALID_ARGUMENT (from
+ * maxWorkerId of 0 or more and an integer backups count of 0 or more, within `limits`. A requested
+ * `workerId` must lie in 0..maxWorkerId, without backups, and is refused unless
+ * `limits.requestedWorkerId` says the registry grants one. Throws INVALID_ARGUMENT (from
  * `component`) naming the first bad field, then the signal's reason when it is already aborted.
  * Returns the request with `backups` defaulted to 0 and the node's key.
  */

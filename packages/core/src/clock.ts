@@ -1,6 +1,6 @@
-// The clock every generator and registry reads: wall-clock milliseconds, plus a synchronous sleep so
-// that a short wait (a clock that moved back by a few ms) can be done without an event-loop turn.
-// Tests pass a ManualClock to move time, including backwards, on demand.
+// The clock every generator and registry reads: wall-clock milliseconds, plus a synchronous sleep
+// so that a short wait (a clock that moved back by a few ms) can be done without an event-loop
+// turn. Tests pass a ManualClock to move time, including backwards, on demand.
 
 /** A source of wall-clock time. */
 export interface Clock {

@@ -15,11 +15,15 @@ export const ErrorCodes = {
   CLOCK_MOVED_BACKWARDS: "CLOCK_MOVED_BACKWARDS",
   /** The clock is still behind the last issued timestamp after waiting (Leaf snowflake code -1). */
   CLOCK_BEHIND: "CLOCK_BEHIND",
-  /** The clock is behind the highest timestamp the registry holds for this worker: start refused. */
+  /**
+   * The clock is behind the highest timestamp the registry holds for this worker: start refused.
+   */
   CLOCK_BEHIND_LEASE: "CLOCK_BEHIND_LEASE",
   /** This node's clock is too far from its peers' reported clocks: start refused. */
   CLOCK_SKEW: "CLOCK_SKEW",
-  /** The layout cannot represent the current time any more: no id is issued (never a wrapped id). */
+  /**
+   * The layout cannot represent the current time any more: no id is issued (never a wrapped id).
+   */
   LAYOUT_EXHAUSTED: "LAYOUT_EXHAUSTED",
   /** The worker-id lease was lost; the generator is fenced (Leaf fork code -4). */
   LEASE_LOST: "LEASE_LOST",
@@ -98,7 +102,8 @@ const LEAF_ERROR = Symbol.for("@leaf/core/LeafError");
 export class LeafError extends Error {
   /** `instanceof LeafError` is true for a LeafError made by any copy of @leaf/core. */
   static override [Symbol.hasInstance](value: unknown): boolean {
-    // A subclass keeps the ordinary prototype check: `this` is the class instanceof was asked about.
+    // A subclass keeps the ordinary prototype check: `this` is the class instanceof was asked
+    // about.
     // biome-ignore lint/complexity/noThisInStatic: the receiver decides, LeafError or a subclass
     if (this !== LeafError) return Function.prototype[Symbol.hasInstance].call(this, value);
     return typeof value === "object" && value !== null && LEAF_ERROR in value;

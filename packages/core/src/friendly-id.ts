@@ -14,7 +14,9 @@ const LAST_FOUR_DIGIT_YEAR_MS = 253_402_300_799_999;
 export interface FriendlyIdOptions {
   /** The layout of the ids (its epoch, unit and bit widths). */
   layout: Layout;
-  /** Written before every id and required by the parser, as in {@link IdEncoding} (default none). */
+  /**
+   * Written before every id and required by the parser, as in {@link IdEncoding} (default none).
+   */
   prefix?: string;
 }
 

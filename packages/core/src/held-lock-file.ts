@@ -23,13 +23,13 @@ export interface LockFileOptions {
    * another PID namespace such as another container, or by a version that did not record these) is
    * never taken over by default: its owner cannot be proven dead. Given this many ms, it is taken
    * over once its file has not been touched for that long (judged by its mtime against the taker's
-   * clock). The holder heartbeats its lock every quarter of it: it checks that the file is still its
-   * own, touches it, and checks again; `fenceAt` is the start of the last such heartbeat plus half of
-   * it, and `lost` aborts once a heartbeat finds the file gone or replaced. A holder that is merely
-   * paused (SIGSTOP, a VM freeze) for that long loses its lock this way: only use it when the holder
-   * stops acting under the lock at `fenceAt` or checks `owns()` before and after every write it
-   * makes under the lock, as the embedded segment store does. Processes sharing the folder need
-   * clocks within a small part of this of each other (the same machine's clock, or NTP).
+   * clock). The holder heartbeats its lock every quarter of it: it checks that the file is still
+   * its own, touches it, and checks again; `fenceAt` is the start of the last such heartbeat plus
+   * half of it, and `lost` aborts once a heartbeat finds the file gone or replaced. A holder that
+   * is merely paused (SIGSTOP, a VM freeze) for that long loses its lock this way: only use it when
+   * the holder stops acting under the lock at `fenceAt` or checks `owns()` before and after every
+   * write it makes under the lock, as the embedded segment store does. Processes sharing the folder
+   * need clocks within a small part of this of each other (the same machine's clock, or NTP).
    */
   foreignStaleAfterMs?: number;
 }
@@ -46,23 +46,23 @@ export interface HeldLockFile {
    */
   owns(): boolean;
   /**
-   * With `foreignStaleAfterMs`: the `performance.now()` instant (ms) after which this holder must not
-   * act under the lock unless a later heartbeat moves it: the start of the last heartbeat that found
-   * the file its own, touched it and found it its own again, plus half of `foreignStaleAfterMs`.
-   * Another process takes the lock over only once it went untouched for all of
-   * `foreignStaleAfterMs`, so a holder that stops at `fenceAt` has stopped before then, even when it
-   * was paused. Undefined without `foreignStaleAfterMs` (the lock is then never taken over from a
-   * live or unjudgeable holder).
+   * With `foreignStaleAfterMs`: the `performance.now()` instant (ms) after which this holder must
+   * not act under the lock unless a later heartbeat moves it: the start of the last heartbeat that
+   * found the file its own, touched it and found it its own again, plus half of
+   * `foreignStaleAfterMs`. Another process takes the lock over only once it went untouched for all
+   * of `foreignStaleAfterMs`, so a holder that stops at `fenceAt` has stopped before then, even
+   * when it was paused. Undefined without `foreignStaleAfterMs` (the lock is then never taken over
+   * from a live or unjudgeable holder).
    */
   readonly fenceAt: number | undefined;
   /**
    * With `foreignStaleAfterMs`: the latest wall-clock instant (ms since the Unix epoch) this holder
    * may act for: the mtime its last heartbeat wrote (that `fenceAt` counts from) + half of
-   * `foreignStaleAfterMs`. A taker judges the lock by that mtime against its own wall clock and takes
-   * it over only once its clock is `foreignStaleAfterMs` past it, so whatever a holder timestamps no
-   * later than this is before anything a taker can do, also when the wall clock stepped forward
-   * after the heartbeat while the monotonic `fenceAt` is still ahead. Undefined without
-   * `foreignStaleAfterMs`.
+   * `foreignStaleAfterMs`. A taker judges the lock by that mtime against its own wall clock and
+   * takes it over only once its clock is `foreignStaleAfterMs` past it, so whatever a holder
+   * timestamps no later than this is before anything a taker can do, also when the wall clock
+   * stepped forward after the heartbeat while the monotonic `fenceAt` is still ahead. Undefined
+   * without `foreignStaleAfterMs`.
    */
   readonly horizon: number | undefined;
   /**
@@ -70,7 +70,9 @@ export interface HeldLockFile {
    * removed, replaced or taken over); the reason is a LeafError (LOCKED, or `options.code`).
    */
   readonly lost: AbortSignal;
-  /** Stops touching the lock and removes it if it is still the one this holder created. Idempotent. */
+  /**
+   * Stops touching the lock and removes it if it is still the one this holder created. Idempotent.
+   */
   release(): void;
 }
 

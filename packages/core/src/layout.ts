@@ -59,7 +59,9 @@ export interface Layout extends Readonly<Required<LayoutOptions>> {
    * most 53 bits in all: such ids can be JS numbers (`nextNumber()`) and JSON numbers.
    */
   readonly fitsNumber: boolean;
-  /** Time units since the epoch for a wall-clock instant in ms (may be negative or past maxTicks). */
+  /**
+   * Time units since the epoch for a wall-clock instant in ms (may be negative or past maxTicks).
+   */
   ticksAt(ms: number): number;
   /** Start of a tick as ms since the Unix epoch. */
   msAt(ticks: number): number;
@@ -225,7 +227,9 @@ export function parseId(value: unknown): bigint {
 
 /** Ready-made layouts. Epochs are fixed instants, so ids stay decodable forever. */
 export const layouts = {
-  /** Java Leaf and Twitter: 41 bits of ms since 2010-11-04T01:42:54.657Z, 10 worker, 12 sequence. */
+  /**
+   * Java Leaf and Twitter: 41 bits of ms since 2010-11-04T01:42:54.657Z, 10 worker, 12 sequence.
+   */
   leaf: defineLayout({
     name: "leaf",
     timestampBits: 41,
@@ -243,7 +247,10 @@ export const layouts = {
     unitMillis: 1000,
     epoch: Date.UTC(2020, 0, 1),
   }),
-  /** Baidu uid-generator: 28 bits of seconds since 2016-05-20Z (ran out on 2024-11), 22 worker, 13 sequence. */
+  /**
+   * Baidu uid-generator: 28 bits of seconds since 2016-05-20Z (ran out on 2024-11), 22 worker, 13
+   * sequence.
+   */
   baidu: defineLayout({
     name: "baidu",
     timestampBits: 28,

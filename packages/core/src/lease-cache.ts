@@ -29,7 +29,9 @@ export interface CachedLease {
 
 let tempCounter = 0;
 
-/** Replaces `path` with `content` atomically and durably (temp file + fsync + rename + dir fsync). */
+/**
+ * Replaces `path` with `content` atomically and durably (temp file + fsync + rename + dir fsync).
+ */
 export function writeFileAtomic(path: string, content: string): void {
   mkdirSync(dirname(path), { recursive: true });
   const temp = `${path}.${process.pid}.${tempCounter++}.tmp`;

@@ -1,12 +1,14 @@
-// A lease kept alive by renewals, whatever the store: the renewal schedule, the fence deadline (send
-// time of the last confirmed renewal + lease - margin, on the holder's monotonic clock) and its timer,
-// and the horizon the store last confirmed (on the holder's wall clock).
+// A lease kept alive by renewals, whatever the store: the renewal schedule, the fence deadline
+// (send time of the last confirmed renewal + lease - margin, on the holder's monotonic clock) and
+// its timer, and the horizon the store last confirmed (on the holder's wall clock).
 // A registry's lease extends RenewingLease and writes one renewal round trip and its release write.
 import type { Clock } from "./clock";
 import { configError, type LeafError } from "./errors";
 import { LeaseCore, type LeaseGrant } from "./lease-core";
 
-/** The lease timings a renewing registry takes, in ms (all optional: see {@link checkLeaseTimings}). */
+/**
+ * The lease timings a renewing registry takes, in ms (all optional: see {@link checkLeaseTimings}).
+ */
 export interface LeaseTimingOptions {
   /** How long a lease lasts without renewal, judged by the store's clock. */
   leaseMs?: number;
@@ -130,8 +132,9 @@ export interface FenceReason {
  * - `store` (a report) as a renewal at once, which writes the reported timestamps;
  * - `free` (the release) skipped once lost, else the held ids raised to the clock's now when no
  *   final timestamp was given (see {@link RenewalSchedule.clock}), then {@link releaseOnce}.
- * The adapter writes {@link renewOnce} (one round trip, resolving only once the store confirmed every
- * held id), {@link releaseOnce} and {@link fenced}; a store that writes reports apart overrides `store`.
+ * The adapter writes {@link renewOnce} (one round trip, resolving only once the store confirmed
+ * every held id), {@link releaseOnce} and {@link fenced}; a store that writes reports apart
+ * overrides `store`.
  */
 export abstract class RenewingLease extends LeaseCore {
   readonly #renewIntervalMs: number;
@@ -186,17 +189,17 @@ export abstract class RenewingLease extends LeaseCore {
 
   /**
    * One renewal round trip for every held id. Resolves once the store confirmed it (with the lease
-   * length it applied, when that is the store's to choose, and the horizon it stored); rejects UNAVAILABLE when the store did
-   * not answer (the next renewal retries), or with {@link LeaseCore.lose}'s reason when an id was
-   * taken away. Runs in the queue, never once lost.
+   * length it applied, when that is the store's to choose, and the horizon it stored); rejects
+   * UNAVAILABLE when the store did not answer (the next renewal retries), or with {@link
+   * LeaseCore.lose}'s reason when an id was taken away. Runs in the queue, never once lost.
    */
   protected abstract renewOnce(): Promise<RenewalConfirmed | undefined>;
 
   /**
    * The release write: frees every held id, recording its {@link LeaseCore.highest} timestamp
    * (`finalTimestampMs`, when given, is already in the primary's). Runs once, in the queue, never
-   * once lost. Rejects UNAVAILABLE when the store cannot be reached: the ids then come back when the
-   * lease ends.
+   * once lost. Rejects UNAVAILABLE when the store cannot be reached: the ids then come back when
+   * the lease ends.
    */
   protected abstract releaseOnce(finalTimestampMs: number | undefined): Promise<void>;
 
@@ -234,7 +237,9 @@ export abstract class RenewingLease extends LeaseCore {
     return this.renew();
   }
 
-  /** The release: nothing once lost; else raises the held ids to now (without a final timestamp). */
+  /**
+   * The release: nothing once lost; else raises the held ids to now (without a final timestamp).
+   */
   protected async free(finalTimestampMs: number | undefined): Promise<void> {
     if (this.lost.aborted) return;
     if (finalTimestampMs === undefined && this.#clock) {
@@ -244,7 +249,9 @@ export abstract class RenewingLease extends LeaseCore {
     await this.releaseOnce(finalTimestampMs);
   }
 
-  /** Stops renewing and fencing once the release is under way (a bad final timestamp stops nothing). */
+  /**
+   * Stops renewing and fencing once the release is under way (a bad final timestamp stops nothing).
+   */
   override release(finalTimestampMs?: number): Promise<void> {
     const releasing = super.release(finalTimestampMs);
     if (this.released) this.#stopTimers();

@@ -1,5 +1,5 @@
-// CosId's friendly form (`yyyyMMddHHmmssSSS-worker-sequence`, UTC): round trips and order over random
-// ids of every ready-made layout, and a clear refusal of malformed input.
+// CosId's friendly form (`yyyyMMddHHmmssSSS-worker-sequence`, UTC): round trips and order over
+// random ids of every ready-made layout, and a clear refusal of malformed input.
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { ErrorCodes, FriendlyIdFormat, isLeafError, type Layout, layouts } from "../src/index";
@@ -78,7 +78,8 @@ describe("FriendlyIdFormat", () => {
   const friendly = new FriendlyIdFormat({ layout: layouts.leaf });
 
   it("writes the UTC time of the id's tick, then worker id and sequence zero-padded", () => {
-    // Java Leaf's README example: 1256557484213448722 = 2020-05-02T12:13:44.602Z, worker 619, sequence 18.
+    // Java Leaf's README example: 1256557484213448722 = 2020-05-02T12:13:44.602Z, worker 619,
+    // sequence 18.
     expect(friendly.encode(1256557484213448722n)).toBe("20200502121344602-0619-0018");
     expect(friendly.encode(0)).toBe("20101104014254657-0000-0000");
     expect(new FriendlyIdFormat({ layout: layouts.safe53s }).encode(0)).toBe(

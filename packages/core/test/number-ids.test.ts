@@ -1,6 +1,6 @@
-// Ids that fit JavaScript: the 53-bit layouts, `nextNumber()` of the generator and the worker (every
-// number equals its bigint, none repeats, none is past 2^53 - 1), the refusal for wider layouts, and
-// the README's layout table, which must be what the code computes.
+// Ids that fit JavaScript: the 53-bit layouts, `nextNumber()` of the generator and the worker
+// (every number equals its bigint, none repeats, none is past 2^53 - 1), the refusal for wider
+// layouts, and the README's layout table, which must be what the code computes.
 import { readFileSync } from "node:fs";
 import { started } from "@leaf/testkit";
 import fc from "fast-check";

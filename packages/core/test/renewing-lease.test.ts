@@ -13,7 +13,9 @@ const LEASE_MS = 1000;
 const MARGIN_MS = 200;
 const RENEW_MS = 100;
 
-/** A store that records each renewal's send time; `gate` holds renewals open, `failing` fails them. */
+/**
+ * A store that records each renewal's send time; `gate` holds renewals open, `failing` fails them.
+ */
 class FakeStoreLease extends RenewingLease {
   readonly renewals: number[] = [];
   /** What each renewal would write: held id = highest timestamp. */

@@ -38,7 +38,10 @@ export interface SequenceKeys {
 /** The fixed start of the settings marker's name, which does not depend on keyPrefix. */
 export const SETTINGS_KEY_PREFIX = "leaf-sequence:";
 
-/** Checks a namespace: 1 to 128 characters, letters, digits and `. _ : -`, starting with a letter or digit. */
+/**
+ * Checks a namespace: 1 to 128 characters, letters, digits and `. _ : -`, starting with a letter or
+ * digit.
+ */
 export function checkNamespace(namespace: unknown): string {
   if (typeof namespace !== "string" || !NAMESPACE.test(namespace)) {
     throw configError(

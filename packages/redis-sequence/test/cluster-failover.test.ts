@@ -285,7 +285,8 @@ describe("redis-sequence across a real Redis Cluster failover that loses writes"
       const watch = watchFailover(pair.replica.port, [a, b], fenceBefore);
       closers.push(watch.stop);
 
-      // The cluster promotes R by itself; wait until every node still running routes the slots to it.
+      // The cluster promotes R by itself; wait until every node still running routes the slots to
+      // it.
       const live = nodes.filter((n) => n !== pair.master);
       await waitUntil(
         "every node still running to see the replica serve the master's slots",
@@ -309,7 +310,8 @@ describe("redis-sequence across a real Redis Cluster failover that loses writes"
         "-1",
       );
 
-      // Both Cluster clients, made before the failover, find R and draw there once its fence passed.
+      // Both Cluster clients, made before the failover, find R and draw there once its fence
+      // passed.
       await waitUntil(
         "B to hear from the promoted replica",
         () => !Number.isNaN(watch.heardAt[1]!) || drawnAfter(drawB, agreedAt).length > 0,

@@ -1,5 +1,6 @@
 // Shared by the tests: unique namespaces (tests may share an external Redis), a raw ioredis client
-// for looking at the keys, warnings collected per sequence, and waiting out a new namespace's fence.
+// for looking at the keys, warnings collected per sequence, and waiting out a new namespace's
+// fence.
 import { randomBytes } from "node:crypto";
 import { type Clock, ManualClock } from "@leaf/core";
 import {

@@ -134,7 +134,8 @@ describe('timeSource "redis" with Redis\'s clock stepped back past the key TTL',
     expect(highWater - first).toBeGreaterThanOrEqual(2);
 
     // Redis's clock runs 60 s ahead while nobody asks: every counter expires, and Redis's
-    // active expiry deletes it (KEYS hides an expired key that is not deleted yet, DBSIZE does not).
+    // active expiry deletes it (KEYS hides an expired key that is not deleted yet, DBSIZE does
+    // not).
     setRedisClock(60_000);
     const lasting = [seq.keys.marker(), seq.keys.settings()];
     for (let i = 0; i < 400 && (await raw.dbsize()) > lasting.length; i++) await sleep(50);

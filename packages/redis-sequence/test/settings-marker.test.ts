@@ -159,7 +159,8 @@ describe("the settings marker", () => {
     );
     await passFenceManually(old, clock, SKEW_MS);
     const before = await old.nextIds(0, 10);
-    // An operator resets the marker while `old` still runs, and a client with a new scope claims it.
+    // An operator resets the marker while `old` still runs, and a client with a new scope claims
+    // it.
     await fx.raw.del(old.keys.settings());
     const next = await startedSequence(options(namespace, clock, { sequenceScope: "shard" }));
     expect(await fx.raw.hget(next.keys.settings(), "sequence_scope")).toBe("shard");

@@ -94,7 +94,10 @@ export function decodeRecord(key: string, text: string): IdRecord {
   return value as IdRecord;
 }
 
-/** The timestamp a new holder must start after: the reports, and what a vanished holder may have issued. */
+/**
+ * The timestamp a new holder must start after: the reports, and what a vanished holder may have
+ * issued.
+ */
 export function floorOf(record: IdRecord | undefined): number {
   return record ? Math.max(record.timestamp, record.horizon) : 0;
 }

@@ -1,6 +1,6 @@
-// One node's hold on its worker ids: an etcd lease it renews itself, holder keys attached to it, and
-// every write guarded by "my holder keys still hold my token". It fences on its own monotonic clock,
-// from the send time of the last renewal etcd confirmed, before etcd can expire the lease.
+// One node's hold on its worker ids: an etcd lease it renews itself, holder keys attached to it,
+// and every write guarded by "my holder keys still hold my token". It fences on its own monotonic
+// clock, from the send time of the last renewal etcd confirmed, before etcd can expire the lease.
 import type { BackupWorker, LeafError } from "@leaf/core";
 import { type FenceReason, type RenewalConfirmed, RenewingLease } from "@leaf/core/adapter";
 import type { IResponseOp } from "etcd3";

@@ -1,5 +1,6 @@
-// A wall clock stepped forward after a renewal, then the link to etcd cut: the holder issues nothing
-// past the horizon etcd last stored, which is where the next holder starts (issue 24, item 3).
+// A wall clock stepped forward after a renewal, then the link to etcd cut: the holder issues
+// nothing past the horizon etcd last stored, which is where the next holder starts (issue 24, item
+// 3).
 import { fileURLToPath } from "node:url";
 import { SnowflakeWorker } from "@leaf/core";
 import {
@@ -43,7 +44,8 @@ describe("registry-etcd under a wall clock stepped forward", () => {
               layout: ONE_WORKER,
               reacquire: false,
               generator: { randomSequenceStart: 0 },
-              // A renewal stored between the step and the cut puts the horizon in this clock's future.
+              // A renewal stored between the step and the cut puts the horizon in this clock's
+              // future.
               startToleranceMs: STEP_MS + 5000,
               ...WORKER,
             }),

@@ -1,5 +1,6 @@
 // EtcdRegistry beyond the conformance suite, against a private etcd: its options, the client it
-// owns or borrows, close(), what it keeps in etcd, and what it does when etcd or its keys misbehave.
+// owns or borrows, close(), what it keeps in etcd, and what it does when etcd or its keys
+// misbehave.
 import { ErrorCodes, isLeafError, type WorkerLease } from "@leaf/core";
 import { type EtcdHandle, startEtcd, stopAll } from "@leaf/testkit";
 import { Etcd3 } from "etcd3";

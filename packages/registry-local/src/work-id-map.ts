@@ -1,5 +1,6 @@
 // The fork's `leaf.snowflake.local.workIdMap`: which worker id each node ("ip:port") uses, given as
-// the JSON text of the property or as an object. A value may also list backup ids after the primary.
+// the JSON text of the property or as an object. A value may also list backup ids after the
+// primary.
 import { configError } from "@leaf/core";
 
 /** The component name in error messages. */

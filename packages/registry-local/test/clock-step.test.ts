@@ -1,5 +1,5 @@
-// The machine's wall clock stepped forward (an NTP step, a VM resumed) while a holder in another PID
-// namespace holds the id: a process judging the lock by its age alone sees it stale at once and
+// The machine's wall clock stepped forward (an NTP step, a VM resumed) while a holder in another
+// PID namespace holds the id: a process judging the lock by its age alone sees it stale at once and
 // takes the id over. The holder issues nothing timestamped past its horizon (its last heartbeat's
 // mtime + staleAfterMs / 2), below everything the taker issues (issue 24, item 3).
 import { spawn } from "node:child_process";

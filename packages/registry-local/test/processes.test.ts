@@ -1,8 +1,8 @@
 // LocalRegistry across real processes: one holder per worker id among processes racing for it (also
-// across PID namespaces), a SIGKILLed holder's id taken over with its last timestamp, a restart in a
-// new PID namespace (a container restart) getting its id back once the old lock went untouched, a
-// SIGSTOPped holder whose id is taken meanwhile issuing nothing after resuming, and a cache file that
-// survives kill -9 in the middle of being rewritten.
+// across PID namespaces), a SIGKILLed holder's id taken over with its last timestamp, a restart in
+// a new PID namespace (a container restart) getting its id back once the old lock went untouched, a
+// SIGSTOPped holder whose id is taken meanwhile issuing nothing after resuming, and a cache file
+// that survives kill -9 in the middle of being rewritten.
 import { spawn } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
 import { createRequire } from "node:module";

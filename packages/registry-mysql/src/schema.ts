@@ -1,6 +1,6 @@
-// The two tables: the fork's leaf_workerid_alloc (fixed mode, unchanged so a team migrating from the
-// Java fork keeps its worker ids) and leaf_worker_lease (lease mode, ids recycled by the database's
-// clock). The package's sql/ files hold the same statements for the default table names.
+// The two tables: the fork's leaf_workerid_alloc (fixed mode, unchanged so a team migrating from
+// the Java fork keeps its worker ids) and leaf_worker_lease (lease mode, ids recycled by the
+// database's clock). The package's sql/ files hold the same statements for the default table names.
 import { configError } from "@leaf/core";
 import { COMPONENT, Database, isPool, type MysqlConnection } from "./database";
 

@@ -1,4 +1,5 @@
-// The published conformance suite, unchanged, against both modes of MysqlRegistry on a real MariaDB.
+// The published conformance suite, unchanged, against both modes of MysqlRegistry on a real
+// MariaDB.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";

@@ -1,5 +1,5 @@
-// Lease mode against a private MariaDB: distinct ids under contention, ids recycled after a holder is
-// SIGKILLed (and the next holder's ids above all of its ids, even with its clock running ahead),
+// Lease mode against a private MariaDB: distinct ids under contention, ids recycled after a holder
+// is SIGKILLed (and the next holder's ids above all of its ids, even with its clock running ahead),
 // fencing before anyone else may take the id when the holder loses the database (server hung, or a
 // partition between that node and the database), and the start check.
 import { join } from "node:path";

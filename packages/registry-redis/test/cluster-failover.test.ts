@@ -2,11 +2,12 @@
 // started through the test kit. The master M that owns the service's slot announces a TCP proxy as
 // its address (`cluster-announce-port`), so its replica R replicates through it; the proxy is cut
 // (R hears nothing more, as when the master dies before its asynchronous replication stream left
-// it). Node A takes the service's only worker id on M and issues ids, M is killed (SIGKILL), and the
-// cluster itself promotes R after `cluster-node-timeout` (no Sentinel, no manual command): R never
-// saw A's lease. Node A reaches M directly and R only through a cut proxy (its ioredis Cluster client
-// maps the addresses), so it keeps issuing until it fences on its own clock. Node B then asks for
-// the id through a plain Cluster client. Every id A and B issue is kept and checked for duplicates.
+// it). Node A takes the service's only worker id on M and issues ids, M is killed (SIGKILL), and
+// the cluster itself promotes R after `cluster-node-timeout` (no Sentinel, no manual command): R
+// never saw A's lease. Node A reaches M directly and R only through a cut proxy (its ioredis
+// Cluster client maps the addresses), so it keeps issuing until it fences on its own clock. Node B
+// then asks for the id through a plain Cluster client. Every id A and B issue is kept and checked
+// for duplicates.
 //
 // `cluster-replica-validity-factor 0`: R's link to M is cut for a while before M dies, and a
 // replica whose data is older than node-timeout x factor would not stand for election.
@@ -87,7 +88,9 @@ async function serviceOn(pair: Pair, prefix: string): Promise<string> {
   }
 }
 
-/** A Cluster client over the nodes still running; `natMap` moves addresses; closed with the file. */
+/**
+ * A Cluster client over the nodes still running; `natMap` moves addresses; closed with the file.
+ */
 function clusterClient(natMap?: NatMap): Cluster {
   const c = new Cluster(
     nodes.filter((n) => !killed.has(n.port)).map((n) => ({ host: "127.0.0.1", port: n.port })),

@@ -1,10 +1,10 @@
-// A real Sentinel failover that loses the last writes: a master, a replica that replicates through a
-// TCP proxy, and a real `redis-server --sentinel` (quorum 1). The replication link is cut (the
+// A real Sentinel failover that loses the last writes: a master, a replica that replicates through
+// a TCP proxy, and a real `redis-server --sentinel` (quorum 1). The replication link is cut (the
 // replica hears nothing more, as across a partition), node A takes the service's only worker id on
-// the master and issues ids, the master is killed (SIGKILL) and Sentinel promotes the replica, which
-// never saw A's lease. Node A is cut off from the replica too (its Sentinel client reaches the
-// replica through a cut proxy), so it keeps issuing until it fences on its own clock. Node B then
-// asks for the id through Sentinel. Every id A and B issue is kept and checked for duplicates.
+// the master and issues ids, the master is killed (SIGKILL) and Sentinel promotes the replica,
+// which never saw A's lease. Node A is cut off from the replica too (its Sentinel client reaches
+// the replica through a cut proxy), so it keeps issuing until it fences on its own clock. Node B
+// then asks for the id through Sentinel. Every id A and B issue is kept and checked for duplicates.
 //
 // Why a cut proxy and not SIGSTOP of the replica: on loopback the master's writes still land in the
 // stopped replica's socket buffer, and it applies them after SIGCONT, master dead or not.

@@ -167,7 +167,10 @@ export function issue(
   };
 }
 
-/** Until the Redis on `port` has run for longer than `leaseMs` (a young Redis quarantines by itself). */
+/**
+ * Until the Redis on `port` has run for longer than `leaseMs` (a young Redis quarantines by
+ * itself).
+ */
 export async function olderThan(port: number, leaseMs: number): Promise<void> {
   await waitUntil(
     `Redis on ${port} to run for more than a lease`,

@@ -165,7 +165,8 @@ describe("registry-redis across a split brain (the old master keeps running)", (
         /refused the write \(NOREPLICAS/,
       );
       // A fenced on its own clock, before B was granted its id; B's ids start after all of A's;
-      // the quarantine: B's ask, the first on the promoted R2 (the marker names R1), waited a lease.
+      // the quarantine: B's ask, the first on the promoted R2 (the marker names R1), waited a
+      // lease.
       expectSafeHandOver(o.a, o.b, o.marker);
       expect(o.marker).toMatchObject({ reason: "restarted", floor: String(o.b.lease.floor) });
     },

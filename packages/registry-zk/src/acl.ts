@@ -27,7 +27,9 @@ export type AclSpec = "open" | "creator" | "creator-read" | readonly ZkAcl[];
 
 const PERMISSIONS: readonly ZkPermission[] = ["read", "write", "create", "delete", "admin"];
 
-/** The id of a digest ACL entry for `username` and `password`: `user:base64(sha1(user:password))`. */
+/**
+ * The id of a digest ACL entry for `username` and `password`: `user:base64(sha1(user:password))`.
+ */
 export function digestAclId(username: string, password: string): string {
   const digest = createHash("sha1").update(`${username}:${password}`).digest("base64");
   return `${username}:${digest}`;

@@ -1,8 +1,8 @@
-// The start-up check from Meituan's Leaf blog that the open-source Java code lacks: this node's clock
-// against the average clock of the other live nodes. Peers' clocks are read from their reports: a
-// report's timestamp minus ZooKeeper's modification time of the node is that peer's clock offset
-// from the server; this node's offset comes from a node it just wrote. The server's own error
-// cancels out, and so does the age of a report (up to the live window).
+// The start-up check from Meituan's Leaf blog that the open-source Java code lacks: this node's
+// clock against the average clock of the other live nodes. Peers' clocks are read from their
+// reports: a report's timestamp minus ZooKeeper's modification time of the node is that peer's
+// clock offset from the server; this node's offset comes from a node it just wrote. The server's
+// own error cancels out, and so does the age of a report (up to the live window).
 import { ErrorCodes, LeafError } from "@leaf/core";
 import { COMPONENT } from "./options";
 

@@ -1,7 +1,7 @@
 // The node operations of a ZooKeeper session (read, check, list, create, write, delete, an atomic
-// multi, create with parents) as promises; a missing node reads as undefined. ZkSession extends this
-// and sends each through its request(), which times it out and counts a write the leader answered as
-// proof of life: apart so that zk-session.ts reads as those liveness rules.
+// multi, create with parents) as promises; a missing node reads as undefined. ZkSession extends
+// this and sends each through its request(), which times it out and counts a write the leader
+// answered as proof of life: apart so that zk-session.ts reads as those liveness rules.
 import zookeeper from "node-zookeeper-client";
 import { type MultiOp, type NodeStat, toStat, toWatcher, ZkCodes, zkCode } from "./zk-client";
 

@@ -48,8 +48,9 @@ const AUTH_CODES = new Set<number>([
   zookeeper.Exception.INVALID_ACL,
 ]);
 /**
- * A connected ZooKeeper session; its node operations (getData, exists, getChildren, create, setData,
- * remove, multi, ensurePath) are in {@link ZkNodeOperations}. Create with {@link ZkSession.open}.
+ * A connected ZooKeeper session; its node operations (getData, exists, getChildren, create,
+ * setData, remove, multi, ensurePath) are in {@link ZkNodeOperations}. Create with {@link
+ * ZkSession.open}.
  */
 export class ZkSession extends ZkNodeOperations {
   /** Aborted when the session is gone or may be gone; the reason is a LeafError (LEASE_LOST). */

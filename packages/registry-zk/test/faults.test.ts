@@ -479,7 +479,8 @@ describe("ZooKeeper session expiry in recycle mode", () => {
       admin.close();
       expect(record.horizon).toBeGreaterThan(reported - 1000);
       const node = nodeOf(`${name}recycle`, 1);
-      // Its session (4 s) outlives the process: the only id stays taken until the server expires it.
+      // Its session (4 s) outlives the process: the only id stays taken until the server expires
+      // it.
       await expect(registry.acquire({ node, maxWorkerId: 0 })).rejects.toMatchObject({
         code: ErrorCodes.WORKER_IDS_EXHAUSTED,
       });

@@ -140,7 +140,9 @@ export async function waitUntil(check: () => boolean, ms: number, what: string):
 /** The acquirer fixture: a separate process holding leases (see fixtures/acquirer.ts). */
 export const ACQUIRER = fileURLToPath(new URL("./fixtures/acquirer.ts", import.meta.url));
 
-/** A private ZooKeeper for one test file, an operator session on it, and registries closed after. */
+/**
+ * A private ZooKeeper for one test file, an operator session on it, and registries closed after.
+ */
 export interface ZkFixture {
   zk: ZookeeperHandle;
   admin: Admin;

@@ -307,7 +307,8 @@ describe("the ZooKeeper client", () => {
     const name = uniqueName("codes");
     const lease = await registry().acquire({ node: nodeOf(name, 0), maxWorkerId: 1023 });
     try {
-      // -127 (throttled) and -118 (session moved) come from ZooKeeper 3.5+; the client knows up to -115.
+      // -127 (throttled) and -118 (session moved) come from ZooKeeper 3.5+; the client knows up to
+      // -115.
       for (const code of [-118, -127]) {
         const error = (
           zookeeper.Exception as unknown as { create(code: number): { getCode(): number } }

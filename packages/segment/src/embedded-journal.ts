@@ -1,6 +1,7 @@
 // The embedded store's journal format: JSON lines (a header, then put/max/step/delete records),
-// parsed into the tag table and the deleted tags' last max ids; shared by the store's open (which drops a torn last line) and its
-// verification after a failed write (which accepts nothing but complete lines).
+// parsed into the tag table and the deleted tags' last max ids; shared by the store's open (which
+// drops a torn last line) and its verification after a failed write (which accepts nothing but
+// complete lines).
 import { ErrorCodes, LeafError } from "@leaf/core";
 import { COMPONENT, MAX_ID } from "./validation";
 
@@ -60,8 +61,8 @@ export interface ParsedJournal {
 
 /**
  * Parses a journal's text. Invalid lines at the very end (a write cut short by a crash or a full
- * disk: never fsynced, so never acknowledged) are left out of `validBytes`; an invalid line anywhere
- * else is CORRUPT_DATA naming the file and the line.
+ * disk: never fsynced, so never acknowledged) are left out of `validBytes`; an invalid line
+ * anywhere else is CORRUPT_DATA naming the file and the line.
  */
 export function parseJournal(path: string, text: string): ParsedJournal {
   const rows = new Map<string, Row>();

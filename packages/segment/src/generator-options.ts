@@ -14,19 +14,23 @@ export interface SegmentGeneratorOptions {
   refreshIntervalMs?: number;
   /**
    * Fraction of the current range used when the next range starts loading in the background
-   * (default 0.1, as Leaf: once 10% is used). 0 loads the next range as soon as one becomes current.
+   * (default 0.1, as Leaf: once 10% is used). 0 loads the next range as soon as one becomes
+   * current.
    */
   preloadThreshold?: number;
   /** Leaf's dynamic step; `false` always takes the table's step (default true: Leaf's settings). */
   dynamicStep?: boolean | DynamicStepOptions;
   /**
    * How long `nextId`/`nextIds` wait for a range when both are used up before failing with
-   * SEGMENTS_EXHAUSTED (Leaf code -3), in ms (default 1,000). The wait is on the load, never a spin.
+   * SEGMENTS_EXHAUSTED (Leaf code -3), in ms (default 1,000). The wait is on the load, never a
+   * spin.
    */
   exhaustedWaitMs?: number;
   /** Largest `nextIds` batch (default 10,000). */
   maxBatch?: number;
-  /** Delays between retries of a failed load (default: 100 ms doubling up to 5,000 ms, jittered). */
+  /**
+   * Delays between retries of a failed load (default: 100 ms doubling up to 5,000 ms, jittered).
+   */
   retry?: BackoffOptions;
   /** Clock for the dynamic step and load times (default: the system clock). */
   clock?: Clock;
@@ -57,8 +61,8 @@ export interface SegmentGeneratorOptions {
   prefetch?: boolean | PrefetchOptions;
   /**
    * Told about every failed load, refresh or refused range (for logs). The generator retries failed
-   * loads on its own; `refused: true` means the tag is no longer served (log it at error level): its
-   * range was CORRUPT_DATA (max id moved back, stale primary, damaged row, bad range).
+   * loads on its own; `refused: true` means the tag is no longer served (log it at error level):
+   * its range was CORRUPT_DATA (max id moved back, stale primary, damaged row, bad range).
    */
   onError?: (error: unknown, context: GeneratorErrorContext) => void;
   /**
@@ -72,13 +76,18 @@ export interface SegmentGeneratorOptions {
 
 /** {@link SegmentGeneratorOptions.prefetch} in its object form. */
 export interface PrefetchOptions {
-  /** Most ranges kept ready ahead of the current one: 1 to 64 (default 8; 1 is Leaf's double buffer). */
+  /**
+   * Most ranges kept ready ahead of the current one: 1 to 64 (default 8; 1 is Leaf's double
+   * buffer).
+   */
   maxDepth?: number;
 }
 
 /** {@link SegmentGeneratorOptions.loadOnStart} in its selective form. */
 export interface EagerLoadOptions {
-  /** Tags always loaded before their first request (hot tags). Tags not in the store are ignored. */
+  /**
+   * Tags always loaded before their first request (hot tags). Tags not in the store are ignored.
+   */
   tags?: readonly string[];
   /**
    * Also load tags whose stored row changed within this many ms of now (the store's `updatedAt`,
@@ -94,15 +103,15 @@ export interface GeneratorErrorContext {
   operation: "load" | "refresh";
   /**
    * True when the tag stops being served: its requests fail with CORRUPT_DATA and no range is taken
-   * (nothing retried) until a refresh finds the tag's row fixed (max id at or above the end of every
-   * range this process used, a positive step).
+   * (nothing retried) until a refresh finds the tag's row fixed (max id at or above the end of
+   * every range this process used, a positive step).
    */
   refused?: boolean;
   /**
    * "error" when the error needs an operator: a refused tag (told with `refused: true` when it
-   * stops being served, then again at every refresh while it stays refused), or a store refusing every range
-   * because more than one backing server takes writes (`details.reason` "split-brain"). Log these
-   * at error level; the others are transient and retried.
+   * stops being served, then again at every refresh while it stays refused), or a store refusing
+   * every range because more than one backing server takes writes (`details.reason` "split-brain").
+   * Log these at error level; the others are transient and retried.
    */
   level?: "error";
 }

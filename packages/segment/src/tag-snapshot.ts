@@ -11,7 +11,10 @@ export interface TagSnapshot {
   initialized: boolean;
   /** Which slot of `segments` is current (Java Leaf's `pos`); it flips on every range switch. */
   currentPos: 0 | 1;
-  /** Java Leaf's two segments: `segments[currentPos]` is current, the other the next (null when not loaded). */
+  /**
+   * Java Leaf's two segments: `segments[currentPos]` is current, the other the next (null when not
+   * loaded).
+   */
   segments: [RangeSnapshot | null, RangeSnapshot | null];
   /** The next range is loaded and ready (Java Leaf's `nextReady`). */
   nextReady: boolean;
@@ -26,9 +29,13 @@ export interface TagSnapshot {
    * store's max_id as far as this node knows); null before the first range.
    */
   heldEnd: bigint | null;
-  /** Ranges the prefetch keeps ready ahead now: 1 (Leaf's double buffer) up to `prefetch.maxDepth`. */
+  /**
+   * Ranges the prefetch keeps ready ahead now: 1 (Leaf's double buffer) up to `prefetch.maxDepth`.
+   */
   depth: number;
-  /** Requests that found no id ready (they waited for a load, or failed with -3 on the sync path). */
+  /**
+   * Requests that found no id ready (they waited for a load, or failed with -3 on the sync path).
+   */
   starvations: number;
   /** Step of the last range taken (the dynamic step). */
   step: number;

@@ -277,8 +277,8 @@ function refusal(
 
 /**
  * The highest range end a store instance (or a generator) has handed out per tag, and where it came
- * from: a range starting below it would repeat ids. It also keeps where the run of ranges handed out
- * back to back up to that end starts, so that a give-back can be checked to hold only own ids.
+ * from: a range starting below it would repeat ids. It also keeps where the run of ranges handed
+ * out back to back up to that end starts, so that a give-back can be checked to hold only own ids.
  */
 export class RangeFloors {
   private readonly floors = new Map<string, { end: bigint; source: string; runStart: bigint }>();
@@ -307,7 +307,8 @@ export class RangeFloors {
   /**
    * Checks a give-back of `[from, end)` of `tag` against the ranges handed out: "mine" when `end`
    * is the floor and `from` within the run up to it, "moved-on" when a later range was handed out
-   * (the stored max id is past `end`). Throws INVALID_ARGUMENT for ids this instance never handed out.
+   * (the stored max id is past `end`). Throws INVALID_ARGUMENT for ids this instance never handed
+   * out.
    */
   checkGiveBack(tag: string, from: unknown, end: unknown): "mine" | "moved-on" {
     checkTag(tag);

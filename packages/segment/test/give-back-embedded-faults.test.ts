@@ -1,8 +1,8 @@
 // The embedded store's give-back under a failed sync: the write queue applies each call once and
 // never sends it again, so a give-back that fails is a gap. Its record may be whole in the journal
-// though never acknowledged (the sync failed); the store then hands out nothing until it has cut the
-// journal back, so the record can count only if no range was handed out after it. Every range is
-// checked, in the same process and after a restart.
+// though never acknowledged (the sync failed); the store then hands out nothing until it has cut
+// the journal back, so the record can count only if no range was handed out after it. Every range
+// is checked, in the same process and after a restart.
 import { mkdtempSync, rmSync } from "node:fs";
 import { type FileHandle, open } from "node:fs/promises";
 import { tmpdir } from "node:os";

@@ -63,7 +63,8 @@ describe("give-back on close: when it is not tried", () => {
 
   it("skips a tag whose last load failed: the store may have moved its max id for a range the node never saw", async () => {
     const data = await table();
-    // The load after the first fails the way a timed-out UPDATE does: the row moved, no answer came.
+    // The load after the first fails the way a timed-out UPDATE does: the row moved, no answer
+    // came.
     class LostAnswer extends MemorySegmentStore {
       calls = 0;
       override async takeRange(tag: string, step?: number): Promise<SegmentRange> {

@@ -1,7 +1,8 @@
 // The prefetch depth: ranges kept ready ahead of the current one. It grows while ranges go faster
-// than a few loads (a burst) or a request finds no id ready, shrinks when ranges outlast many loads,
-// stays within 1 .. maxDepth, fills its gap in one round trip, and leaves Leaf's dynamic-step rule
-// (15 / 30 minutes per range) as it was. Range times come from a ManualClock, so each step is exact.
+// than a few loads (a burst) or a request finds no id ready, shrinks when ranges outlast many
+// loads, stays within 1 .. maxDepth, fills its gap in one round trip, and leaves Leaf's
+// dynamic-step rule (15 / 30 minutes per range) as it was. Range times come from a ManualClock, so
+// each step is exact.
 import { ErrorCodes, ManualClock } from "@leaf/core";
 import { afterEach, describe, expect, it } from "vitest";
 import {

@@ -58,7 +58,9 @@ export class ChildLines {
     }
   }
 
-  /** The next line not yet returned by `next()`, waiting for it when the child has not printed it. */
+  /**
+   * The next line not yet returned by `next()`, waiting for it when the child has not printed it.
+   */
   async next(what = "the next line", timeoutMs = DEFAULT_TIMEOUT_MS): Promise<string> {
     await this.until((lines) => lines.length > this.read, what, timeoutMs);
     return this.lines[this.read++]!;

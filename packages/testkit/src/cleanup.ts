@@ -1,5 +1,6 @@
 // Everything this process started, and the three ways it is cleaned up: stopAll() from a test,
-// handlers for exit and fatal signals, and a detached watchdog process for when this one is SIGKILLed.
+// handlers for exit and fatal signals, and a detached watchdog process for when this one is
+// SIGKILLed.
 import { type ChildProcess, spawn } from "node:child_process";
 import { rmSync } from "node:fs";
 import { fileURLToPath } from "node:url";

@@ -1,5 +1,6 @@
 // Private etcd v3 servers (Debian's etcd-server, 3.4): one member on free loopback ports in a temp
-// folder. Data survives kill() and stop(), as on a real member; short raft timers allow short leases.
+// folder. Data survives kill() and stop(), as on a real member; short raft timers allow short
+// leases.
 import { randomBytes } from "node:crypto";
 import { existsSync } from "node:fs";
 import { join } from "node:path";

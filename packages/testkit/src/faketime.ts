@@ -3,7 +3,9 @@
 import { existsSync, rmSync, writeFileSync } from "node:fs";
 import { TestkitError } from "./errors";
 
-/** Where Debian and Ubuntu install libfaketime's thread-safe variant (Node runs several threads). */
+/**
+ * Where Debian and Ubuntu install libfaketime's thread-safe variant (Node runs several threads).
+ */
 const LIBRARY_CANDIDATES = [
   "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1",
   "/usr/lib/aarch64-linux-gnu/faketime/libfaketimeMT.so.1",
@@ -11,7 +13,9 @@ const LIBRARY_CANDIDATES = [
   "/usr/local/lib/faketime/libfaketimeMT.so.1",
 ];
 
-/** Variables that name libfaketime's path elsewhere (the second is the chaos suite's older name). */
+/**
+ * Variables that name libfaketime's path elsewhere (the second is the chaos suite's older name).
+ */
 const LIBRARY_VARIABLES = ["LEAF_TEST_LIBFAKETIME", "LEAF_CHAOS_LIBFAKETIME"] as const;
 
 /**

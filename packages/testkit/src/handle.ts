@@ -196,7 +196,9 @@ export function badEnv(kind: ServiceKind, value: string, problem: string): Testk
   return new TestkitError("TESTKIT_BAD_ENV", `${ENV_VARS[kind]}=${value}: ${problem}`);
 }
 
-/** Starts `handle`'s server on a free port; disposes of the handle (and its folder) when that fails. */
+/**
+ * Starts `handle`'s server on a free port; disposes of the handle (and its folder) when that fails.
+ */
 export async function startOrDispose<T extends LocalServer>(
   handle: T,
   server: ServerProcess,

@@ -28,7 +28,9 @@ export interface GetOptions {
   headers?: Record<string, string>;
 }
 
-/** GETs `path` from 127.0.0.1:`port`. Rejects with {@link NoAnswer} when no answer arrives in time. */
+/**
+ * GETs `path` from 127.0.0.1:`port`. Rejects with {@link NoAnswer} when no answer arrives in time.
+ */
 export function httpGet(port: number, path: string, options: GetOptions): Promise<HttpAnswer> {
   return new Promise((resolve, reject) => {
     let settled = false;

@@ -18,20 +18,25 @@ export interface LeafServerProcessOptions {
   cli: string;
   /** Short name in errors, file names and logs: "A", "B", "clock". */
   label: string;
-  /** Folder for the config file, the default data folder and the log (created at the first start). */
+  /**
+   * Folder for the config file, the default data folder and the log (created at the first start).
+   */
   dir: string;
   /** Port to listen on, kept across restarts (it is also the node's identity in the registries). */
   port: number;
   /**
    * Configuration as the JSON file holds it (nested keys). `dataDir`, `log.level` ("warn") and
-   * `server.host`/`server.port` (127.0.0.1 and `port`) are set over it; other `server` keys are kept.
+   * `server.host`/`server.port` (127.0.0.1 and `port`) are set over it; other `server` keys are
+   * kept.
    */
   config: Record<string, unknown>;
   /** Start the process under this clock. */
   clock?: FakeClock;
   /** Variables added to the process's environment (a pod's HOSTNAME, say). */
   env?: Record<string, string>;
-  /** How long a start may take before it counts as failed and the process is killed (default 45 s). */
+  /**
+   * How long a start may take before it counts as failed and the process is killed (default 45 s).
+   */
   readyTimeoutMs?: number;
   /** How long stop() waits after SIGTERM before it sends SIGKILL (default 20 s). */
   stopTimeoutMs?: number;
@@ -40,8 +45,8 @@ export interface LeafServerProcessOptions {
   /**
    * Run the server as pid 1 of a PID namespace of its own (`unshare --pid --fork --kill-child`,
    * needs root), as a container does: its pid means nothing to the other processes. SIGTERM cannot
-   * be passed through unshare, so stop() is a SIGKILL of unshare, which SIGKILLs the server; pause()
-   * is refused (it would stop unshare, not the server).
+   * be passed through unshare, so stop() is a SIGKILL of unshare, which SIGKILLs the server;
+   * pause() is refused (it would stop unshare, not the server).
    */
   pidNamespace?: boolean;
 }
@@ -184,8 +189,8 @@ export class LeafServerProcess {
 
   /**
    * Starts the process and waits until /health/ready answers 200; resolves with the ms it took.
-   * Throws TESTKIT_START_FAILED, with the last lines it printed, when it exits first or is not ready
-   * within `readyTimeoutMs`.
+   * Throws TESTKIT_START_FAILED, with the last lines it printed, when it exits first or is not
+   * ready within `readyTimeoutMs`.
    */
   async start(): Promise<number> {
     const outcome = await this.tryStart();
@@ -309,7 +314,9 @@ export class LeafServerProcess {
     }
   }
 
-  /** GET `path` on this server as JSON; undefined when it does not answer 200 within `timeoutMs`. */
+  /**
+   * GET `path` on this server as JSON; undefined when it does not answer 200 within `timeoutMs`.
+   */
   async getJson<T>(
     path: string,
     timeoutMs = 3000,
@@ -319,7 +326,9 @@ export class LeafServerProcess {
     return text === undefined ? undefined : (JSON.parse(text) as T);
   }
 
-  /** GET `path` on this server as text; undefined when it does not answer 200 within `timeoutMs`. */
+  /**
+   * GET `path` on this server as text; undefined when it does not answer 200 within `timeoutMs`.
+   */
   async getText(
     path: string,
     timeoutMs = 3000,

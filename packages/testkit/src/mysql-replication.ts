@@ -19,7 +19,10 @@ export interface MysqlReplicaPairOptions {
 
 /** A primary and its replica; every server is private (LEAF_TEST_MYSQL_URL is not used). */
 export interface MysqlReplicaPair {
-  /** Binary log on, server id 1. Its read_only is not persisted: it comes back writable after a restart. */
+  /**
+   * Binary log on, server id 1. Its read_only is not persisted: it comes back writable after a
+   * restart.
+   */
   readonly primary: MysqlHandle;
   /** Server id 2, read_only=ON (also after a restart), replicating from the primary. */
   readonly replica: MysqlHandle;

@@ -297,8 +297,8 @@ async function copyTemplate(template: string, datadir: string): Promise<void> {
 /**
  * Starts a private MariaDB on a free loopback port (about 0.2 s once the per-machine template data
  * folder exists, plus ~0.6 s the first time), or returns the server named by LEAF_TEST_MYSQL_URL
- * (mysql://user:pass@host:port/) when it is set and `useEnv` is not false. Connect as root without a
- * password; use createDatabase() for a database of your own.
+ * (mysql://user:pass@host:port/) when it is set and `useEnv` is not false. Connect as root without
+ * a password; use createDatabase() for a database of your own.
  */
 export async function startMysql(options: MysqlOptions = {}): Promise<MysqlHandle> {
   const setting = options.useEnv === false ? undefined : externalSetting("mysql");

@@ -25,7 +25,9 @@ export interface SpawnNodeOptions {
 
 /** Options of runNode(). */
 export interface RunNodeOptions extends Omit<SpawnNodeOptions, "stdio"> {
-  /** SIGKILL the child after this many ms; the result then has `timedOut: true` (default 60 000). */
+  /**
+   * SIGKILL the child after this many ms; the result then has `timedOut: true` (default 60 000).
+   */
   timeoutMs?: number;
   /** Text written to the child's stdin (which is then closed). */
   input?: string;

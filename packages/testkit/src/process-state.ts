@@ -1,7 +1,7 @@
 // Waits, synchronously, until a SIGSTOP has taken effect. kill(2) returns as soon as the signal is
 // queued; a multi-threaded server (mariadbd, a JVM, node) goes on running for a moment until every
-// thread has been stopped, and a request sent in that moment is still answered. A test that pauses a
-// server and expects silence must not start before the server is really silent.
+// thread has been stopped, and a request sent in that moment is still answered. A test that pauses
+// a server and expects silence must not start before the server is really silent.
 import { readdirSync, readFileSync } from "node:fs";
 import { TestkitError } from "./errors";
 
@@ -16,7 +16,8 @@ function readStat(path: string): { state: string; pgrp: number } | undefined {
   } catch {
     return undefined; // gone
   }
-  // "pid (comm) S ppid pgrp ...": comm may hold spaces and parentheses, so split after the last ')'.
+  // "pid (comm) S ppid pgrp ...": comm may hold spaces and parentheses, so split after the last
+  // ')'.
   const fields = text.slice(text.lastIndexOf(")") + 2).split(" ");
   return { state: fields[0]!, pgrp: Number(fields[2]) };
 }

@@ -1,5 +1,5 @@
-// A Redis Cluster for tests: private Redis servers started with --cluster-enabled (each with its own
-// bus port), joined by `redis-cli --cluster create` (with `replicasPerMaster` replicas of each
+// A Redis Cluster for tests: private Redis servers started with --cluster-enabled (each with its
+// own bus port), joined by `redis-cli --cluster create` (with `replicasPerMaster` replicas of each
 // master), and returned once every node reports cluster_state:ok, knows every other node, and every
 // replica's link to its master is up. Dispose each handle (or call stopAll) to stop them.
 import { spawnSync } from "node:child_process";
@@ -204,7 +204,9 @@ function firstSlot(ranges: string[]): number {
   return Number(/^\d+/.exec(ranges[0] ?? "")?.[0] ?? Number.POSITIVE_INFINITY);
 }
 
-/** True when `key` hashes to a slot in `slots` (ranges as CLUSTER NODES prints them); asks `port`. */
+/**
+ * True when `key` hashes to a slot in `slots` (ranges as CLUSTER NODES prints them); asks `port`.
+ */
 export async function redisKeyInSlots(
   port: number,
   key: string,

@@ -1,4 +1,5 @@
-// Runs a short-lived program to completion (mariadb-install-db), output collected for error messages.
+// Runs a short-lived program to completion (mariadb-install-db), output collected for error
+// messages.
 import { spawn } from "node:child_process";
 import { forgetPid, watchPid } from "./cleanup";
 

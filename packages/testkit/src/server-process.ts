@@ -220,8 +220,8 @@ export class ServerProcess {
   }
 
   /**
-   * SIGSTOP: the server keeps its connections but answers nothing until resume(). Returns once every
-   * thread of it has stopped (kill(2) only queues the signal).
+   * SIGSTOP: the server keeps its connections but answers nothing until resume(). Returns once
+   * every thread of it has stopped (kill(2) only queues the signal).
    */
   pause(): void {
     this.requireRunning("pause");

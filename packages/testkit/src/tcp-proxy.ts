@@ -69,7 +69,9 @@ class Pipe {
   }
 }
 
-/** One accepted connection and its upstream connection (none while it was accepted during a cut). */
+/**
+ * One accepted connection and its upstream connection (none while it was accepted during a cut).
+ */
 interface Link {
   client: net.Socket;
   upstream: net.Socket | undefined;

@@ -20,7 +20,9 @@ export interface ServiceHandle {
    * etcd: "http://127.0.0.1:P".
    */
   readonly url: string;
-  /** True when an existing server from a `LEAF_TEST_*` variable is used instead of a private one. */
+  /**
+   * True when an existing server from a `LEAF_TEST_*` variable is used instead of a private one.
+   */
   readonly external: boolean;
   /** Pid of the server process while it runs; undefined while stopped and for external servers. */
   readonly pid: number | undefined;
@@ -28,7 +30,9 @@ export interface ServiceHandle {
   readonly running: boolean;
   /** The instance's temp folder (data, config, log); undefined for external servers. */
   readonly dir: string | undefined;
-  /** The server's stdout and stderr, for debugging a failing test; undefined for external servers. */
+  /**
+   * The server's stdout and stderr, for debugging a failing test; undefined for external servers.
+   */
   readonly logFile: string | undefined;
   /** SIGKILL: a crash. Resolves once the process has exited; the data folder is kept. */
   kill(): Promise<void>;
@@ -36,9 +40,13 @@ export interface ServiceHandle {
   pause(): void;
   /** SIGCONT: undoes pause(). */
   resume(): void;
-  /** Graceful SIGTERM, then SIGKILL after the grace period; resolves once the process has exited. */
+  /**
+   * Graceful SIGTERM, then SIGKILL after the grace period; resolves once the process has exited.
+   */
   stop(): Promise<void>;
-  /** Starts the server again on the same port with the same data folder; resolves when it answers. */
+  /**
+   * Starts the server again on the same port with the same data folder; resolves when it answers.
+   */
   start(): Promise<void>;
   /** stop() then start(). */
   restart(): Promise<void>;
@@ -58,7 +66,8 @@ export interface MysqlHandle extends ServiceHandle {
   readonly password: string | undefined;
   /**
    * Creates a new, uniquely named, empty database (utf8mb4) and returns its name, so tests sharing
-   * a server (also an external one) do not see each other's tables. `prefix` defaults to "leaf_test".
+   * a server (also an external one) do not see each other's tables. `prefix` defaults to
+   * "leaf_test".
    */
   createDatabase(prefix?: string): Promise<string>;
   /** mysql2 connection options for `database` (or no default database). */
@@ -96,7 +105,9 @@ export interface StartOptions {
   readyTimeoutMs?: number;
   /** ms stop() waits after SIGTERM before it sends SIGKILL (default 10 000). */
   stopTimeoutMs?: number;
-  /** Extra command-line arguments for the server (for ZooKeeper: JVM flags, before the main class). */
+  /**
+   * Extra command-line arguments for the server (for ZooKeeper: JVM flags, before the main class).
+   */
   args?: string[];
 }
 
@@ -126,6 +137,8 @@ export interface ZookeeperOptions extends StartOptions {
   heapMb?: number;
   /** Path to java when it is not in PATH. */
   java?: string;
-  /** Java classpath holding ZooKeeper and its dependencies (default: Debian's /usr/share/java jars). */
+  /**
+   * Java classpath holding ZooKeeper and its dependencies (default: Debian's /usr/share/java jars).
+   */
   classpath?: string;
 }

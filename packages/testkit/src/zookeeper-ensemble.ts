@@ -56,7 +56,9 @@ export interface ZookeeperEnsembleHandle {
   readonly connectString: string;
   /** The servers at these indexes of `members` only, for a client that must use only them. */
   connectStringOf(indexes: readonly number[]): string;
-  /** Index in `members` of the leader; waits (up to `timeoutMs`, default 30 000) until there is one. */
+  /**
+   * Index in `members` of the leader; waits (up to `timeoutMs`, default 30 000) until there is one.
+   */
   leader(timeoutMs?: number): Promise<number>;
   /**
    * Cuts every quorum link (peer and election ports, both directions) between member `index` and

@@ -1,5 +1,6 @@
 // startEtcd(): a private one-member etcd that keeps its data across kill() and restart(), and
-// answers nothing while paused. Talks to etcd's JSON gateway (/v3/kv/...) so the kit needs no client.
+// answers nothing while paused. Talks to etcd's JSON gateway (/v3/kv/...) so the kit needs no
+// client.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type EtcdHandle, startEtcd } from "../src/index";
 import { exchange } from "../src/probes";

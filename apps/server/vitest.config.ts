@@ -1,7 +1,5 @@
-// The shared settings, plus the `?script` import of the monitor page's browser script, bundled as
-// the build bundles it.
-import { mergeConfig } from "vitest/config";
+// The shared settings. The monitor page's script is bundled by src/monitor-script.ts at load, with
+// the esbuild the build uses.
 import shared from "../../vitest.shared.ts";
-import { browserScriptVitePlugin } from "./build/browser-script.ts";
 
-export default mergeConfig(shared, { plugins: [browserScriptVitePlugin()] });
+export default shared;

@@ -1,15 +1,19 @@
-// Browser scripts imported as text: `import source from "./browser/x.ts?script"` gives the module
-// bundled by esbuild into one classic script (an IIFE). The build (tsup) and the tests (vitest) use
-// the same esbuild, so that the tests drive the script that ships.
+// The monitor page's browser script (src/browser/monitor.ts) bundled by esbuild into the text of one
+// classic script (an IIFE). src/monitor-script.ts calls monitorScriptFromSource() when the server runs
+// from its source (tsx, vitest); the build (tsup) replaces that module with the bundled text, so the
+// published package needs no bundler. Both use the esbuild tsup brings.
 import { createRequire } from "node:module";
-import { relative, resolve } from "node:path";
+import { resolve } from "node:path";
+import { fileURLToPath } from "node:url";
 import type { Options } from "tsup";
 
 /** esbuild's plugin and API types, as tsup (which brings esbuild) declares them. */
 type EsbuildPlugin = NonNullable<Options["esbuildPlugins"]>[number];
 type Esbuild = Parameters<EsbuildPlugin["setup"]>[0]["esbuild"];
 
-const SUFFIX = "?script";
+/** The browser entry, and the module of the server that stands for its bundled text. */
+const BROWSER_ENTRY = fileURLToPath(new URL("../src/browser/monitor.ts", import.meta.url));
+const SCRIPT_MODULE = fileURLToPath(new URL("../src/monitor-script.ts", import.meta.url));
 
 /** The browsers the bundled scripts must run in (the page already needs BigInt). */
 const BROWSER_TARGET = ["chrome80", "firefox78", "safari14", "edge80"];
@@ -36,50 +40,31 @@ export async function bundleBrowserScript(
   return { code, inputs: Object.keys(result.metafile.inputs).map((input) => resolve(input)) };
 }
 
-/** The `?script` import for tsup (esbuild). */
+/** esbuild as tsup brings it (a development dependency of the server). */
+function tsupEsbuild(): Esbuild {
+  const fromTsup = createRequire(createRequire(import.meta.url).resolve("tsup"));
+  return fromTsup("esbuild") as Esbuild;
+}
+
+/** The monitor script's text, bundled now: for the server run from its source (tsx, vitest). */
+export async function monitorScriptFromSource(): Promise<string> {
+  return (await bundleBrowserScript(tsupEsbuild(), BROWSER_ENTRY)).code;
+}
+
+/** For tsup: src/monitor-script.ts becomes the bundled text, as a constant. */
 export function browserScriptEsbuildPlugin(): EsbuildPlugin {
   return {
     name: "leaf-browser-script",
     setup(build) {
-      // The path relative to the package, so that no build machine's folder lands in the bundle.
-      build.onResolve({ filter: /\?script$/ }, (args) => {
-        const file = resolve(args.resolveDir, args.path.slice(0, -SUFFIX.length));
+      build.onLoad({ filter: /monitor-script\.ts$/ }, async (args) => {
+        if (resolve(args.path) !== SCRIPT_MODULE) return undefined;
+        const { code, inputs } = await bundleBrowserScript(build.esbuild, BROWSER_ENTRY);
         return {
-          path: relative(process.cwd(), file),
-          namespace: "browser-script",
-          pluginData: file,
-        };
-      });
-      build.onLoad({ filter: /.*/, namespace: "browser-script" }, async (args) => {
-        const { code, inputs } = await bundleBrowserScript(
-          build.esbuild,
-          args.pluginData as string,
-        );
-        return {
-          contents: `export default ${JSON.stringify(code)};`,
+          contents: `export const MONITOR_SCRIPT = ${JSON.stringify(code)};`,
           loader: "js",
           watchFiles: inputs,
         };
       });
-    },
-  };
-}
-
-/**
- * The `?script` import for vitest (vite). esbuild is the one tsup builds with: resolved through
- * tsup, so that the tests bundle the script exactly as the build does.
- */
-export function browserScriptVitePlugin() {
-  const fromTsup = createRequire(createRequire(import.meta.url).resolve("tsup"));
-  const bundler = fromTsup("esbuild") as Esbuild;
-  return {
-    name: "leaf-browser-script",
-    enforce: "pre" as const,
-    async load(this: { addWatchFile(file: string): void }, id: string) {
-      if (!id.endsWith(SUFFIX)) return null;
-      const { code, inputs } = await bundleBrowserScript(bundler, id.slice(0, -SUFFIX.length));
-      for (const input of inputs) this.addWatchFile(input);
-      return `export default ${JSON.stringify(code)};`;
     },
   };
 }

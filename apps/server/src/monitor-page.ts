@@ -3,7 +3,7 @@
 // /api/v1/monitor every second and the store's rows every five, and builds the DOM with textContent
 // only, so a tag name can never inject markup. Every time is shown in one format, in UTC.
 
-import MONITOR_SCRIPT from "./browser/monitor.ts?script";
+import { MONITOR_SCRIPT } from "./monitor-script";
 
 /** The page's HTML, with its script (browser/monitor.ts, bundled at build) inline. */
 export const MONITOR_PAGE = `<!doctype html>

@@ -1,5 +1,4 @@
-// The monitor page's script, bundled into the page at build (tsup, `?script` import in
-// monitor-page.ts): polls /api/v1/monitor every second and the store's rows every five, and builds
+// The monitor page's script, bundled into the page (monitor-script.ts, build/browser-script.ts): polls /api/v1/monitor every second and the store's rows every five, and builds
 // the DOM with textContent only (a tag name can never inject markup).
 import type { MonitorState, StoreRow } from "../monitor-state";
 

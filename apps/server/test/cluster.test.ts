@@ -129,7 +129,7 @@ describe("three server processes against one MariaDB and one ZooKeeper", () => {
     await store.createTag({ tag: "cluster", step: 1000, description: "three processes" });
     await store.close();
     const env = {
-      LEAF_NAME: `cluster-${database}`,
+      LEAF_NAME: `cluster_${database}`,
       LEAF_JDBC_URL: jdbcUrl(database),
       LEAF_JDBC_USERNAME: mysql.user,
       LEAF_JDBC_PASSWORD: mysql.password ?? "",

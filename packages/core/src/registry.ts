@@ -103,7 +103,9 @@ export interface WorkerLease {
   report(timestampMs: number, backups?: readonly BackupWorker[]): Promise<void>;
   /**
    * Writes a final report (when given) and gives the id back as far as the registry's mode allows
-   * (a fixed id stays assigned to the node; a recycled one becomes free). Idempotent.
+   * (a fixed id stays assigned to the node; a recycled one becomes free). Runs after the reports
+   * called before it (LeaseCore queues them), which a registry may end early once released.
+   * Idempotent.
    */
   release(finalTimestampMs?: number): Promise<void>;
 }

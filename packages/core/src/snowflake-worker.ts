@@ -237,12 +237,14 @@ export class SnowflakeWorker {
     this.reportedConfirmed = 0;
     if (lease.horizon !== undefined) return;
     const now = this.clock.now();
-    await lease.report(now).then(
-      () => {
-        this.reportedConfirmed = Math.max(this.reportedConfirmed, now);
-      },
-      () => {},
+    const stored = lease.report(now).then(
+      () => true,
+      () => false,
     );
+    // Already confirmed by the call (a cache file the restart reads, written at once): ids need
+    // not wait for the store, which may be down; the lease queues the release behind this report.
+    if ((lease.confirmedTimestamp ?? 0) >= now) return;
+    if (await stored) this.reportedConfirmed = Math.max(this.reportedConfirmed, now);
   }
 
   /** The lease's timestamps as the generator's floors (see {@link issueFloor}). */
@@ -393,8 +395,10 @@ export class SnowflakeWorker {
   }
 
   /**
-   * Fences the generator first (no id from here on), then waits for a report in flight, then takes
-   * the final timestamp, which therefore covers every id issued, and releases the lease with it.
+   * Fences the generator first (no id from here on), then takes the final timestamp, which
+   * therefore covers every id issued, and releases the lease with it. The release is not held back
+   * for a report in flight: the lease runs it after that report (WorkerLease.release), and may end
+   * a report still waiting for an unreachable store once released (the stop stays prompt).
    */
   async close(): Promise<void> {
     if (this.phase === "closed") return;
@@ -410,14 +414,17 @@ export class SnowflakeWorker {
     this.phase = "closed";
     this.closing.abort(closed);
     clearTimeout(this.timer);
-    await this.reporting;
+    const reporting = this.reporting;
     const finalValues = this.built ? this.reportValues() : undefined;
     if (lease && !lease.lost.aborted) {
-      if (finalValues && finalValues.backups.length > 0) {
-        await lease.report(finalValues.primary, finalValues.backups).catch(() => {});
-      }
+      const backupsReport =
+        finalValues && finalValues.backups.length > 0
+          ? lease.report(finalValues.primary, finalValues.backups).catch(() => {})
+          : undefined;
       await lease.release(finalValues?.primary);
+      await backupsReport;
     }
+    await reporting;
   }
 
   private closedError(): LeafError {

@@ -43,6 +43,8 @@ export class NormalLease extends LeaseCore implements TrackedLease {
   /** Whether the lease ever held the marker (a lease from the cache file has not yet). */
   private attached = false;
   private reattaching: Promise<void> | undefined;
+  /** Aborted by `release`: a connect for a report in flight ends then instead of delaying it. */
+  private readonly ending = new AbortController();
 
   constructor(
     private readonly context: RegistryContext,
@@ -90,6 +92,26 @@ export class NormalLease extends LeaseCore implements TrackedLease {
       } catch {}
     }
     return reporting;
+  }
+
+  /**
+   * Also ends at once a connect that a report in flight or a reattach waits for (a new session
+   * would only be closed again): the release, queued behind them, writes the final timestamp to the
+   * cache file without waiting out `connectTimeoutMs` while ZooKeeper is down.
+   */
+  override release(finalTimestampMs?: number): Promise<void> {
+    const releasing = super.release(finalTimestampMs);
+    if (this.released) {
+      this.ending.abort(
+        new LeafError({
+          component: COMPONENT,
+          code: ErrorCodes.CLOSED,
+          message: `worker id ${this.workerId} lease was released: no more ZooKeeper writes for it`,
+          details: { workerId: this.workerId },
+        }),
+      );
+    }
+    return releasing;
   }
 
   protected async free(finalTimestampMs: number | undefined): Promise<void> {
@@ -235,7 +257,9 @@ export class NormalLease extends LeaseCore implements TrackedLease {
   /** Opens a new session after the last was lost, takes the marker again, checks the ids. */
   private async reattach(): Promise<ZkSession> {
     const options = this.context.options;
-    const session = await this.context.openSession(this.context.closed);
+    const session = await this.context.openSession(
+      AbortSignal.any([this.context.closed, this.ending.signal]),
+    );
     try {
       // A lease from a cache file may meet a tree only Java Leaf wrote: no `temporary` yet.
       await session.ensurePath(this.tree.temporary);

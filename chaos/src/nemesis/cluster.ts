@@ -6,9 +6,11 @@ import { join } from "node:path";
 import {
   FakeClock,
   freePort,
+  type MysqlReplicaPair,
   type ServiceHandle,
   startEtcd,
   startMysql,
+  startMysqlReplicaPair,
   startRedis,
   startZookeeper,
   startZookeeperEnsemble,
@@ -62,6 +64,11 @@ export class Cluster {
   /** The segment database (MariaDB families with tags). */
   db: SegmentDatabase | undefined;
   /**
+   * The MariaDB primary and its asynchronous replica of a family with `mysqlReplica`: "mysql" is the
+   * primary until a fault promotes the replica (then "mysql" is the replica).
+   */
+  replicaPair: MysqlReplicaPair | undefined;
+  /**
    * Servers left down because every restart was refused (a documented start-up check): from when,
    * until a later start (Infinity while still down).
    */
@@ -78,11 +85,16 @@ export class Cluster {
     stores: StoreKind[],
     tags: Array<{ tag: string; step: number }>,
     zkEnsemble = false,
+    mysqlReplica = false,
   ): Promise<void> {
     const handles = await Promise.all(
       stores.map(async (kind): Promise<[StoreKind, ServiceHandle]> => {
         switch (kind) {
           case "mysql":
+            if (mysqlReplica) {
+              this.replicaPair = await startMysqlReplicaPair({ semiSync: false });
+              return [kind, this.replicaPair.primary];
+            }
             return [kind, await startMysql({ useEnv: false })];
           case "zookeeper":
             if (zkEnsemble) {
@@ -100,6 +112,7 @@ export class Cluster {
     for (const [kind, handle] of handles) this.stores.set(kind, handle);
     const mysql = this.stores.get("mysql");
     if (mysql) this.db = await segmentDatabaseOn(mysql as never, tags);
+    await this.replicaPair?.waitForReplica();
   }
 
   /** Makes each server's proxies, clock and process (not started). */
@@ -141,6 +154,17 @@ export class Cluster {
     const handle = this.stores.get(kind);
     if (!handle) throw new Error(`[leaf] [nemesis] this family has no ${kind}`);
     return handle;
+  }
+
+  /**
+   * After a restart of `kind`: a promoted replica comes back read-only (its configuration says so, as
+   * an operator's would until it is changed), so writes are turned on again, as after the promotion.
+   */
+  async storeRestarted(kind: StoreKind): Promise<void> {
+    const pair = this.replicaPair;
+    if (kind === "mysql" && pair && this.store("mysql") === pair.replica) {
+      await pair.query(pair.replica, "SET GLOBAL read_only = OFF");
+    }
   }
 
   /** The server `label`, or an error naming it. */
@@ -250,6 +274,10 @@ export class Cluster {
     if (this.ensemble) {
       await this.ensemble.dispose().catch(() => undefined);
       this.stores.delete("zookeeper");
+    }
+    if (this.replicaPair) {
+      await this.replicaPair.dispose().catch(() => undefined);
+      this.stores.delete("mysql");
     }
     await Promise.all([...this.stores.values()].map((s) => s.dispose().catch(() => undefined)));
   }

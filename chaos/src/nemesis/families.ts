@@ -51,6 +51,8 @@ export interface Family {
   mysqlTag?: string;
   /** ZooKeeper as a 3-server ensemble (server i on member i mod 3), for follower partitions. */
   zkEnsemble?: boolean;
+  /** MariaDB as a primary with an asynchronous replica, for promotions (`cluster.replicaPair`). */
+  mysqlReplica?: boolean;
   /** The servers a restart may be refused on while a worker id is still leased: retries. */
   restartAttempts: number;
 }
@@ -327,12 +329,24 @@ function zkEnsembleFamily(): Family {
   };
 }
 
+/** The segment family on a MariaDB primary with an asynchronous replica the nemesis can promote. */
+function segmentReplicaFamily(): Family {
+  const family = segmentFamily();
+  return {
+    ...family,
+    name: "segment-replica",
+    title: `${family.title}; MariaDB a primary with an asynchronous replica (promoted by replica-promoted)`,
+    mysqlReplica: true,
+  };
+}
+
 /** Every family, in run order. */
 export const FAMILIES: readonly Family[] = [
   segmentFamily(),
   ...SNOWFLAKE_REGISTRIES.map(snowflakeFamily),
   zkEnsembleFamily(),
   redisSequenceFamily(),
+  segmentReplicaFamily(),
 ];
 
 /** The families named in `only` (all when empty); an unknown name is an error listing them. */

@@ -7,6 +7,7 @@ import { defaultsStart } from "./defaults-start";
 import type { Fault } from "./fault";
 import { linkCut } from "./link-cut";
 import { maxIdBack } from "./max-id-back";
+import { replicaPromoted } from "./replica-promoted";
 import { rowLock } from "./row-lock";
 import { secondPod } from "./second-pod";
 import { serverKill } from "./server-kill";
@@ -35,6 +36,7 @@ export const CATALOGUE: readonly Fault[] = [
   maxIdBack,
   defaultsStart,
   zkFollowerPartition,
+  replicaPromoted,
 ];
 
 /** The fault named `name`, or an error listing the catalogue. */

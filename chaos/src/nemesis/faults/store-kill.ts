@@ -18,7 +18,10 @@ export const storeKill: Fault = {
   },
   async stop(c, _family, target) {
     const store = c.store(target as StoreKind);
-    if (!store.running) await store.start();
+    if (!store.running) {
+      await store.start();
+      await c.storeRestarted(target as StoreKind);
+    }
   },
   effects: (family) => ({
     effects: [{ servers: ["*"], codes: family.storeCodes }],

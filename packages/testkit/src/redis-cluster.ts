@@ -154,18 +154,37 @@ export async function redisClusterPairThroughProxy(
   nodes: RedisHandle[],
   index: number,
 ): Promise<RedisClusterPair> {
-  let view: RedisClusterNode[] = [];
-  for (const node of nodes) {
-    view = await redisClusterNodes(node.port);
-    if (view.length > 0) break;
+  // The node read may not have heard of every replica yet (the cluster's gossip): read again for a
+  // while before calling the pair missing.
+  interface Found {
+    masters: RedisClusterNode[];
+    m?: RedisClusterNode;
+    master?: RedisHandle;
+    replica?: RedisHandle;
   }
-  const masters = view
-    .filter((n) => n.role === "master" && n.slots.length > 0)
-    .sort((x, y) => firstSlot(x.slots) - firstSlot(y.slots));
-  const m = masters[index];
-  const r = m && view.find((n) => n.masterId === m.id);
-  const master = m && nodes.find((n) => n.port === m.port);
-  const replica = r && nodes.find((n) => n.port === r.port);
+  const pairIn = async (): Promise<Found> => {
+    for (const node of nodes) {
+      const view = await redisClusterNodes(node.port);
+      if (view.length === 0) continue;
+      const masters = view
+        .filter((n) => n.role === "master" && n.slots.length > 0)
+        .sort((x, y) => firstSlot(x.slots) - firstSlot(y.slots));
+      const m = masters[index];
+      const r = m && view.find((n) => n.masterId === m.id);
+      const master = m && nodes.find((n) => n.port === m.port);
+      const replica = r && nodes.find((n) => n.port === r.port);
+      return { masters, m, master, replica };
+    }
+    return { masters: [] };
+  };
+  let found: Found = { masters: [] };
+  await waitUntil(
+    `master ${index} of the test cluster and its replica`,
+    async () => (found = await pairIn()).replica !== undefined,
+    15_000,
+    100,
+  ).catch(() => undefined);
+  const { m, master, replica, masters } = found;
   if (!m || !master || !replica) {
     throw new TestkitError(
       "TESTKIT_BAD_OPTION",

@@ -283,7 +283,10 @@ function snowflakeFamily(registry: SnowflakeRegistry): Family {
       },
     ],
     storeCodes: leased ? ["LEASE_LOST", "NOT_INITIALIZED"] : ["NOT_INITIALIZED"],
-    clockCodes: ["CLOCK_MOVED_BACKWARDS", "CLOCK_BEHIND", ...(leased ? ["LEASE_LOST"] : [])],
+    // Every registry now bounds ids by a horizon (a lease's, a fixed id's last stored report + the
+    // restart wait, a local lock's heartbeat): a clock stepped forward past it answers LEASE_LOST
+    // until a renewal or report stores the stepped clock (core and registry READMEs).
+    clockCodes: ["CLOCK_MOVED_BACKWARDS", "CLOCK_BEHIND", "LEASE_LOST"],
     recoveryMs: leased ? 4 * LEASE_MS + 4000 : 4000,
     leaseStore: leased ? store : undefined,
     restartAttempts: leased ? 6 : 2,

@@ -180,7 +180,10 @@ export async function redisClusterPairThroughProxy(
   let found: Found = { masters: [] };
   await waitUntil(
     `master ${index} of the test cluster and its replica`,
-    async () => (found = await pairIn()).replica !== undefined,
+    async () => {
+      found = await pairIn();
+      return found.replica !== undefined;
+    },
     15_000,
     100,
   ).catch(() => undefined);

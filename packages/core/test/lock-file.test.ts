@@ -565,8 +565,9 @@ describe("acquireLockFile between processes", () => {
 
   it("takes over a lock whose process exited but was not reaped yet (a zombie)", async () => {
     const path = freshLock();
-    // The background sleep exits at once; its parent, now another sleep, never reaps it.
-    const parent = spawn("sh", ["-c", "sleep 0 & echo $!; exec sleep 60"], {
+    // The background sleep exits once its parent shell has become another sleep (exec), which
+    // never reaps it. (Exiting at once, it could be reaped by the shell before the exec.)
+    const parent = spawn("sh", ["-c", "sleep 0.3 & echo $!; exec sleep 60"], {
       stdio: ["ignore", "pipe", "inherit"],
     });
     children.add(parent);

@@ -7,6 +7,7 @@ import type { ServiceKind } from "./types";
 /** The variable that points the tests at an existing server instead. */
 export const ENV_VARS: Record<ServiceKind, string> = {
   mysql: "LEAF_TEST_MYSQL_URL",
+  postgres: "LEAF_TEST_PG_URL",
   redis: "LEAF_TEST_REDIS_URL",
   zookeeper: "LEAF_TEST_ZK",
   etcd: "LEAF_TEST_ETCD_URL",
@@ -14,6 +15,7 @@ export const ENV_VARS: Record<ServiceKind, string> = {
 
 const PACKAGES: Record<ServiceKind, string> = {
   mysql: "mariadb-server",
+  postgres: "postgresql",
   redis: "redis-server",
   zookeeper: "zookeeper default-jre-headless",
   etcd: "etcd-server",
@@ -21,6 +23,7 @@ const PACKAGES: Record<ServiceKind, string> = {
 
 const ENV_EXAMPLES: Record<ServiceKind, string> = {
   mysql: "LEAF_TEST_MYSQL_URL=mysql://user:pass@host:3306/",
+  postgres: "LEAF_TEST_PG_URL=postgres://user:pass@host:5432/postgres",
   redis: "LEAF_TEST_REDIS_URL=redis://host:6379",
   zookeeper: "LEAF_TEST_ZK=host:2181",
   etcd: "LEAF_TEST_ETCD_URL=http://host:2379",

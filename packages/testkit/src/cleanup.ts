@@ -4,6 +4,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { rmSync } from "node:fs";
 import { fileURLToPath } from "node:url";
+import { descendantsOf } from "./process-state";
 
 /** Something the kit started that must not outlive this process. */
 export interface Tracked {
@@ -60,6 +61,41 @@ export function killTree(pid: number, signal: NodeJS.Signals): void {
   } catch {
     // Already gone.
   }
+}
+
+function signal(pid: number, name: NodeJS.Signals): void {
+  try {
+    process.kill(pid, name);
+  } catch {
+    // Already gone.
+  }
+}
+
+/**
+ * Sends `name` to `pid` and every process descended from it, for a server whose children leave its
+ * process group (PostgreSQL's backends each call setsid). For SIGSTOP and SIGKILL the tree is
+ * frozen first, parent before children, so no process forks a child the listing misses. Returns
+ * the descendants signalled.
+ */
+export function killDescendants(pid: number, name: NodeJS.Signals): number[] {
+  if (name !== "SIGSTOP" && name !== "SIGKILL") {
+    const children = descendantsOf(pid);
+    for (const child of children) signal(child, name);
+    signal(pid, name);
+    return children;
+  }
+  signal(pid, "SIGSTOP");
+  const frozen = new Set<number>();
+  for (;;) {
+    const found = descendantsOf(pid).filter((child) => !frozen.has(child));
+    if (found.length === 0) break;
+    for (const child of found) {
+      signal(child, "SIGSTOP");
+      frozen.add(child);
+    }
+  }
+  if (name === "SIGKILL") for (const child of [pid, ...frozen]) signal(child, "SIGKILL");
+  return [...frozen];
 }
 
 /** Removes a folder synchronously, retrying while a just-killed server still writes into it. */

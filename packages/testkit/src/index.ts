@@ -1,6 +1,6 @@
-// Public entry of @leaf/testkit: private MariaDB, Redis, ZooKeeper and etcd servers for tests, faults on
-// demand, separate node processes, Leaf servers as real processes (optionally under a fake clock),
-// and cleanup that survives a killed test process.
+// Public entry of @leaf/testkit: private MariaDB, PostgreSQL, Redis, ZooKeeper and etcd servers
+// for tests, faults on demand, separate node processes, Leaf servers as real processes (optionally
+// under a fake clock), and cleanup that survives a killed test process.
 export { ChildLines } from "./child-lines";
 export { stopAll } from "./cleanup";
 export {
@@ -48,6 +48,12 @@ export {
 } from "./node-process";
 export { type PipelinedAnswer, PipelinedConnection } from "./pipelined";
 export { freePort } from "./ports";
+export { startPostgres } from "./postgres";
+export {
+  type PostgresReplicaPair,
+  type PostgresReplicaPairOptions,
+  startPostgresReplicaPair,
+} from "./postgres-replication";
 export { waitUntilStopped } from "./process-state";
 export { startRedis } from "./redis";
 export {
@@ -79,6 +85,8 @@ export { TcpProxy, type TcpProxyOptions } from "./tcp-proxy";
 export type {
   MysqlHandle,
   MysqlOptions,
+  PostgresHandle,
+  PostgresOptions,
   RedisHandle,
   RedisOptions,
   ServiceHandle,

@@ -1,20 +1,11 @@
 // Private MariaDB servers. mariadb-install-db takes ~0.6 s, copying a ready data folder ~40 ms, so
-// one template data folder per machine is built once (under a lock) and copied for each instance.
+// one template data folder per machine is built once (template.ts) and copied for each instance.
 import { createHash, randomBytes } from "node:crypto";
-import {
-  existsSync,
-  mkdirSync,
-  readFileSync,
-  realpathSync,
-  statSync,
-  writeFileSync,
-} from "node:fs";
-import { cp, mkdir, mkdtemp, rename, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { realpathSync, statSync } from "node:fs";
+import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
 import type { Connection, ConnectionOptions } from "mysql2/promise";
 import { findProgram } from "./binaries";
-import { forgetDir, removeDirSync, watchDir } from "./cleanup";
 import { TestkitError } from "./errors";
 import {
   badEnv,
@@ -24,18 +15,15 @@ import {
   makeInstanceDir,
   parseServiceUrl,
   startOrDispose,
-  TEMP_PREFIX,
 } from "./handle";
 import { LOOPBACK } from "./ports";
 import { runProgram } from "./run-program";
 import { ServerProcess } from "./server-process";
+import { copyTemplate, templateFolder } from "./template";
 import type { MysqlHandle, MysqlOptions } from "./types";
 
 /** Bump when the template's contents or the install arguments change meaning. */
 const TEMPLATE_FORMAT = 1;
-const TEMPLATE_MARKER = ".leaf-testkit-template";
-/** A lock older than this is from a process that hung; it is taken over. */
-const STALE_LOCK_MS = 120_000;
 
 /**
  * InnoDB sizes, the same for install and every run (a different log size makes the server rebuild
@@ -190,48 +178,7 @@ class ExternalMysql extends ExternalServer implements MysqlHandle {
   }
 }
 
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
-function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM";
-  }
-}
-
-/** Takes the lock folder, waiting while a live process holds it; stale locks are taken over. */
-async function takeLock(lock: string, done: () => boolean): Promise<boolean> {
-  for (;;) {
-    if (done()) return false;
-    try {
-      mkdirSync(lock);
-      writeFileSync(join(lock, "pid"), String(process.pid));
-      watchDir(lock);
-      return true;
-    } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
-    }
-    let stale = false;
-    try {
-      const age = Date.now() - statSync(lock).mtimeMs;
-      const holder = Number(readFileSync(join(lock, "pid"), "utf8"));
-      stale = age > STALE_LOCK_MS || (holder > 0 && !pidAlive(holder));
-    } catch {
-      // The pid file is not written yet, or the lock was just released: look again shortly.
-    }
-    if (stale) removeDirSync(lock);
-    else await sleep(100);
-  }
-}
-
-/**
- * The template data folder for this mariadbd and these arguments, built on first use. A new build
- * goes to a staging folder that is renamed into place, so a reader never sees half a template.
- */
+/** The template data folder for this mariadbd and these arguments, built on first use. */
 async function templateDatadir(installDb: string, mariadbd: string): Promise<string> {
   const binary = statSync(mariadbd);
   const key = createHash("sha256")
@@ -242,18 +189,7 @@ async function templateDatadir(installDb: string, mariadbd: string): Promise<str
     )
     .digest("hex")
     .slice(0, 12);
-  const template = join(tmpdir(), `${TEMP_PREFIX}mariadb-template-${key}`);
-  const ready = () => existsSync(join(template, TEMPLATE_MARKER));
-  if (ready()) return template;
-
-  const lock = `${template}.lock`;
-  if (!(await takeLock(lock, ready))) return template;
-  let staging: string | undefined;
-  try {
-    if (ready()) return template;
-    staging = await mkdtemp(join(tmpdir(), `${TEMP_PREFIX}mariadb-template-build-`));
-    watchDir(staging);
-    const datadir = join(staging, "data");
+  return templateFolder("mariadb", key, async (datadir) => {
     const result = await runProgram(installDb, [
       "--no-defaults",
       `--datadir=${datadir}`,
@@ -268,30 +204,7 @@ async function templateDatadir(installDb: string, mariadbd: string): Promise<str
         `${installDb} failed (${result.signal ?? `code ${result.code}`}):\n${result.output.slice(-3000)}`,
       );
     }
-    writeFileSync(join(datadir, TEMPLATE_MARKER), `${installDb}\n`);
-    // A folder left without its marker (a build killed mid-rename) is replaced.
-    await rm(template, { recursive: true, force: true });
-    await rename(datadir, template);
-    return template;
-  } finally {
-    if (staging !== undefined) {
-      await rm(staging, { recursive: true, force: true });
-      forgetDir(staging);
-    }
-    removeDirSync(lock);
-    forgetDir(lock);
-  }
-}
-
-/**
- * Copies the template with the system's cp (about twice as fast as fs.cp on its ~200 small files),
- * falling back to fs.cp where there is none.
- */
-async function copyTemplate(template: string, datadir: string): Promise<void> {
-  const result = await runProgram("cp", ["-R", template, datadir]).catch(() => undefined);
-  if (result?.code === 0) return;
-  await rm(datadir, { recursive: true, force: true });
-  await cp(template, datadir, { recursive: true });
+  });
 }
 
 /**

@@ -2,10 +2,10 @@
 // demand. Knows nothing about MariaDB, Redis or ZooKeeper; each starter passes a ServerSpec.
 import { type ChildProcess, spawn } from "node:child_process";
 import { closeSync, existsSync, openSync, readFileSync, statSync } from "node:fs";
-import { forgetPid, killTree, watchPid } from "./cleanup";
+import { forgetPid, killDescendants, killTree, watchPid } from "./cleanup";
 import { TestkitError } from "./errors";
 import { freePort } from "./ports";
-import { waitUntilStopped } from "./process-state";
+import { waitUntilExited, waitUntilStopped } from "./process-state";
 import type { ServiceKind } from "./types";
 
 /** How to run one kind of server. */
@@ -25,6 +25,17 @@ export interface ServerSpec {
   readyTimeoutMs: number;
   /** ms that stop() waits after SIGTERM before it sends SIGKILL. */
   stopTimeoutMs: number;
+  /**
+   * Which processes make up the server (default "group": the process group it leads).
+   * "descendants": every process descended from it, for servers whose children leave its group
+   * (PostgreSQL's backends each call setsid).
+   */
+  processes?: "group" | "descendants";
+  /**
+   * Signal of a graceful stop (default SIGTERM), sent to the server's process group (with
+   * `processes` "descendants", the server alone: it stops its children itself).
+   */
+  stopSignal?: NodeJS.Signals;
 }
 
 interface Exit {
@@ -172,7 +183,7 @@ export class ServerProcess {
       }
       if (await spec.probe(this.portValue, pid).catch(() => false)) return;
       if (Date.now() > deadline) {
-        killTree(pid, "SIGKILL");
+        this.signal(pid, "SIGKILL");
         await this.waitForExit(child);
         throw new TestkitError(
           "TESTKIT_START_FAILED",
@@ -199,19 +210,22 @@ export class ServerProcess {
   async kill(): Promise<void> {
     const child = this.child;
     if (!child || !this.running) return;
-    killTree(child.pid!, "SIGKILL");
+    const others = this.signal(child.pid!, "SIGKILL");
     await this.waitForExit(child);
+    // Processes that left the server's group are no children of ours: no exit event tells.
+    await waitUntilExited(others, `the ${this.spec.kind} server on 127.0.0.1:${this.portValue}`);
   }
 
   /** SIGTERM, then SIGKILL after `stopTimeoutMs`; resolves once the process has exited. */
   async stop(): Promise<void> {
     const child = this.child;
     if (!child || !this.running) return;
-    killTree(child.pid!, "SIGTERM");
-    // A stopped process keeps SIGTERM pending until it runs again.
-    if (this.paused) killTree(child.pid!, "SIGCONT");
+    const stopSignal = this.spec.stopSignal ?? "SIGTERM";
+    killTree(child.pid!, stopSignal);
+    // A stopped process keeps the signal pending until it runs again.
+    if (this.paused) this.signal(child.pid!, "SIGCONT");
     this.paused = false;
-    const timer = setTimeout(() => killTree(child.pid!, "SIGKILL"), this.spec.stopTimeoutMs);
+    const timer = setTimeout(() => this.signal(child.pid!, "SIGKILL"), this.spec.stopTimeoutMs);
     try {
       await this.waitForExit(child);
     } finally {
@@ -225,11 +239,11 @@ export class ServerProcess {
    */
   pause(): void {
     this.requireRunning("pause");
-    killTree(this.child!.pid!, "SIGSTOP");
+    this.signal(this.child!.pid!, "SIGSTOP");
     this.paused = true;
     waitUntilStopped(
       this.child!.pid!,
-      true,
+      this.spec.processes === "descendants" ? "descendants" : true,
       `the ${this.spec.kind} server on 127.0.0.1:${this.portValue}`,
     );
   }
@@ -237,13 +251,23 @@ export class ServerProcess {
   /** SIGCONT after pause(). */
   resume(): void {
     this.requireRunning("resume");
-    killTree(this.child!.pid!, "SIGCONT");
+    this.signal(this.child!.pid!, "SIGCONT");
     this.paused = false;
   }
 
   /** Synchronous SIGKILL for exit handlers. */
   killNow(): void {
-    if (this.child?.pid !== undefined && this.running) killTree(this.child.pid, "SIGKILL");
+    if (this.child?.pid !== undefined && this.running) this.signal(this.child.pid, "SIGKILL");
+  }
+
+  /**
+   * Sends `signal` to every process of the server; returns the processes outside its group that
+   * were signalled (with `processes` "descendants").
+   */
+  private signal(pid: number, signal: NodeJS.Signals): number[] {
+    if (this.spec.processes === "descendants") return killDescendants(pid, signal);
+    killTree(pid, signal);
+    return [];
   }
 
   private requireRunning(action: string): void {

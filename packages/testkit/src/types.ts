@@ -1,7 +1,7 @@
 // The shapes tests code against: a handle on one server, private or external, and start options.
 
 /** The servers the kit can run. */
-export type ServiceKind = "mysql" | "redis" | "zookeeper" | "etcd";
+export type ServiceKind = "mysql" | "postgres" | "redis" | "zookeeper" | "etcd";
 
 /**
  * One server a test talks to. A private server (started by the kit) can be broken on demand; an
@@ -16,8 +16,8 @@ export interface ServiceHandle {
   /** TCP port; a private server keeps it across restarts. */
   readonly port: number;
   /**
-   * mysql: "mysql://root@127.0.0.1:P/"; redis: "redis://127.0.0.1:P"; zookeeper: "127.0.0.1:P";
-   * etcd: "http://127.0.0.1:P".
+   * mysql: "mysql://root@127.0.0.1:P/"; postgres: "postgres://postgres@127.0.0.1:P/postgres";
+   * redis: "redis://127.0.0.1:P"; zookeeper: "127.0.0.1:P"; etcd: "http://127.0.0.1:P".
    */
   readonly url: string;
   /**
@@ -82,6 +82,37 @@ export interface MysqlHandle extends ServiceHandle {
   urlFor(database: string): string;
 }
 
+/**
+ * A PostgreSQL server; the superuser "postgres" without a password (trust authentication on
+ * loopback) for private servers.
+ */
+export interface PostgresHandle extends ServiceHandle {
+  readonly kind: "postgres";
+  /** Role the kit connects as: "postgres" for private servers. */
+  readonly user: string;
+  /** Password, undefined when there is none (private servers). */
+  readonly password: string | undefined;
+  /**
+   * Creates a new, uniquely named, empty database (UTF8, lower-case name) and returns its name, so
+   * tests sharing a server (also an external one) do not see each other's tables. `prefix`
+   * defaults to "leaf_test".
+   */
+  createDatabase(prefix?: string): Promise<string>;
+  /**
+   * node-postgres (`new pg.Client(...)`) options for `database` (default: the server's maintenance
+   * database, "postgres", or the database of LEAF_TEST_PG_URL).
+   */
+  connectionOptions(database?: string): {
+    host: string;
+    port: number;
+    user: string;
+    password?: string;
+    database: string;
+  };
+  /** `url` with another database: "postgres://postgres@127.0.0.1:P/name". */
+  urlFor(database: string): string;
+}
+
 /** A Redis server (no persistence: it comes back empty after kill() or stop()). */
 export interface RedisHandle extends ServiceHandle {
   readonly kind: "redis";
@@ -117,6 +148,20 @@ export interface MysqlOptions extends StartOptions {
   mariadbd?: string;
   /** Path to mariadb-install-db (or MariaDB's older mysql_install_db) when it is not in PATH. */
   installDb?: string;
+}
+
+/** Options of startPostgres(). */
+export interface PostgresOptions extends StartOptions {
+  /**
+   * Folder holding postgres, initdb and pg_basebackup (default: the newest
+   * /usr/lib/postgresql/<version>/bin, else PATH).
+   */
+  binDir?: string;
+  /**
+   * Operating-system user the server runs as when the tests run as root (PostgreSQL refuses to
+   * run as root); default "postgres", the user Debian's package creates. Ignored when not root.
+   */
+  osUser?: string;
 }
 
 /** Options of startRedis(). */

@@ -12,6 +12,7 @@ import {
   spawnNode,
   startEtcd,
   startMysql,
+  startPostgres,
   startRedis,
   startZookeeper,
   stopAll,
@@ -22,6 +23,7 @@ import { processAlive, waitFor } from "./helpers";
 const child = fileURLToPath(new URL("./fixtures/server-child.ts", import.meta.url));
 const starters: Record<ServiceKind, () => Promise<ServiceHandle>> = {
   mysql: () => startMysql({ useEnv: false }),
+  postgres: () => startPostgres({ useEnv: false }),
   redis: () => startRedis({ useEnv: false }),
   zookeeper: () => startZookeeper({ useEnv: false }),
   etcd: () => startEtcd({ useEnv: false }),

@@ -19,6 +19,15 @@ export {
   writeLeaseCache,
 } from "./lease-cache";
 export {
+  type GrantLeasedIdsOptions,
+  grantLeasedIds,
+  type LeasedIdRows,
+  LeasedIdsLease,
+  type LeasedIdsGrant,
+  type LeasedIdsSettings,
+  type LeasedIdTable,
+} from "./leased-ids";
+export {
   LeaseCore,
   type LeaseGrant,
   type LeaseLostOptions,

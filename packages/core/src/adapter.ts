@@ -19,21 +19,21 @@ export {
   writeLeaseCache,
 } from "./lease-cache";
 export {
-  type GrantLeasedIdsOptions,
-  grantLeasedIds,
-  type LeasedIdRows,
-  LeasedIdsLease,
-  type LeasedIdsGrant,
-  type LeasedIdsSettings,
-  type LeasedIdTable,
-} from "./leased-ids";
-export {
   LeaseCore,
   type LeaseGrant,
   type LeaseLostOptions,
   type LoseOptions,
   leaseLostError,
 } from "./lease-core";
+export {
+  type GrantLeasedIdsOptions,
+  grantLeasedIds,
+  type LeasedIdRows,
+  type LeasedIdsGrant,
+  LeasedIdsLease,
+  type LeasedIdsSettings,
+  type LeasedIdTable,
+} from "./leased-ids";
 export {
   acquireLockFile,
   acquireLockFileWaiting,

@@ -10,6 +10,13 @@ export {
   checkReportedTimestamp,
 } from "./acquire-request";
 export { type Backend, type BackendRules, checkBackend } from "./backend-option";
+export { type DatabaseErrorKind, databaseErrorCode } from "./database-errors";
+export {
+  type HostListUrlRules,
+  type ParsedHostListUrl,
+  parseHostListUrl,
+  redactUrl,
+} from "./host-list-url";
 export {
   type CachedLease,
   type ClockCheck,

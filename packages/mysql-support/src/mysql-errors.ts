@@ -2,26 +2,11 @@
 // store, the MySQL registry): a mysql2 error is classified by its errno or code, without importing
 // mysql2, into unreachable / interrupted / access / schema / read-only / statement, and turned into a LeafError
 // whose message says what happened and what to change.
-import { ErrorCodes, LeafError } from "@leaf/core";
+import { LeafError } from "@leaf/core";
+import { type DatabaseErrorKind, databaseErrorCode } from "@leaf/core/adapter";
 
-/**
- * What a MySQL error means for the caller:
- * - `unreachable`: the server could not be reached or stopped answering (retry, or another host);
- * - `access`: the user may not log in, use the database or run the statement (configuration);
- * - `schema`: the database, the table or a column does not exist (configuration);
- * - `interrupted`: the server stopped the statement before it finished (KILL QUERY, KILL
- *   CONNECTION, a statement time limit): nothing is wrong with the statement, and a write in a
- *   transaction may or may not have been committed when the connection went (retry, or read first);
- * - `read-only`: the server takes no writes (a replica; another host may);
- * - `statement`: anything else the server said about the statement.
- */
-export type MysqlErrorKind =
-  | "unreachable"
-  | "interrupted"
-  | "access"
-  | "schema"
-  | "read-only"
-  | "statement";
+/** What a MySQL error means for the caller (see `DatabaseErrorKind` in @leaf/core/adapter). */
+export type MysqlErrorKind = DatabaseErrorKind;
 
 /** A classified MySQL error. */
 export interface MysqlErrorInfo {
@@ -228,15 +213,9 @@ export function mysqlError(error: unknown, context: MysqlErrorContext): LeafErro
   if (error instanceof LeafError) return error;
   const info = classifyMysqlError(error);
   const { problem, fix } = describeMysqlError(info, context);
-  const code =
-    info.kind === "access" || info.kind === "schema"
-      ? ErrorCodes.INVALID_CONFIG
-      : info.kind === "statement" && !info.transient
-        ? ErrorCodes.INVALID_ARGUMENT
-        : ErrorCodes.UNAVAILABLE;
   return new LeafError({
     component: context.component,
-    code,
+    code: databaseErrorCode(info),
     message: `${problem} while ${context.doing}; ${fix}`,
     details: {
       mysql: info.kind,

@@ -1,7 +1,6 @@
 // Java Leaf's leaf_alloc table, column for column, so that a team moving from Java Leaf points the
 // MySQL store at the table it already has. The same text ships as sql/leaf_alloc.sql.
-import { configError } from "@leaf/core";
-import { COMPONENT } from "@leaf/segment/adapter";
+import { checkTableName, deletedTableName as sharedDeletedTableName } from "@leaf/segment/adapter";
 
 /** The default table name, as in Java Leaf. */
 export const DEFAULT_TABLE = "leaf_alloc";
@@ -21,22 +20,16 @@ export function leafAllocSchema(table: string = DEFAULT_TABLE): string {
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`;
 }
 
+/** How MySQL names tables: up to 64 characters a part, `database.table`. */
+const MYSQL_NAMING = { maxLength: 64, qualifier: "database" };
+
 /**
  * The name of the table where the store keeps the last max id of each deleted tag: the tag table's
  * name with `_deleted` appended (`leaf_alloc_deleted`), in the same database. A separate table, so
  * Java Leaf, which reads every row of `leaf_alloc`, never sees a deleted tag.
  */
 export function deletedTableName(table: string = DEFAULT_TABLE): string {
-  const name = `${table}_deleted`;
-  if (name.split(".").at(-1)!.length > 64) {
-    throw configError(
-      COMPONENT,
-      "table",
-      table,
-      "a table name of at most 56 characters: the store keeps deleted tags in a table named after it with _deleted appended",
-    );
-  }
-  return name;
+  return sharedDeletedTableName(table, MYSQL_NAMING);
 }
 
 /**
@@ -57,20 +50,10 @@ export const LEAF_ALLOC_SCHEMA: string = leafAllocSchema();
 
 /**
  * Quotes a table name (`name` or `database.name`) for SQL, refusing anything but letters, digits,
- * `_` and `$`: the name is configuration, never user input, but it is the one thing not passed as a
- * query parameter.
+ * `_` and `$` (see `checkTableName`).
  */
 export function quoteTable(table: string): string {
-  if (typeof table !== "string" || !/^[A-Za-z0-9_$]{1,64}(\.[A-Za-z0-9_$]{1,64})?$/.test(table)) {
-    throw configError(
-      COMPONENT,
-      "table",
-      table,
-      "a table name of letters, digits, _ and $ (1 to 64 characters), optionally database.table",
-    );
-  }
-  return table
-    .split(".")
+  return checkTableName(table, MYSQL_NAMING)
     .map((part) => `\`${part}\``)
     .join(".");
 }

@@ -1,0 +1,60 @@
+// The leaf_alloc table on PostgreSQL: Java Leaf's columns (biz_tag, max_id, step, description,
+// update_time) in PostgreSQL's types, and the deleted tags' table beside it. The same text ships as
+// sql/leaf_alloc.sql and sql/leaf_alloc_deleted.sql.
+import { checkTableName, deletedTableName as sharedDeletedTableName } from "@leaf/segment/adapter";
+
+/** The default table name, as in Java Leaf. */
+export const DEFAULT_TABLE = "leaf_alloc";
+
+/** How PostgreSQL names tables: up to 63 bytes a part (NAMEDATALEN - 1), `schema.table`. */
+const POSTGRES_NAMING = { maxLength: 63, qualifier: "schema" };
+
+/**
+ * The `CREATE TABLE` statement of the `leaf_alloc` table (with `IF NOT EXISTS`), for the given table
+ * name. `update_time` has no `ON UPDATE` in PostgreSQL: every statement of the store that changes a
+ * row sets it.
+ */
+export function leafAllocSchema(table: string = DEFAULT_TABLE): string {
+  return `CREATE TABLE IF NOT EXISTS ${quoteTable(table)} (
+  "biz_tag" varchar(128) NOT NULL DEFAULT '',
+  "max_id" bigint NOT NULL DEFAULT 1,
+  "step" integer NOT NULL,
+  "description" varchar(256) DEFAULT NULL,
+  "update_time" timestamptz NOT NULL DEFAULT CURRENT_TIMESTAMP,
+  PRIMARY KEY ("biz_tag")
+)`;
+}
+
+/**
+ * The name of the table where the store keeps the last max id of each deleted tag: the tag table's
+ * name with `_deleted` appended (`leaf_alloc_deleted`), in the same schema.
+ */
+export function deletedTableName(table: string = DEFAULT_TABLE): string {
+  return sharedDeletedTableName(table, POSTGRES_NAMING);
+}
+
+/**
+ * The `CREATE TABLE` statement of the deleted tags' table (see {@link deletedTableName}): one row
+ * per deleted tag, its max id when it was last deleted. A tag is created again only at or above it.
+ */
+export function deletedTagsSchema(table: string = DEFAULT_TABLE): string {
+  return `CREATE TABLE IF NOT EXISTS ${quoteTable(deletedTableName(table))} (
+  "biz_tag" varchar(128) NOT NULL,
+  "max_id" bigint NOT NULL,
+  "deleted_at" timestamptz NOT NULL DEFAULT CURRENT_TIMESTAMP,
+  PRIMARY KEY ("biz_tag")
+)`;
+}
+
+/** The schema with the default table name. */
+export const LEAF_ALLOC_SCHEMA: string = leafAllocSchema();
+
+/**
+ * Quotes a table name (`name` or `schema.name`) for SQL, refusing anything but letters, digits, `_`
+ * and `$` (see `checkTableName`). Quoted, the name keeps its case: `Leaf_Alloc` is not `leaf_alloc`.
+ */
+export function quoteTable(table: string): string {
+  return checkTableName(table, POSTGRES_NAMING)
+    .map((part) => `"${part}"`)
+    .join(".");
+}

@@ -1,10 +1,8 @@
 // Redis key names of one namespace. Every key carries the same hash tag `{namespace}`, so all keys
 // one allocation touches hash to one Redis Cluster slot and the Lua script may use them together.
-import { configError } from "@leaf/core";
+import { checkRedisKeyPrefix, checkRedisNamespace } from "@leaf/redis-support";
 
 const COMPONENT = "redis-sequence";
-const NAMESPACE = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
-const PREFIX = /^[A-Za-z0-9._:-]{0,64}$/;
 
 /** The keys of one namespace, and how they are named. */
 export interface SequenceKeys {
@@ -40,32 +38,16 @@ export const SETTINGS_KEY_PREFIX = "leaf-sequence:";
 
 /**
  * Checks a namespace: 1 to 128 characters, letters, digits and `. _ : -`, starting with a letter or
- * digit.
+ * digit (the check of `@leaf/redis-support`).
  */
 export function checkNamespace(namespace: unknown): string {
-  if (typeof namespace !== "string" || !NAMESPACE.test(namespace)) {
-    throw configError(
-      COMPONENT,
-      "namespace",
-      namespace,
-      "1 to 128 characters of letters, digits, '.', '_', ':' or '-', starting with a letter or " +
-        "digit (no braces or spaces: it becomes the Redis Cluster hash tag {namespace})",
-    );
-  }
-  return namespace;
+  return checkRedisNamespace(COMPONENT, namespace);
 }
 
 /** Key names for `namespace` under `keyPrefix`; both are validated. */
 export function sequenceKeys(namespace: string, keyPrefix = "leaf:"): SequenceKeys {
   const ns = checkNamespace(namespace);
-  if (typeof keyPrefix !== "string" || !PREFIX.test(keyPrefix)) {
-    throw configError(
-      COMPONENT,
-      "keyPrefix",
-      keyPrefix,
-      "up to 64 characters of letters, digits, '.', '_', ':' or '-' (no braces: the hash tag must be the namespace)",
-    );
-  }
+  checkRedisKeyPrefix(COMPONENT, keyPrefix);
   const base = `${keyPrefix}{${ns}}:`;
   const suffix = (second: number, shard?: number) =>
     shard === undefined ? `${second}` : `${second}:${shard}`;

@@ -122,6 +122,43 @@ export class RedisLink {
   }
 
   /**
+   * Runs `script` and then `WAIT replicas waitMs` in one pipeline, on one connection, so that the
+   * WAIT covers the script's writes (a WAIT sent alone could go out on a new connection after a
+   * reconnect, which has written nothing, and answer at once). Answers the script's reply and how
+   * many replicas acknowledged every write made on the connection so far. Rejects with the
+   * script's error (its writes, if any, are not waited for), Redis's error for the WAIT, or a
+   * TimeLimitError; `timeoutMs` must leave room for `waitMs`.
+   */
+  async runThenWait(
+    script: LuaScript,
+    keys: readonly string[],
+    args: readonly (string | number)[],
+    wait: { replicas: number; waitMs: number },
+    timeoutMs: number = this.timeoutMs,
+  ): Promise<{ reply: unknown; acknowledged: number }> {
+    const send = async (bySource: boolean) => {
+      const pipeline = this.client.pipeline();
+      if (bySource) pipeline.eval(script.source, keys.length, ...keys, ...args);
+      else pipeline.evalsha(script.sha, keys.length, ...keys, ...args);
+      pipeline.wait(wait.replicas, wait.waitMs);
+      return (await pipeline.exec()) ?? [];
+    };
+    const call = async () => {
+      await this.connect(timeoutMs);
+      let results = await send(false);
+      const first = results[0]?.[0];
+      if (first instanceof Error && first.message.startsWith("NOSCRIPT"))
+        results = await send(true);
+      const [scriptError, reply] = results[0] ?? [new Error("the pipeline answered nothing")];
+      if (scriptError) throw scriptError;
+      const [waitError, acknowledged] = results[1] ?? [new Error("WAIT was not answered")];
+      if (waitError) throw waitError;
+      return { reply, acknowledged: Number(acknowledged) };
+    };
+    return await withTimeLimit(call(), timeoutMs, "waiting for Redis and its replicas to answer");
+  }
+
+  /**
    * `maxmemory-policy` and `maxmemory` of every server that may hold the keys (each master of a
    * Cluster), read with CONFIG GET or else INFO memory. Rejects only when a client made here
    * cannot connect; a server that answers neither read is given as unreadable.

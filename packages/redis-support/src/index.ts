@@ -3,12 +3,17 @@
 // by SHA, the takeover script, URLs, time limits and the eviction-policy check.
 export { type RedisCallErrorContext, redisCallError } from "./call-error";
 export { RedisLink, type RedisLinkOptions } from "./connection";
+export { checkRedisKeyPrefix, checkRedisNamespace } from "./key-names";
 export {
+  checkEvictionMode,
+  enforceRedisEviction,
   judgeRedisEviction,
   policyMayEvict,
+  type RedisEvictionCheck,
   type RedisEvictionContext,
   type RedisEvictionFinding,
   type RedisEvictionSettings,
+  type RedisEvictionWarning,
   type RedisSettingsReader,
   readRedisEviction,
 } from "./redis-eviction";

@@ -1,6 +1,9 @@
 // Whether a Redis may evict an adapter's keys: its maxmemory-policy read at start (CONFIG GET, or
 // INFO memory where CONFIG is renamed or disabled, as managed services often do) and judged for
-// the adapter's keys. One place for registry-redis (refuses by default) and redis-sequence (warns).
+// the adapter's keys. One place for registry-redis and segment-redis (refuse by default) and
+// redis-sequence (warns).
+import { configError, ErrorCodes, LeafError } from "@leaf/core";
+import type { RedisLink } from "./connection";
 import { withTimeLimit } from "./redis-link";
 
 /** The two reads the check needs from one Redis server; an ioredis `Redis` has both. */
@@ -146,4 +149,62 @@ function bytes(text: string | undefined): number | undefined {
 
 function reasonOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
+}
+
+/** What an adapter does when Redis may evict its keys: refuse to run (default) or warn. */
+export type RedisEvictionCheck = "refuse" | "warn";
+
+/** Reads an adapter's `evictionCheck` option: "refuse" (default) or "warn"; INVALID_CONFIG else. */
+export function checkEvictionMode(component: string, value: unknown): RedisEvictionCheck {
+  const mode = value ?? "refuse";
+  if (mode !== "refuse" && mode !== "warn") {
+    throw configError(component, "evictionCheck", mode, '"refuse" or "warn"');
+  }
+  return mode;
+}
+
+/** A warning {@link enforceRedisEviction} leaves to the adapter to give (and when). */
+export interface RedisEvictionWarning {
+  /** "eviction-policy": Redis may evict the keys; "eviction-policy-unknown": it could not be read. */
+  type: "eviction-policy" | "eviction-policy-unknown";
+  message: string;
+  details: Record<string, unknown>;
+}
+
+/**
+ * The eviction check of an adapter whose keys must not be evicted (no TTL, so `volatile-*` never
+ * evicts them): reads the settings of every master, judges them for the adapter's keys and, with
+ * `mode` "refuse", rejects with INVALID_CONFIG (`details.key` "maxmemory-policy") naming the policy
+ * and the setting to change. Otherwise answers the warning to give: "eviction-policy" (mode
+ * "warn") or "eviction-policy-unknown" (a policy that could not be read), or undefined when every
+ * master keeps the keys. A link that cannot reach Redis rejects with `failure(cause)`.
+ */
+export async function enforceRedisEviction(
+  link: RedisLink,
+  context: Omit<RedisEvictionContext, "where"> & {
+    mode: RedisEvictionCheck;
+    failure: (cause: unknown) => Error;
+  },
+): Promise<RedisEvictionWarning | undefined> {
+  let servers: RedisEvictionSettings[];
+  try {
+    servers = await link.evictionSettings();
+  } catch (error) {
+    throw context.failure(error);
+  }
+  const finding = judgeRedisEviction(servers, { ...context, where: link.description });
+  if (!finding) return undefined;
+  const details = { servers: finding.servers, evictionCheck: context.mode };
+  if (finding.kind === "unreadable") {
+    return { type: "eviction-policy-unknown", message: finding.message, details };
+  }
+  if (context.mode === "warn") {
+    return { type: "eviction-policy", message: finding.message, details };
+  }
+  throw new LeafError({
+    component: context.component,
+    code: ErrorCodes.INVALID_CONFIG,
+    message: `${finding.message.replace(/^\[leaf\] \[[^\]]+\] /, "")}; or, to run with it anyway, evictionCheck: "warn"`,
+    details: { key: "maxmemory-policy", ...details },
+  });
 }

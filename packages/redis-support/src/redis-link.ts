@@ -19,7 +19,9 @@ export function luaScript(source: string): LuaScript {
 /**
  * A Lua fragment for scripts that keep a marker of the Redis process that holds their data: it
  * defines `leaf_redis_takeover(marked_run_id, marked_replid)`, which tells whether this Redis may
- * have lost writes since the marker was written, and returns `reason, run_id, replid, uptime_ms`:
+ * have lost writes since the marker was written, and returns `reason, run_id, replid, uptime_ms,
+ * promoted` (`promoted`: this process was promoted from a replica, see below; a `'restarted'`
+ * process that is promoted is a failover to a replica that had the marker):
  *
  * - `'restarted'`: the marker names another process (a restart, a restore from an older snapshot,
  *   or a failover to a replica that had the marker);
@@ -60,7 +62,7 @@ local function leaf_redis_takeover(marked_run_id, marked_replid)
   elseif promoted and replid ~= '' and replid ~= marked_replid then
     reason = 'promoted'
   end
-  return reason, run_id, replid, uptime_ms
+  return reason, run_id, replid, uptime_ms, promoted
 end
 `;
 

@@ -10,7 +10,12 @@ import {
   type WorkerIdRegistry,
 } from "@leaf/core";
 import { checkAcquireRequest, checkLeaseTimings } from "@leaf/core/adapter";
-import { judgeRedisEviction, type RedisEvictionSettings, RedisLink } from "@leaf/redis-support";
+import {
+  checkEvictionMode,
+  enforceRedisEviction,
+  type RedisEvictionCheck,
+  RedisLink,
+} from "@leaf/redis-support";
 import type { Cluster, ClusterOptions, Redis, RedisOptions } from "ioredis";
 import { COMPONENT, redisFailure } from "./connection";
 import { acquireRedisLease, type RedisLease } from "./redis-lease";
@@ -112,7 +117,7 @@ export class RedisRegistry implements WorkerIdRegistry {
   private readonly clock: Clock;
   private readonly toleranceMs: number;
   private readonly live = new Set<RedisLease>();
-  private readonly evictionCheck: "refuse" | "warn";
+  private readonly evictionCheck: RedisEvictionCheck;
   private readonly onWarning: (warning: RedisRegistryWarning) => void;
   /** Warning types already given: each is given once per registry. */
   private readonly warned = new Set<RedisRegistryWarning["type"]>();
@@ -151,11 +156,7 @@ export class RedisRegistry implements WorkerIdRegistry {
     }
     this.toleranceMs = toleranceMs;
     this.clock = options.clock ?? systemClock;
-    const evictionCheck = options.evictionCheck ?? "refuse";
-    if (evictionCheck !== "refuse" && evictionCheck !== "warn") {
-      throw configError(COMPONENT, "evictionCheck", evictionCheck, '"refuse" or "warn"');
-    }
-    this.evictionCheck = evictionCheck;
+    this.evictionCheck = checkEvictionMode(COMPONENT, options.evictionCheck);
     const onWarning = options.onWarning ?? defaultWarning;
     if (typeof onWarning !== "function") {
       throw configError(COMPONENT, "onWarning", onWarning, "a function");
@@ -227,36 +228,21 @@ export class RedisRegistry implements WorkerIdRegistry {
   /**
    * Reads Redis's eviction policy before a grant: a policy that may evict the keys rejects with
    * INVALID_CONFIG (or warns, with evictionCheck "warn"); one that cannot be read is returned, to
-   * be warned about once the grant shows Redis answers.
+   * be warned about once the grant shows Redis answers. The check is `@leaf/redis-support`'s.
    */
   private async checkEviction(): Promise<RedisRegistryWarning | undefined> {
-    let servers: RedisEvictionSettings[];
-    try {
-      servers = await this.link.evictionSettings();
-    } catch (error) {
-      throw redisFailure(this.link, error, "reading maxmemory-policy");
-    }
-    const finding = judgeRedisEviction(servers, {
+    const warning = await enforceRedisEviction(this.link, {
       component: COMPONENT,
-      where: this.link.description,
       keysExpire: false,
       consequence: EVICTION_CONSEQUENCE,
+      mode: this.evictionCheck,
+      failure: (error) => redisFailure(this.link, error, "reading maxmemory-policy"),
     });
-    if (!finding) return undefined;
-    const details = { servers: finding.servers, evictionCheck: this.evictionCheck };
-    if (finding.kind === "unreadable") {
-      return { type: "eviction-policy-unknown", message: finding.message, details };
-    }
-    if (this.evictionCheck === "warn") {
-      this.warnOnce({ type: "eviction-policy", message: finding.message, details });
+    if (warning?.type === "eviction-policy") {
+      this.warnOnce(warning);
       return undefined;
     }
-    throw new LeafError({
-      component: COMPONENT,
-      code: ErrorCodes.INVALID_CONFIG,
-      message: `${finding.message.replace(/^\[leaf\] \[[^\]]+\] /, "")}; or, to run with it anyway, evictionCheck: "warn"`,
-      details: { key: "maxmemory-policy", ...details },
-    });
+    return warning;
   }
 
   private warnOnce(warning: RedisRegistryWarning): void {

@@ -1,6 +1,10 @@
 // Java Leaf's leaf_alloc table, column for column, so that a team moving from Java Leaf points the
 // MySQL store at the table it already has. The same text ships as sql/leaf_alloc.sql.
-import { checkTableName, deletedTableName as sharedDeletedTableName } from "@leaf/segment/adapter";
+import {
+  checkTableName,
+  deletedTableName as sharedDeletedTableName,
+  residueTableName as sharedResidueTableName,
+} from "@leaf/segment/adapter";
 
 /** The default table name, as in Java Leaf. */
 export const DEFAULT_TABLE = "leaf_alloc";
@@ -56,4 +60,34 @@ export function quoteTable(table: string): string {
   return checkTableName(table, MYSQL_NAMING)
     .map((part) => `\`${part}\``)
     .join(".");
+}
+
+/**
+ * The name of the table where a database of a residue set keeps its residue record (see
+ * `ResidueSegmentStore` of @leaf/segment): the tag table's name with `_residue` appended
+ * (`leaf_alloc_residue`), in the same database. Java Leaf never reads it.
+ */
+export function residueTableName(table: string = DEFAULT_TABLE): string {
+  return sharedResidueTableName(table, MYSQL_NAMING);
+}
+
+/**
+ * The `CREATE TABLE` statement of the residue table (see {@link residueTableName}): one row, the
+ * database's residue class in its set (tinyid's `delta` and `remainder`), written by
+ * `formResidueSet` and read after every range a residue set's store takes.
+ */
+export function residueSchema(table: string = DEFAULT_TABLE): string {
+  return `CREATE TABLE IF NOT EXISTS ${quoteTable(residueTableName(table))} (
+  \`id\` tinyint(4) NOT NULL DEFAULT '1',
+  \`set_id\` varchar(64) NOT NULL,
+  \`member_id\` varchar(64) NOT NULL,
+  \`epoch\` int(11) NOT NULL,
+  \`delta\` int(11) NOT NULL,
+  \`remainder\` int(11) NOT NULL,
+  \`state\` varchar(16) NOT NULL,
+  \`version\` bigint(20) NOT NULL,
+  \`update_time\` timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP,
+  PRIMARY KEY (\`id\`),
+  CONSTRAINT \`one_row\` CHECK (\`id\` = 1)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4`;
 }

@@ -7,10 +7,12 @@
 // once-only writes and the range checks are @leaf/segment's HostedRanges, shared with the
 // PostgreSQL store; this file holds the SQL and mysql2's side of them.
 import { classifyMysqlError, mysqlError } from "@leaf/mysql-support";
-import type { NewTag, SegmentRange, SegmentStore, TagRecord } from "@leaf/segment";
+import type { NewTag, ResidueRecord, SegmentRange, SegmentStore, TagRecord } from "@leaf/segment";
 import {
   belowDeletedTag,
   COMPONENT,
+  checkExpectedVersion,
+  checkResidueRecord,
   checkStep,
   checkTag,
   type HostDriver,
@@ -31,6 +33,7 @@ import {
   leafAllocSchema,
   quoteTable,
 } from "./leaf-alloc-schema";
+import { MysqlResidueTable } from "./mysql-residue";
 import {
   hostCluster,
   type MysqlSegmentStoreOptions,
@@ -84,6 +87,8 @@ export class MysqlSegmentStore implements SegmentStore {
   private readonly queryTimeoutMs: number;
   /** Host failover, once-only writes, range checks and counters (shared with other SQL stores). */
   private readonly ranges: HostedRanges<PoolConnection>;
+  /** The residue record, when the database is in a residue set (`leaf_alloc_residue`). */
+  private readonly residue: MysqlResidueTable;
 
   constructor(options: MysqlSegmentStoreOptions) {
     const hosts = hostCluster(options);
@@ -99,6 +104,11 @@ export class MysqlSegmentStore implements SegmentStore {
       where: this.where(),
       name: "the MySQL segment store",
     });
+    this.residue = new MysqlResidueTable(
+      hosts.tableName,
+      (conn, sql, values) => this.send(conn, sql, values),
+      () => new MysqlReadOnly("@@global.read_only is ON"),
+    );
   }
 
   /**
@@ -304,6 +314,29 @@ export class MysqlSegmentStore implements SegmentStore {
       `SELECT biz_tag, max_id, step, description, update_time FROM ${this.table} WHERE 1 = 0`,
       `UPDATE ${this.table} SET max_id = max_id, step = step WHERE 1 = 0`,
     ]);
+  }
+
+  /**
+   * The residue record of this database in a residue set (`leaf_alloc_residue`, one row), read on
+   * the host in use; undefined when the set was never formed here.
+   */
+  async readResidue(): Promise<ResidueRecord | undefined> {
+    return this.ranges.run("reading the residue record", (conn) => this.residue.read(conn));
+  }
+
+  /**
+   * Writes the residue record when its version is `expectedVersion` (null: when there is none),
+   * creating the table first when it is missing: one `UPDATE ... WHERE version = ?` (or `INSERT`),
+   * sent at most once (see {@link giveBack}).
+   */
+  async writeResidue(next: ResidueRecord, expectedVersion: number | null): Promise<boolean> {
+    checkResidueRecord(next, "next");
+    checkExpectedVersion(expectedVersion);
+    return this.ranges.write(
+      "writing the residue record",
+      (conn) => this.residue.write(conn, next, expectedVersion),
+      (conn) => this.residue.ensure(conn),
+    );
   }
 
   /** Counters: round trips, ranges taken, failovers, refusals, the host in use. */

@@ -22,6 +22,13 @@ export {
   type StorePoolOptions,
   type TableNaming,
 } from "./host-options";
+export {
+  checkExpectedVersion,
+  checkResidueRecord,
+  type ResidueRow,
+  residueRecordOf,
+  residueTableName,
+} from "./residue-record";
 export { STORE_FIXES, type TagRow, tagRecordOf } from "./store-rows";
 export {
   badStoredMaxId,

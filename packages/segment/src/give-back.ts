@@ -2,8 +2,9 @@
 // the current range, the ranges ahead, a range that arrived while closing) go back to the store
 // when they end at the stored max id; the store's compare-and-set decides whether that still holds.
 
+import { classKey } from "./residue-range";
 import type { TagBuffer } from "./segment-buffer";
-import type { SegmentStore } from "./segment-store";
+import type { RangeResidue, SegmentStore } from "./segment-store";
 import { message } from "./tag-loader";
 
 /** What `close()` did with the unused ids of one tag. */
@@ -27,18 +28,35 @@ export interface GiveBackOutcome {
 /**
  * The ids `b` holds and never handed out that end at the end of its last range: the current
  * range's rest, then every range after it, kept only as far back as they follow each other with no
- * gap (another process's range in between cuts the run). Undefined when it holds none.
+ * gap (another process's range in between cuts the run) and are of one residue class (ranges of a
+ * residue set's databases: `residue` names it). Undefined when it holds none.
  */
-export function unusedTail(b: TagBuffer): { from: bigint; end: bigint } | undefined {
-  const pieces: { start: bigint; end: bigint }[] = [];
-  if (b.initialized) pieces.push({ start: b.position(), end: b.end });
+export function unusedTail(
+  b: TagBuffer,
+): { from: bigint; end: bigint; residue?: RangeResidue } | undefined {
+  const pieces: { start: bigint; end: bigint; stride?: number; remainder?: number }[] = [];
+  if (b.initialized) {
+    const current = { start: b.position(), end: b.end };
+    pieces.push(
+      b.stride > 1n ? { ...current, stride: Number(b.stride), remainder: b.remainder } : current,
+    );
+  }
   for (const r of b.ahead) pieces.push(r);
   for (const r of b.late) pieces.push(r);
   const last = pieces.at(-1);
   if (last === undefined) return undefined;
+  const key = classKey(last);
   let from = last.start;
-  for (let i = pieces.length - 2; i >= 0 && pieces[i]!.end === from; i--) from = pieces[i]!.start;
-  return from < last.end ? { from, end: last.end } : undefined;
+  for (
+    let i = pieces.length - 2;
+    i >= 0 && pieces[i]!.end === from && classKey(pieces[i]!) === key;
+    i--
+  )
+    from = pieces[i]!.start;
+  if (from >= last.end) return undefined;
+  return key === ""
+    ? { from, end: last.end }
+    : { from, end: last.end, residue: { stride: last.stride!, remainder: last.remainder ?? 0 } };
 }
 
 /**
@@ -55,7 +73,7 @@ export async function giveBackAll(
   for (const b of buffers) {
     const tail = unusedTail(b);
     if (tail === undefined) continue;
-    const base = { tag: b.tag, ...tail };
+    const base = { tag: b.tag, from: tail.from, end: tail.end };
     const unsure =
       store.giveBack === undefined
         ? `the ${store.kind} store cannot give back`
@@ -78,7 +96,10 @@ export async function giveBackAll(
       continue;
     }
     try {
-      const given = await store.giveBack!(b.tag, tail.from, tail.end);
+      const given =
+        tail.residue === undefined
+          ? await store.giveBack!(b.tag, tail.from, tail.end)
+          : await store.giveBack!(b.tag, tail.from, tail.end, tail.residue);
       outcomes.push({ ...base, outcome: given ? "given-back" : "taken-since" });
     } catch (error) {
       outcomes.push({ ...base, outcome: "failed", reason: message(error) });

@@ -17,6 +17,17 @@ export {
   MemorySegmentStore,
   type MemorySegmentStoreOptions,
 } from "./memory-store";
+export {
+  type FormResidueSetOptions,
+  formResidueSet,
+  type ResidueSetReport,
+} from "./residue-set";
+export {
+  type MemberErrorContext,
+  type ResidueMemberStatus,
+  ResidueSegmentStore,
+  type ResidueSegmentStoreOptions,
+} from "./residue-store";
 export type { RangeSnapshot } from "./segment-buffer";
 export {
   type EagerLoadOptions,
@@ -28,7 +39,14 @@ export {
   SegmentIdGenerator,
   type TagSnapshot,
 } from "./segment-generator";
-export type { NewTag, SegmentRange, SegmentStore, TagRecord } from "./segment-store";
+export type {
+  NewTag,
+  RangeResidue,
+  ResidueRecord,
+  SegmentRange,
+  SegmentStore,
+  TagRecord,
+} from "./segment-store";
 export {
   checkTag,
   isValidTag,

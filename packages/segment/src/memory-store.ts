@@ -1,7 +1,8 @@
 // A segment store in process memory: for tests, benches and embedding a generator where ids need
 // to be unique only while the process lives. Nothing survives a restart.
 
-import type { NewTag, SegmentRange, SegmentStore, TagRecord } from "./segment-store";
+import { checkExpectedVersion, checkResidueRecord } from "./residue-record";
+import type { NewTag, ResidueRecord, SegmentRange, SegmentStore, TagRecord } from "./segment-store";
 import {
   badStoredMaxId,
   badStoredStep,
@@ -35,6 +36,8 @@ export class MemorySegmentData {
   readonly rows = new Map<string, MemoryRow>();
   /** @internal the highest max id each deleted tag was deleted with */
   readonly deleted = new Map<string, bigint>();
+  /** @internal the residue record, when this storage is a database of a residue set */
+  residue: ResidueRecord | undefined = undefined;
 }
 
 /** Options of {@link MemorySegmentStore}. */
@@ -152,6 +155,22 @@ export class MemorySegmentStore implements SegmentStore {
     const maxId = before === undefined || row.maxId > before ? row.maxId : before;
     this.data.deleted.set(tag, maxId);
     return { ...toRecord(tag, row), maxId };
+  }
+
+  /** The residue record of the shared storage (see {@link SegmentStore.readResidue}). */
+  async readResidue(): Promise<ResidueRecord | undefined> {
+    this.checkOpen();
+    return this.data.residue === undefined ? undefined : { ...this.data.residue };
+  }
+
+  /** Writes the residue record when its version is `expectedVersion` (compare-and-set). */
+  async writeResidue(next: ResidueRecord, expectedVersion: number | null): Promise<boolean> {
+    this.checkOpen();
+    checkResidueRecord(next, "next");
+    checkExpectedVersion(expectedVersion);
+    if ((this.data.residue?.version ?? null) !== expectedVersion) return false;
+    this.data.residue = { ...next };
+    return true;
   }
 
   async close(): Promise<void> {

@@ -3,6 +3,7 @@
 // range's counter is a JS number while the range ends at or below 2^53 (a number add and one
 // BigInt() per id) and a bigint above, so every id stays exact.
 import type { LeafError } from "@leaf/core";
+import { firstIdOf, idsLeftIn, isStrided, type StrideFloors } from "./residue-range";
 import type { SegmentRange } from "./segment-store";
 
 /** Ranges that end at or below this are counted with JS numbers. */
@@ -49,6 +50,13 @@ export class TagBuffer {
   /** The bigint value at which the next range is loaded, when `bigArmed`. */
   bigPreloadAt = 0n;
   bigArmed = false;
+  /**
+   * Between two ids of the current range: 1 except for a range of one residue class (a residue
+   * set's), which is counted in bigint and hands out every `stride`-th id.
+   */
+  stride = 1n;
+  /** The residue class of the current range's ids (with `stride` above 1). */
+  remainder = 0;
   start = 0n;
   end = 0n;
   step = 0;
@@ -101,6 +109,8 @@ export class TagBuffer {
   floor: bigint;
   /** One past the highest id of any range this process accepted (the floor without the mark). */
   taken = 0n;
+  /** Per residue class, the strided ranges accepted (`floor` and `taken` count the others). */
+  strided: StrideFloors | undefined = undefined;
 
   // Dynamic step and monitoring.
   /** Step of the last range taken. */
@@ -141,10 +151,17 @@ export class TagBuffer {
   /** Ids left in the current range. */
   currentLeft(): bigint {
     if (!this.initialized) return 0n;
+    if (this.stride > 1n)
+      return this.bigValue >= this.end
+        ? 0n
+        : (this.end - this.bigValue + this.stride - 1n) / this.stride;
     return this.big ? this.end - this.bigValue : BigInt(this.limit - this.value);
   }
 
-  /** Makes `range` current (no I/O) and arms the preload at `threshold` of it. */
+  /**
+   * Makes `range` current (no I/O) and arms the preload at `threshold` of it. A range of one residue
+   * class (a stride above 1) is counted in bigint from its first id of that class.
+   */
   promote(range: SegmentRange, threshold: number): void {
     const offset = Math.ceil(range.step * threshold);
     this.start = range.start;
@@ -152,7 +169,9 @@ export class TagBuffer {
     this.step = range.step;
     if (this.initialized) this.pos = this.pos === 0 ? 1 : 0;
     this.initialized = true;
-    if (range.end <= NUMBER_LIMIT) {
+    this.stride = isStrided(range) ? BigInt(range.stride!) : 1n;
+    this.remainder = isStrided(range) ? (range.remainder ?? 0) : 0;
+    if (range.end <= NUMBER_LIMIT && this.stride === 1n) {
       this.big = false;
       this.value = Number(range.start);
       this.limit = Number(range.end);
@@ -161,7 +180,7 @@ export class TagBuffer {
       this.big = true;
       this.value = 0;
       this.limit = 0;
-      this.bigValue = range.start;
+      this.bigValue = firstIdOf(range);
       this.bigPreloadAt = range.start + BigInt(offset);
       this.bigArmed = true;
       this.preloadAt = Number.POSITIVE_INFINITY;
@@ -184,13 +203,18 @@ export class TagBuffer {
 
   /** The next id of the current range (its end when used up), as a bigint. */
   position(): bigint {
-    return this.big ? this.bigValue : BigInt(Math.min(this.value, this.limit));
+    // A range of one residue class steps past its end: the position stops there.
+    if (this.big) {
+      if (this.bigValue > this.end) return this.end;
+      return this.bigValue;
+    }
+    return BigInt(Math.min(this.value, this.limit));
   }
 
   /** Ids left in the ranges ready after the current one. */
   aheadLeft(): bigint {
     let n = 0n;
-    for (const r of this.ahead) n += r.end - r.start;
+    for (const r of this.ahead) n += idsLeftIn(r);
     return n;
   }
 

@@ -7,6 +7,7 @@ import { performance } from "node:perf_hooks";
 import {
   argumentError,
   type Clock,
+  configError,
   ErrorCodes,
   LeafCodes,
   LeafError,
@@ -20,6 +21,7 @@ import {
 } from "./generator-options";
 import { type GiveBackOutcome, giveBackAll } from "./give-back";
 import { belowHighWater, HighWaterMarks } from "./high-water";
+import type { StrideFloors } from "./residue-range";
 import { TagBuffer } from "./segment-buffer";
 import type { NewTag, SegmentStore, TagRecord } from "./segment-store";
 import { message, TagLoader } from "./tag-loader";
@@ -59,6 +61,8 @@ export class SegmentIdGenerator {
   private hot: TagBuffer | undefined;
   /** Floors of tags removed by a refresh, so that a tag coming back never goes below them. */
   private readonly retired = new Map<string, bigint>();
+  /** The same for the strided ranges (a residue set's) of the tags removed. */
+  private readonly retiredStrided = new Map<string, StrideFloors>();
   private readonly refreshIntervalMs: number;
   private readonly waitMs: number;
   private readonly maxBatch: number;
@@ -86,6 +90,14 @@ export class SegmentIdGenerator {
 
   constructor(options: SegmentGeneratorOptions) {
     const settings = resolveGeneratorOptions(options);
+    if (settings.highWater !== undefined && settings.store.stridedRanges === true) {
+      throw configError(
+        COMPONENT,
+        "highWater",
+        "set",
+        `no highWater with the ${settings.store.kind} store: its ranges come from several databases whose ids interleave, which one mark per tag cannot judge (each database is judged by the store itself)`,
+      );
+    }
     this.store = settings.store;
     this.refreshIntervalMs = settings.refreshIntervalMs;
     this.waitMs = settings.waitMs;
@@ -286,7 +298,9 @@ export class SegmentIdGenerator {
    * taken from the current range of the double buffer: no I/O while it has ids. The range is cut
    * where the current range ends, so it may hold fewer than `count` ids (at least one); ask again
    * for the rest. Waits for a range as {@link nextId} when both are used up; errors as
-   * {@link nextId}. For clients that hand the ids out themselves (`@leaf/client`).
+   * {@link nextId}. For clients that hand the ids out themselves (`@leaf/client`). With a store over
+   * a residue set (ranges of one residue class, whose ids are not consecutive) each answer holds
+   * one id.
    */
   async nextRange(tag: string, count: number): Promise<{ start: bigint; end: bigint }> {
     if (!Number.isInteger(count) || count < 1 || count > MAX_STEP) {
@@ -301,7 +315,10 @@ export class SegmentIdGenerator {
         continue;
       }
       let end: bigint;
-      if (b.big) {
+      if (b.stride > 1n) {
+        // A range of one residue class: its ids are not consecutive, so one id per answer.
+        end = first + 1n;
+      } else if (b.big) {
         end = first + 1n + BigInt(count - 1);
         if (end > b.end) end = b.end;
         b.bigValue = end;
@@ -651,8 +668,10 @@ export class SegmentIdGenerator {
     const mark = this.highWater?.get(tag) ?? 0n;
     const b = new TagBuffer(tag, mark > taken ? mark : taken);
     b.taken = taken;
+    b.strided = this.retiredStrided.get(tag);
     this.addedAt.set(tag, this.changeSeq);
     this.retired.delete(tag);
+    this.retiredStrided.delete(tag);
     this.buffers.set(tag, b);
     return b;
   }
@@ -663,6 +682,7 @@ export class SegmentIdGenerator {
     b.retryTimer = undefined;
     this.buffers.delete(b.tag);
     if (b.taken > 0n) this.retired.set(b.tag, b.taken);
+    if (b.strided !== undefined) this.retiredStrided.set(b.tag, b.strided);
     const error = reason ?? unknownTag(b.tag, `the ${this.store.kind} store (removed at refresh)`);
     for (const w of b.waiters) {
       clearTimeout(w.timer);

@@ -17,6 +17,51 @@ export interface SegmentRange {
   readonly step: number;
   /** The step stored for the tag when the range was taken (Java Leaf's `step` column). */
   readonly tableStep: number;
+  /**
+   * Set by a store over a residue set (several databases, each handing out one residue class):
+   * only the ids of `[start, end)` with `id % stride === remainder` belong to the range, so the
+   * generator hands out the first such id, then every `stride`-th. Absent (or 1): every id of
+   * `[start, end)`, as every single-database store answers. An integer from 1 to 2,147,483,647.
+   */
+  readonly stride?: number;
+  /** With `stride`: the residue class of the range's ids, an integer from 0 to `stride - 1`. */
+  readonly remainder?: number;
+}
+
+/** The residue class of ranges given back (see {@link SegmentStore.giveBack}). */
+export interface RangeResidue {
+  readonly stride: number;
+  readonly remainder: number;
+}
+
+/**
+ * What one database of a residue set stores about itself (a row, written when the set is formed
+ * by `formResidueSet`), read by `ResidueSegmentStore` at start and after every range: the
+ * database hands out only ids `id % delta === remainder` (tinyid's `delta` and `remainder`).
+ */
+export interface ResidueRecord {
+  /** Random id of the set, the same in every database of it: a database of another set is refused. */
+  readonly setId: string;
+  /** Random id of this database: the same database listed twice is refused. */
+  readonly memberId: string;
+  /** The set's generation: 0 when formed, one more at each re-forming (a database added). */
+  readonly epoch: number;
+  /** Databases in the set at this epoch (the ranges' stride): 1 .. 2,147,483,647. */
+  readonly delta: number;
+  /** This database's residue class: 0 .. delta - 1. */
+  readonly remainder: number;
+  /**
+   * `active`: ranges may be taken. `fenced`: the set is being re-formed; no range is used until
+   * the record is active again (at a higher epoch). `joining`: a database being added to the set
+   * (or the set being formed), not used until it is active.
+   */
+  readonly state: "active" | "fenced" | "joining";
+  /**
+   * Grows by one at every write of the record, never reused: a range is used only when the
+   * version read after it equals the one verified before it, so no write of the record (a fence)
+   * came in between.
+   */
+  readonly version: number;
 }
 
 /** One stored tag, as the admin API and Java Leaf's `/db` page show it. */
@@ -127,8 +172,27 @@ export interface SegmentStore {
    * ranges this instance returned back to back up to it: otherwise INVALID_ARGUMENT, nothing
    * changed (a store gives back only its own ranges). The caller hands out no id of `[from, end)`
    * afterwards, whatever the answer: a failed call (UNAVAILABLE) leaves a gap, never a duplicate.
+   * For ranges answered with a `stride`, `residue` names their stride and remainder (only the ids
+   * of that class in `[from, end)` are given back); other stores ignore it.
    */
-  giveBack?(tag: string, from: bigint, end: bigint): Promise<boolean>;
+  giveBack?(tag: string, from: bigint, end: bigint, residue?: RangeResidue): Promise<boolean>;
+  /**
+   * Optional, for a database of a residue set: this database's {@link ResidueRecord}, read from
+   * the backing storage (never a cached copy), or undefined when none was ever written.
+   */
+  readResidue?(): Promise<ResidueRecord | undefined>;
+  /**
+   * Optional, with {@link readResidue}: writes `next` when the stored record's version is
+   * `expectedVersion` (null: when none is stored), atomically against every process sharing the
+   * storage, durably. Resolves false, changing nothing, when the stored version is another.
+   */
+  writeResidue?(next: ResidueRecord, expectedVersion: number | null): Promise<boolean>;
+  /**
+   * True when `takeRange` may answer ranges with a `stride` (a residue set): their ids increase per
+   * database, not across databases. The generator's `highWater` option is refused with such a
+   * store (its marks judge one id sequence per tag).
+   */
+  readonly stridedRanges?: boolean;
   /** Releases connections, files and locks. Idempotent; later calls reject with `CLOSED`. */
   close(): Promise<void>;
 }

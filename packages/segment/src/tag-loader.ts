@@ -15,6 +15,7 @@ import {
 import { type DynamicStep, nextDynamicStep } from "./dynamic-step";
 import type { GeneratorErrorContext } from "./generator-options";
 import { belowHighWater, type HighWaterMarks } from "./high-water";
+import { isStrided, StrideFloors } from "./residue-range";
 import type { TagBuffer, Waiter } from "./segment-buffer";
 import type { SegmentRange, SegmentStore } from "./segment-store";
 import { badRange, COMPONENT, MAX_STEP, maxIdMovedBack, rangeProblem } from "./validation";
@@ -84,7 +85,7 @@ export class TagLoader {
       if (b.big) {
         const v = b.bigValue;
         if (v < b.end) {
-          b.bigValue = v + 1n;
+          b.bigValue = v + b.stride;
           if (b.bigArmed && v >= b.bigPreloadAt) this.preload(b);
           return v;
         }
@@ -259,8 +260,13 @@ export class TagLoader {
       return;
     }
     const pieces = split(range, count);
-    b.floor = range.end;
-    b.taken = range.end;
+    if (isStrided(range)) {
+      b.strided ??= new StrideFloors();
+      b.strided.accept(range);
+    } else {
+      b.floor = range.end;
+      b.taken = range.end;
+    }
     b.lastStep = pieces[0]!.step;
     b.tableStep = range.tableStep;
     b.lastLoadAt = this.clock.now();
@@ -305,6 +311,14 @@ export class TagLoader {
     const where = `the ${this.store.kind} store`;
     const problem = rangeProblem(range, b.tag);
     if (problem !== undefined) throw badRange(range, b.tag, problem, where);
+    // Ranges of a residue set's databases interleave: each class is judged on its own.
+    const residue = b.strided?.floorOf(range, b.floor) ?? (isStrided(range) ? b.floor : undefined);
+    if (residue !== undefined) {
+      if (range.start < residue) {
+        throw maxIdMovedBack(b.tag, range.start, residue, where, { taken: true });
+      }
+      return;
+    }
     if (range.start < b.floor) {
       throw b.floor > b.taken && this.highWater !== undefined
         ? belowHighWater(this.highWater, b.tag, range.start, b.floor, where, true)
@@ -493,13 +507,7 @@ function split(range: SegmentRange, count: number): SegmentRange[] {
   const pieces: SegmentRange[] = [];
   for (let i = 0; i < count; i++) {
     const start = range.start + BigInt(i * step);
-    pieces.push({
-      tag: range.tag,
-      start,
-      end: start + BigInt(step),
-      step,
-      tableStep: range.tableStep,
-    });
+    pieces.push({ ...range, start, end: start + BigInt(step), step });
   }
   return pieces;
 }

@@ -223,7 +223,8 @@ export function maxIdMovedBack(
 
 /**
  * What is wrong with `range` as an answer to a request for a range of `tag`, or undefined: it must
- * be `[start, start + step)` with `0 <= start < end <= 2^63 - 1` and steps from 1 to 2,147,483,647.
+ * be `[start, start + step)` with `0 <= start < end <= 2^63 - 1` and steps from 1 to 2,147,483,647,
+ * and a stride (if any) from 1 to 2,147,483,647 with a remainder from 0 to below it.
  */
 export function rangeProblem(range: SegmentRange, tag: string): string | undefined {
   if (range === null || typeof range !== "object") return `not a range object: ${String(range)}`;
@@ -237,6 +238,16 @@ export function rangeProblem(range: SegmentRange, tag: string): string | undefin
   if (end - start !== BigInt(step)) return `it holds ${end - start} ids, not its step ${step}`;
   if (!Number.isInteger(tableStep) || tableStep < 1 || tableStep > MAX_STEP) {
     return `the stored step ${tableStep} is not 1 .. ${MAX_STEP}`;
+  }
+  const { stride, remainder } = range;
+  if (stride !== undefined && (!Number.isInteger(stride) || stride < 1 || stride > MAX_STEP)) {
+    return `its stride ${stride} is not 1 .. ${MAX_STEP}`;
+  }
+  if (
+    remainder !== undefined &&
+    (!Number.isInteger(remainder) || remainder < 0 || remainder >= (stride ?? 1))
+  ) {
+    return `its remainder ${remainder} is not 0 .. ${(stride ?? 1) - 1}`;
   }
   return undefined;
 }

@@ -1,0 +1,136 @@
+// The residue record a database of a residue set keeps about itself: its checks, shared by the
+// stores that keep one (memory, MySQL, ...) and by the residue set's store and its forming.
+import { randomBytes } from "node:crypto";
+import { argumentError, configError, ErrorCodes, LeafError } from "@leaf/core";
+import type { TableNaming } from "./host-options";
+import type { ResidueRecord } from "./segment-store";
+import { COMPONENT, MAX_STEP } from "./validation";
+
+/** Longest set or member id, in characters (a `varchar(64)` column). */
+export const MAX_RESIDUE_ID_LENGTH = 64;
+
+const STATES: ReadonlySet<string> = new Set(["active", "fenced", "joining"]);
+
+/** What is wrong with `record` as a residue record, or undefined when it is one. */
+export function residueProblem(record: unknown): string | undefined {
+  if (record === null || typeof record !== "object") return "not an object";
+  const r = record as Partial<Record<keyof ResidueRecord, unknown>>;
+  for (const key of ["setId", "memberId"] as const) {
+    const value = r[key];
+    if (typeof value !== "string" || value.length === 0 || value.length > MAX_RESIDUE_ID_LENGTH) {
+      return `its ${key} ${String(value)} is not a string of 1 to ${MAX_RESIDUE_ID_LENGTH} characters`;
+    }
+  }
+  if (!isInt(r.epoch, 0, MAX_STEP)) return `its epoch ${String(r.epoch)} is not 0 .. ${MAX_STEP}`;
+  if (!isInt(r.delta, 1, MAX_STEP)) return `its delta ${String(r.delta)} is not 1 .. ${MAX_STEP}`;
+  if (!isInt(r.remainder, 0, (r.delta as number) - 1)) {
+    return `its remainder ${String(r.remainder)} is not 0 .. ${(r.delta as number) - 1}`;
+  }
+  if (typeof r.state !== "string" || !STATES.has(r.state)) {
+    return `its state ${String(r.state)} is not "active", "fenced" or "joining"`;
+  }
+  if (!isInt(r.version, 1, Number.MAX_SAFE_INTEGER)) {
+    return `its version ${String(r.version)} is not a positive integer`;
+  }
+  return undefined;
+}
+
+/** Throws INVALID_ARGUMENT unless `record` is a residue record (a store's `writeResidue`). */
+export function checkResidueRecord(
+  record: unknown,
+  name = "record",
+): asserts record is ResidueRecord {
+  const problem = residueProblem(record);
+  if (problem !== undefined)
+    throw argumentError(COMPONENT, name, record, `a residue record (${problem})`);
+}
+
+/** Throws INVALID_ARGUMENT unless `version` is null or a positive integer (`writeResidue`). */
+export function checkExpectedVersion(version: unknown): asserts version is number | null {
+  if (version !== null && !isInt(version, 1, Number.MAX_SAFE_INTEGER)) {
+    throw argumentError(COMPONENT, "expectedVersion", version, "null or a positive integer");
+  }
+}
+
+/** The CORRUPT_DATA error for a stored residue record that is not one (a damaged row). */
+export function badStoredResidue(record: unknown, problem: string, where: string): LeafError {
+  return new LeafError({
+    component: COMPONENT,
+    code: ErrorCodes.CORRUPT_DATA,
+    message: `the residue record in ${where} is damaged: ${problem}; no range is taken from this database until it is fixed (form the set again with formResidueSet)`,
+    details: { reason: "bad-residue", problem, record: describeRecord(record) },
+  });
+}
+
+/** True when `a` and `b` are the same record, version included. */
+export function sameRecord(a: ResidueRecord | undefined, b: ResidueRecord | undefined): boolean {
+  return (
+    a !== undefined &&
+    b !== undefined &&
+    a.setId === b.setId &&
+    a.memberId === b.memberId &&
+    a.epoch === b.epoch &&
+    a.delta === b.delta &&
+    a.remainder === b.remainder &&
+    a.state === b.state &&
+    a.version === b.version
+  );
+}
+
+/** A new random set or member id: 32 hex digits. */
+export function newResidueId(): string {
+  return randomBytes(16).toString("hex");
+}
+
+/** `record` in words, for messages: "remainder 1 of 2 (epoch 0, set 5f3a..., version 3, active)". */
+export function describeRecord(record: unknown): string {
+  if (residueProblem(record) !== undefined) return JSON.stringify(record) ?? String(record);
+  const r = record as ResidueRecord;
+  return `remainder ${r.remainder} of ${r.delta} (epoch ${r.epoch}, set ${r.setId.slice(0, 8)}, member ${r.memberId.slice(0, 8)}, version ${r.version}, ${r.state})`;
+}
+
+function isInt(value: unknown, min: number, max: number): value is number {
+  return typeof value === "number" && Number.isInteger(value) && value >= min && value <= max;
+}
+
+/** A residue record's row as the SQL stores select it (the version as a number or decimal text). */
+export interface ResidueRow {
+  set_id: string;
+  member_id: string;
+  epoch: number | string;
+  delta: number | string;
+  remainder: number | string;
+  state: string;
+  version: number | string;
+}
+
+/** The record of a selected row, as it is: the residue set's store judges it. */
+export function residueRecordOf(row: ResidueRow): ResidueRecord {
+  return {
+    setId: String(row.set_id),
+    memberId: String(row.member_id),
+    epoch: Number(row.epoch),
+    delta: Number(row.delta),
+    remainder: Number(row.remainder),
+    state: String(row.state) as ResidueRecord["state"],
+    version: Number(row.version),
+  };
+}
+
+/**
+ * The name of the table where a SQL store keeps its residue record: the tag table's name with
+ * `_residue` appended (`leaf_alloc_residue`), beside it, one row. Apart from the tag table, so
+ * readers of every row of it (Java Leaf) never see the record.
+ */
+export function residueTableName(table: string, naming: TableNaming): string {
+  const name = `${table}_residue`;
+  if (name.split(".").at(-1)!.length > naming.maxLength) {
+    throw configError(
+      COMPONENT,
+      "table",
+      table,
+      `a table name of at most ${naming.maxLength - 8} characters: a residue set's database keeps its residue in a table named after it with _residue appended`,
+    );
+  }
+  return name;
+}

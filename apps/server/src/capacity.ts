@@ -4,6 +4,7 @@
 // metrics, and logged as warnings at start and then hourly while they hold.
 import { MAX_ID } from "@leaf/segment";
 import { type Activity, LONG_RATE_SECONDS } from "./activity";
+import { registryBackend } from "./backends/index";
 import type { ServerView, ServiceLogger } from "./service-types";
 
 /** Warn when the layout, or a tag's max_id headroom at its current rate, lasts fewer years. */
@@ -41,7 +42,7 @@ export interface LayoutCapacity {
 /** The registry's worker-id space. */
 export interface WorkerIdCapacity {
   registry: string;
-  /** normal, recycle (zk); fixed, lease (mysql); lease (redis); configured (local). */
+  /** The registry's mode (its entry's): normal, recycle (zk); fixed, lease (mysql); lease (redis, etcd); configured (local). */
   mode: string;
   /** Worker ids the layout holds: 2^workerBits. */
   space: number;
@@ -55,6 +56,8 @@ export interface WorkerIdCapacity {
    * exact. Null when ids are reused or configured by hand.
    */
   left: number | null;
+  /** The setting that would make the registry give ids back, when it has one. */
+  instead?: string;
 }
 
 /** A segment tag's room. */
@@ -197,7 +200,7 @@ export class CapacityWatch {
             `[leaf] [server] capacity: ${w.left} of ${w.space} worker ids left in the ${w.registry} ` +
             `registry (${w.mode} mode never gives an id back; this node holds ${w.highestHeld}). ` +
             `Every new ip:port uses one up; when none is left new nodes cannot start. Move to ` +
-            `${w.registry === "zk" ? "snowflake.zk.mode=recycle" : "snowflake.mysql.mode=lease"} ` +
+            `${w.instead ?? "a registry that recycles ids"} ` +
             "(ids recycled) or a layout with more worker bits",
         });
       }
@@ -269,14 +272,9 @@ export class CapacityWatch {
 
   private workerIds(ctx: ServerView): WorkerIdCapacity {
     const settings = ctx.config.snowflake!;
-    const registry = settings.registry;
-    const mode =
-      registry.kind === "local"
-        ? "configured"
-        : registry.kind === "redis" || registry.kind === "etcd"
-          ? "lease"
-          : registry.mode;
-    const reused = mode === "recycle" || mode === "lease";
+    const entry = registryBackend(settings.registry.kind);
+    const { mode } = entry.describe(settings.registry);
+    const { reused, configured, instead } = entry.reuse(settings.registry);
     const space = settings.layout.maxWorkerId + 1;
     const worker = ctx.services?.snowflake?.worker;
     let highestHeld: number | null = null;
@@ -287,10 +285,8 @@ export class CapacityWatch {
       }
     }
     const left =
-      !reused && mode !== "configured" && highestHeld !== null
-        ? Math.max(0, space - 1 - highestHeld)
-        : null;
-    return { registry: registry.kind, mode, space, reused, highestHeld, left };
+      !reused && !configured && highestHeld !== null ? Math.max(0, space - 1 - highestHeld) : null;
+    return { registry: entry.kind, mode, space, reused, highestHeld, left, instead };
   }
 
   private async refresh(now: number): Promise<void> {

@@ -2,6 +2,7 @@
 // gracefully), `leaf decode ID [--epoch MS] [--layout NAME] [--json]` takes an id apart.
 import { defineLayout, isLeafError, type Layout, layouts } from "@leaf/core";
 import { SequenceIdFormat } from "@leaf/redis-sequence";
+import { storeBackend } from "./backends/index";
 import { loadConfig } from "./config";
 import { DECODE_LAYOUTS, type DecodeLayoutName, decodeId } from "./decode";
 import { decodeInput, ID_FORMATS } from "./id-formats";
@@ -228,17 +229,21 @@ function printWelcome(server: LeafServer): void {
     `Leaf ${VERSION} is running on ${url}`,
     `  listening on   ${config.server.host}: ${config.server.hostReason}`,
   ];
-  if (config.segment?.store === "embedded") {
-    lines.push(
-      `  segment store  embedded in ${config.segment.dir}: single node (no other node may serve these tags)`,
-    );
+  if (config.segment) {
+    const store = storeBackend(config.segment.store).describe(config.segment.backend);
+    if (!store.shared) {
+      lines.push(
+        `  segment store  ${store.kind} in ${store.target}: single node (no other node may serve these tags)`,
+      );
+    }
   }
   lines.push("");
   if (config.segment) {
     // The demo tag is created in the embedded store only (a MySQL store serves the tags it holds),
     // and not again once an operator deleted it: the banner names a tag that is served.
     const served = server.services.segment?.generator.tags() ?? [];
-    const demoTag = config.segment.store === "embedded" ? config.segment.demoTag : null;
+    const backend = config.segment.backend;
+    const demoTag = backend.kind === "embedded" ? backend.demoTag : null;
     const tag = (demoTag !== null && served.includes(demoTag) ? demoTag : served[0]) ?? "TAG";
     lines.push(`  segment id     ${url}/api/segment/get/${encodeURIComponent(tag)}`);
     lines.push(`  100 ids        ${url}/api/segment/get/${encodeURIComponent(tag)}?count=100`);

@@ -1,99 +1,59 @@
-// Every configuration key of the server in one table: its canonical dotted name (JSON/YAML path),
-// environment variable, Java Leaf / fork aliases, how its value is read and its default (the value
-// the loader uses, and the README's text for it). The loader, the README's table and the tests all
-// come from this list (the readers are in config-readers.ts).
+// The server's configuration keys in one table: its own keys here, each backend's with its entry in
+// backends/ (spliced in where the README's table lists them). The loader, the README's table and
+// the tests all come from this list (the readers are in config-readers.ts, the key definition in
+// config-def.ts).
+
+import type { RegistryChoice } from "./backends/backend";
+import { REGISTRIES, SEGMENT_STORES } from "./backends/index";
+import { def, type KeyDef } from "./config-def";
 import {
   accessTokens,
   adminToken,
-  anyText,
   boolean,
-  etcdUrl,
+  Expected,
   host,
   integer,
-  json,
   LOG_LEVELS,
-  mysqlUrl,
   nonEmpty,
   oneOf,
   prefix,
   redisUrl,
-  registry,
   serviceName,
-  table,
   tagList,
-  tagOrEmpty,
   timeZone,
-  zkAddress,
 } from "./config-readers";
 
+export { envName, type KeyDef, showDefault } from "./config-def";
 export { Expected, hasControlCharacters } from "./config-readers";
 
-/** One configuration key. */
-export interface KeyDef<T = unknown> {
-  /** Canonical name, the path in a JSON or YAML file: "server.port". */
-  key: string;
-  /** Environment variable: "LEAF_SERVER_PORT". */
-  env: string;
-  /**
-   * Other names accepted in files and (as LEAF_... variables) in the environment: Java Leaf's keys.
-   */
-  aliases: readonly string[];
-  /** Short description of the accepted values, for errors and the README. */
-  type: string;
-  /**
-   * The value the loader uses when the key is not set. Absent when the default is worked out from
-   * other keys, or left to the package the setting is passed to: `defaultText` then says what it
-   * is.
-   */
-  default?: T;
-  /** The default as the README's table states it; `default` written out unless given. */
-  defaultText: string;
-  /** What the key does. */
-  doc: string;
-  /** Hidden in messages and logs. */
-  secret?: boolean;
-  /** Reads a raw value (a string from .properties or the environment, or a JSON/YAML value). */
-  read(raw: unknown): T;
+type StoreKey = (typeof SEGMENT_STORES)[number]["keys"][number];
+type RegistryKey = (typeof REGISTRIES)[number]["keys"][number];
+
+const STORE_KINDS: string[] = SEGMENT_STORES.map((store) => store.kind);
+
+/** Every value snowflake.registry accepts: each registry's kind, and its variants. */
+const REGISTRY_CHOICES: string[] = REGISTRIES.flatMap((r) => [r.kind, ...(r.variants ?? [])]);
+
+/** Reads snowflake.registry: a registry's kind, or one of its variants (the fork's zk_recycle). */
+function registryChoice(raw: unknown): RegistryChoice {
+  const t = typeof raw === "string" ? raw.trim() : undefined;
+  for (const registry of REGISTRIES) {
+    if (t === registry.kind) return { registry: t };
+    if (t !== undefined && registry.variants?.includes(t)) {
+      return { registry: registry.kind, variant: t };
+    }
+  }
+  const kinds = REGISTRIES.map((r) => r.kind);
+  const variants = REGISTRY_CHOICES.filter((c) => !(kinds as string[]).includes(c));
+  throw new Expected(
+    `one of ${kinds.join(", ")}${variants.length > 0 ? ` (or the fork's ${variants.join(", ")})` : ""}`,
+  );
 }
 
-/** "redisSequence.batchSize" -> "LEAF_REDIS_SEQUENCE_BATCH_SIZE". */
-export function envName(key: string): string {
-  return `LEAF_${key
-    .replace(/([a-z0-9])([A-Z])/g, "$1_$2")
-    .replace(/[.-]/g, "_")
-    .toUpperCase()}`;
-}
-
-type KeyOptions<T> = Omit<KeyDef<T>, "key" | "env" | "aliases" | "default" | "defaultText"> & {
-  aliases?: string[];
-};
-
-/** How the README writes a default value: as is, `""` for the empty string. */
-export function showDefault(value: unknown): string {
-  return value === "" ? '""' : String(value);
-}
-
-/** A key whose default is a value (`defaultText` only to say more than the value). */
-function def<K extends string, T>(
-  key: K,
-  options: KeyOptions<T> & { default: NoInfer<T>; defaultText?: string },
-): KeyDef<T> & { key: K; default: T };
-/** A key whose default is worked out from other keys, or left to a package: text only. */
-function def<K extends string, T>(
-  key: K,
-  options: KeyOptions<T> & { defaultText: string },
-): KeyDef<T> & { key: K };
-function def<K extends string, T>(
-  key: K,
-  options: KeyOptions<T> & { default?: T; defaultText?: string },
-): KeyDef<T> & { key: K } {
-  return {
-    key,
-    env: envName(key),
-    ...options,
-    aliases: options.aliases ?? [],
-    defaultText: options.defaultText ?? showDefault(options.default),
-  };
+/** "snowflake.zk.address, .redis.url, .etcd.url, .mysql.url": the registries' address keys. */
+function registryAddresses(): string {
+  const keys = REGISTRIES.flatMap((r) => r.addressKeys);
+  return keys.map((key, i) => (i === 0 ? key : key.slice(key.indexOf(".")))).join(", ");
 }
 
 // ---- the keys ---------------------------------------------------------------------------------
@@ -184,51 +144,12 @@ export const CONFIG_KEYS = [
     read: boolean,
   }),
   def("segment.store", {
-    type: "embedded | mysql",
-    defaultText: "mysql when a URL is set, else embedded (loopback only)",
+    type: STORE_KINDS.join(" | "),
+    defaultText: `the store whose address is set (${SEGMENT_STORES.flatMap((s) => s.addressKeys).join(", ")}), else embedded (loopback only)`,
     doc: "Where segment ranges come from: Java Leaf's `leaf_alloc` table, or the embedded store in `dataDir/segments` (one single node). With a Java Leaf file or a non-loopback `server.host`, `embedded` must be set explicitly.",
-    read: oneOf(["embedded", "mysql"] as const),
+    read: oneOf(STORE_KINDS),
   }),
-  def("segment.mysql.url", {
-    aliases: ["leaf.jdbc.url"],
-    type: "jdbc:mysql:// or mysql:// URL",
-    defaultText: "(none)",
-    doc: "Database of the `leaf_alloc` table. A JDBC URL is accepted (its parameters are ignored).",
-    read: mysqlUrl,
-  }),
-  def("segment.mysql.username", {
-    aliases: ["leaf.jdbc.username"],
-    type: "string",
-    defaultText: "the URL's user",
-    doc: "Database user.",
-    read: nonEmpty("a user name", 256),
-  }),
-  def("segment.mysql.password", {
-    aliases: ["leaf.jdbc.password"],
-    type: "string (may be empty)",
-    defaultText: "the URL's password; required",
-    doc: "Database password. Required when the store is mysql (an empty value means no password).",
-    secret: true,
-    read: anyText,
-  }),
-  def("segment.mysql.table", {
-    type: "table name",
-    defaultText: "leaf_alloc",
-    doc: "Table of tags and max ids.",
-    read: table,
-  }),
-  def("segment.mysql.createTable", {
-    type: "boolean",
-    default: false,
-    doc: "Create the table at start when it is missing.",
-    read: boolean,
-  }),
-  def("segment.demoTag", {
-    type: 'tag, or ""',
-    default: "leaf-segment-test",
-    doc: "Embedded store only: a tag created at start when missing (Java Leaf's demo row: start 1, step 2000); once deleted through the admin API it is not created again (the start logs it).",
-    read: tagOrEmpty,
-  }),
+  ...SEGMENT_STORES.flatMap((store): readonly StoreKey[] => store.keys),
   def("segment.refreshIntervalMs", {
     type: "1,000 to 86,400,000",
     default: 60_000,
@@ -287,11 +208,10 @@ export const CONFIG_KEYS = [
   }),
   def("snowflake.registry", {
     aliases: ["leaf.snowflake.mode"],
-    type: "local | zk | mysql | redis | etcd | zk_normal | zk_recycle",
-    defaultText:
-      "the registry whose address is set (snowflake.zk.address, .redis.url, .etcd.url, .mysql.url), else local",
+    type: REGISTRY_CHOICES.join(" | "),
+    defaultText: `the registry whose address is set (${registryAddresses()}), else local`,
     doc: "Where the worker id comes from (the fork's `leaf.snowflake.mode`; `zk_recycle` is zk with `snowflake.zk.mode=recycle`). A registry's address is never ignored: two registries' addresses, or another registry's address beside this key, are refused.",
-    read: registry,
+    read: registryChoice,
   }),
   def("snowflake.ip", {
     type: "IP address",
@@ -354,20 +274,6 @@ export const CONFIG_KEYS = [
     doc: "Backup worker ids leased with the primary one, used when the clock moves back past the tolerance.",
     read: integer(0, 16),
   }),
-  def("snowflake.local.workerId", {
-    type: "integer",
-    default: 0,
-    defaultText: "0 (when no workIdMap; loopback only, no shared store or registry)",
-    doc: "Local registry: this node's worker id. Must be set explicitly when the server listens beyond loopback or any shared store or registry is configured (segment.mysql.url, redisSequence.url, ...).",
-    read: integer(0, 4_194_303),
-  }),
-  def("snowflake.local.workIdMap", {
-    aliases: ["leaf.snowflake.local.workIdMap"],
-    type: 'JSON {"ip:port": id}',
-    defaultText: "(none)",
-    doc: 'Local registry: the fork\'s map of nodes to worker ids, `{"10.1.46.33:8080":1,"10.1.46.33:8081":2}`.',
-    read: json('a JSON object like {"10.1.46.33:8080": 1, "10.1.46.33:8081": 2}'),
-  }),
   def("snowflake.statefulSet", {
     type: "boolean",
     default: false,
@@ -380,111 +286,7 @@ export const CONFIG_KEYS = [
     doc: "Kubernetes: added to the pod's ordinal, so that several StatefulSets share one worker-id space. Only with snowflake.statefulSet; an ordinal plus offset above the layout's largest worker id is refused at start.",
     read: integer(0, 4_194_303),
   }),
-  def("snowflake.local.dir", {
-    type: "folder path",
-    defaultText: "dataDir/registry-local",
-    doc: "Local registry: folder of its lock and cache files.",
-    read: nonEmpty("a folder path"),
-  }),
-  def("snowflake.zk.address", {
-    aliases: ["leaf.snowflake.zk.address"],
-    type: "host:port[,host:port][/chroot]",
-    defaultText: "(none)",
-    doc: "ZooKeeper servers (Java Leaf's tree `/snowflake/{name}/forever`).",
-    read: zkAddress,
-  }),
-  def("snowflake.zk.mode", {
-    type: "normal | recycle",
-    default: "normal",
-    doc: "normal: Java Leaf's fixed worker id per ip:port; recycle: ids freed when their holder is gone.",
-    read: oneOf(["normal", "recycle"] as const),
-  }),
-  def("snowflake.zk.sessionTimeoutMs", {
-    type: "1,000 to 600,000",
-    default: 6000,
-    doc: "ZooKeeper session timeout.",
-    read: integer(1000, 600_000),
-  }),
-  def("snowflake.zk.stopWithoutSession", {
-    type: "boolean",
-    default: false,
-    doc: "ZooKeeper normal mode: stop issuing ids while the ZooKeeper session is not proven alive (no ids during an outage longer than 2/3 of the session timeout). false, as Java Leaf: ids keep flowing, and a second process with the same ip:port started while this one is cut off or paused past its session can repeat ids until this one reconnects (see registry-zk's README).",
-    read: boolean,
-  }),
-  def("snowflake.mysql.url", {
-    type: "jdbc:mysql:// or mysql:// URL",
-    defaultText: "segment.mysql.url",
-    doc: "MySQL registry: database of `leaf_workerid_alloc` (the fork's table).",
-    read: mysqlUrl,
-  }),
-  def("snowflake.mysql.username", {
-    type: "string",
-    defaultText: "segment.mysql.username",
-    doc: "MySQL registry: user.",
-    read: nonEmpty("a user name", 256),
-  }),
-  def("snowflake.mysql.password", {
-    type: "string (may be empty)",
-    defaultText: "segment.mysql.password; required",
-    doc: "MySQL registry: password (an empty value means no password).",
-    secret: true,
-    read: anyText,
-  }),
-  def("snowflake.mysql.mode", {
-    type: "fixed | lease",
-    default: "fixed",
-    doc: "fixed: the fork's table, id fixed per ip:port; lease: ids leased and recycled.",
-    read: oneOf(["fixed", "lease"] as const),
-  }),
-  def("snowflake.mysql.leaseMs", {
-    type: "500 to 600,000",
-    defaultText: "60000",
-    doc: "MySQL registry, lease mode: how long a lease lasts without renewal. The holder fences itself at leaseMs - leaseMs / 5 after its last renewal.",
-    read: integer(500, 600_000),
-  }),
-  def("snowflake.mysql.createTable", {
-    type: "boolean",
-    default: false,
-    doc: "MySQL registry: create its table at start when missing.",
-    read: boolean,
-  }),
-  def("snowflake.redis.url", {
-    type: "redis:// URL",
-    defaultText: "redisSequence.url",
-    doc: "Redis registry: the Redis that leases worker ids (`rediss://` for TLS).",
-    secret: true,
-    read: redisUrl,
-  }),
-  def("snowflake.redis.keyPrefix", {
-    type: "string without { }",
-    defaultText: "leaf:registry:",
-    doc: "Redis registry: prefix of its keys (`<prefix>{<name>}:leases`, `:stamps`, `:marker`).",
-    read: nonEmpty("a key prefix", 200),
-  }),
-  def("snowflake.redis.leaseMs", {
-    type: "500 to 600,000",
-    defaultText: "30000",
-    doc: "Redis registry: how long a lease lasts without renewal, by Redis's clock. The holder fences itself at leaseMs - leaseMs / 5 after the last renewal Redis confirmed; after Redis loses its data no id is granted for leaseMs.",
-    read: integer(500, 600_000),
-  }),
-  def("snowflake.etcd.url", {
-    type: "http://host:port[,...]",
-    defaultText: "(none)",
-    doc: "etcd registry: etcd's client URLs, comma-separated (`https://` is checked against the system's CA roots).",
-    read: etcdUrl,
-  }),
-  def("snowflake.etcd.prefix", {
-    type: "key prefix starting with /",
-    defaultText: "/leaf/worker-ids",
-    doc: "etcd registry: prefix of its keys (`<prefix>/<name>/holder/<id>`, `/id/<id>`).",
-    read: nonEmpty("a key prefix", 200),
-  }),
-  def("snowflake.etcd.leaseTtlSeconds", {
-    type: "1 to 3,600",
-    defaultText: "10",
-    doc: "etcd registry: TTL of the etcd lease a node holds its worker id under. The holder fences itself at min(1 s, TTL / 4) before it could expire, counted from the last renewal etcd confirmed.",
-    read: integer(1, 3600),
-  }),
+  ...REGISTRIES.flatMap((registry): readonly RegistryKey[] => registry.keys),
   def("redisSequence.enabled", {
     type: "boolean",
     defaultText: "true when a URL is set",

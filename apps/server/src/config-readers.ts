@@ -1,6 +1,5 @@
 // How each configuration value is read: from a string (.properties, the environment) or a
 // JSON/YAML value, to the type the loader uses, or an Expected saying what was expected.
-import { parseMysqlUrl } from "@leaf/mysql-support";
 
 /** Thrown by a key's reader: what was expected (the loader adds the key, the source and the value). */
 export class Expected extends Error {
@@ -18,7 +17,8 @@ export function hasControlCharacters(text: string): boolean {
   return false;
 }
 
-function text(raw: unknown): string | undefined {
+/** A string value trimmed; undefined for any other value. */
+export function text(raw: unknown): string | undefined {
   if (typeof raw === "string") return raw.trim();
   return undefined;
 }
@@ -88,20 +88,6 @@ export function host(raw: unknown): string {
   return t.replace(/^\[|\]$/g, "");
 }
 
-/** Reads a database URL that core's MySQL URL parser accepts. */
-export function mysqlUrl(raw: unknown): string {
-  const t = text(raw);
-  try {
-    if (t === undefined) throw new Error("not a string");
-    parseMysqlUrl(t);
-  } catch {
-    throw new Expected(
-      "a database URL: jdbc:mysql://host:3306/leaf?..., mysql://user:password@host:3306/leaf or mariadb://...",
-    );
-  }
-  return t;
-}
-
 /** Reads a redis:// or rediss:// URL with a host, a valid port and an optional db number. */
 export function redisUrl(raw: unknown): string {
   const t = text(raw);
@@ -123,46 +109,6 @@ export function redisUrl(raw: unknown): string {
   if (!ok)
     throw new Expected("a Redis URL: redis://[user:password@]host:6379[/db] or rediss://...");
   return t!;
-}
-
-/** Reads etcd client URLs: http://host:port[,http://host:port...] (https:// too). */
-export function etcdUrl(raw: unknown): string {
-  const t = text(raw);
-  const ok =
-    t?.split(",").every((part) => {
-      try {
-        const url = new URL(part.trim());
-        return (
-          (url.protocol === "http:" || url.protocol === "https:") &&
-          url.hostname !== "" &&
-          url.pathname === "/" &&
-          url.search === "" &&
-          url.hash === ""
-        );
-      } catch {
-        return false;
-      }
-    }) === true;
-  if (!ok) throw new Expected("etcd client URLs: http://host:2379[,http://host:2379...]");
-  return t!;
-}
-
-/** Reads ZooKeeper servers: host:port[,host:port...][/chroot]. */
-export function zkAddress(raw: unknown): string {
-  const t = text(raw);
-  const m = t === undefined ? null : /^([^/\s]+)(\/[^\s]*)?$/.exec(t);
-  const serversOk =
-    m !== null &&
-    m[1]!.split(",").every((part) => {
-      const hp = /^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):(\d{1,5})$/.exec(part.trim());
-      return hp !== null && Number(hp[2]) >= 1 && Number(hp[2]) <= 65535;
-    });
-  if (!t || !serversOk) {
-    throw new Expected(
-      'ZooKeeper servers "host:port[,host:port...][/chroot]", e.g. 127.0.0.1:2181',
-    );
-  }
-  return t;
 }
 
 /** Reads a table name, optionally database.table. */
@@ -236,30 +182,6 @@ export function adminToken(raw: unknown): string {
     );
   }
   return t;
-}
-
-/** Reads the snowflake registry, with the fork's zk_normal and zk_recycle. */
-export function registry(raw: unknown): {
-  registry: "local" | "zk" | "mysql" | "redis" | "etcd";
-  zkMode?: "normal" | "recycle";
-} {
-  const t = text(raw);
-  switch (t) {
-    case "local":
-    case "mysql":
-    case "redis":
-    case "etcd":
-    case "zk":
-      return { registry: t };
-    case "zk_normal":
-      return { registry: "zk", zkMode: "normal" };
-    case "zk_recycle":
-      return { registry: "zk", zkMode: "recycle" };
-    default:
-      throw new Expected(
-        "one of local, zk, mysql, redis, etcd (or the fork's zk_normal, zk_recycle)",
-      );
-  }
 }
 
 /** Reads a tag, or "" for none. */

@@ -1,17 +1,14 @@
 // The server's own settings: service name, data folder, log level, and where and how it listens.
 // A configuration that names a shared store or registry is a deployment other hosts call.
 import { resolve } from "node:path";
+import { REGISTRIES, SEGMENT_STORES } from "./backends/index";
 import type { ConfigKey } from "./config-keys";
 import type { ServerConfig } from "./config-types";
 import type { ConfigValues } from "./config-values";
 
 /** Keys that name a shared store or registry: the server then listens on every interface. */
 const EXTERNAL_KEYS: readonly ConfigKey[] = [
-  "segment.mysql.url",
-  "snowflake.zk.address",
-  "snowflake.mysql.url",
-  "snowflake.redis.url",
-  "snowflake.etcd.url",
+  ...[...SEGMENT_STORES, ...REGISTRIES].flatMap((b) => (b.shared ? b.addressKeys : [])),
   "redisSequence.url",
 ];
 
@@ -49,8 +46,8 @@ export function serverSettings(
 }
 
 /**
- * The keys of `v` that name a shared store or registry (a MySQL segment store, a Redis, ZooKeeper,
- * etcd or MySQL registry, the redis sequence): a configuration other nodes share.
+ * The keys of `v` that name a shared store or registry (a shared backend's address, the redis
+ * sequence's Redis): a configuration other nodes share.
  */
 export function sharedBackendKeys(v: ConfigValues): ConfigKey[] {
   return EXTERNAL_KEYS.filter((key) => v.named(key));

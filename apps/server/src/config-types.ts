@@ -1,30 +1,23 @@
 // The checked configuration of a server, as loadConfig() returns it: one settings type per mode
 // (a disabled mode is undefined), read by the server, the services and the start-up summary.
 import type { Layout } from "@leaf/core";
+import type { SettingsOf } from "./backends/backend";
+import type { REGISTRIES, SEGMENT_STORES } from "./backends/index";
 
 /** Pino's levels. */
 export type LogLevel = "fatal" | "error" | "warn" | "info" | "debug" | "trace" | "silent";
 
-/** A MySQL database as the server connects to it. */
-export interface MysqlSettings {
-  url: string;
-  user: string | undefined;
-  /** "" for no password. */
-  password: string;
-  table: string | undefined;
-  createTable: boolean;
-}
+/** The settings of the segment store in use (one entry of backends/index.ts, told by `kind`). */
+export type StoreSettings = SettingsOf<(typeof SEGMENT_STORES)[number]>;
 
 /** Segment mode settings. */
 export interface SegmentSettings {
-  store: "embedded" | "mysql";
-  /** Folder of the embedded store. */
-  dir: string;
+  /** The store's kind: "embedded", "mysql", ... */
+  store: StoreSettings["kind"];
+  /** The store's own settings. */
+  backend: StoreSettings;
   /** Folder of the node's high-water marks (the end of the highest range taken, per tag). */
   highWaterDir: string;
-  mysql: MysqlSettings | undefined;
-  /** Embedded store: tag created when missing; null for none. */
-  demoTag: string | null;
   refreshIntervalMs: number;
   exhaustedWaitMs: number;
   dynamicStep: boolean;
@@ -38,29 +31,8 @@ export interface SegmentSettings {
   recentMs: number;
 }
 
-/** Where the snowflake worker id comes from. */
-export type RegistrySettings =
-  | {
-      kind: "local";
-      workerId: number | undefined;
-      workIdMap: unknown;
-      dir: string;
-    }
-  | {
-      kind: "zk";
-      address: string;
-      mode: "normal" | "recycle";
-      sessionTimeoutMs: number;
-      stopWithoutSession: boolean;
-    }
-  | ({ kind: "mysql"; mode: "fixed" | "lease"; leaseMs: number | undefined } & MysqlSettings)
-  | { kind: "redis"; url: string; keyPrefix: string | undefined; leaseMs: number | undefined }
-  | {
-      kind: "etcd";
-      url: string;
-      prefix: string | undefined;
-      leaseTtlSeconds: number | undefined;
-    };
+/** Where the snowflake worker id comes from: one registry entry's settings, told by `kind`. */
+export type RegistrySettings = SettingsOf<(typeof REGISTRIES)[number]>;
 
 /** Snowflake mode settings. */
 export interface SnowflakeSettings {

@@ -15,12 +15,12 @@ import { ConfigValues, type Entry, nameOf, type Problem } from "./config-values"
 
 export type {
   LogLevel,
-  MysqlSettings,
   RedisSequenceSettings,
   RegistrySettings,
   SegmentSettings,
   ServerConfig,
   SnowflakeSettings,
+  StoreSettings,
 } from "./config-types";
 
 const COMPONENT = "server";

@@ -3,12 +3,12 @@ export {
   type LoadConfigOptions,
   type LogLevel,
   loadConfig,
-  type MysqlSettings,
   type RedisSequenceSettings,
   type RegistrySettings,
   type SegmentSettings,
   type ServerConfig,
   type SnowflakeSettings,
+  type StoreSettings,
 } from "./config";
 export { CONFIG_KEYS, envName, type KeyDef } from "./config-keys";
 export {

@@ -1,6 +1,7 @@
 // Starts the id sources the configuration asks for (segment generator and its store, snowflake
-// worker and its registry, redis sequence) and closes them in the right order. Registries and Redis
-// are imported only when configured, so an unused mode loads nothing.
+// worker and its registry, redis sequence) and closes them in the right order. Stores and registries
+// are built by their backend entries (backends/); registries and Redis are imported only when
+// configured, so an unused mode loads nothing.
 import {
   type ClockRollbackEvent,
   ErrorCodes,
@@ -13,10 +14,9 @@ import {
   type WorkerIdRegistry,
 } from "@leaf/core";
 import type { RedisSequence } from "@leaf/redis-sequence";
-import { EmbeddedSegmentStore, SegmentIdGenerator, type SegmentStore } from "@leaf/segment";
-import { MysqlSegmentStore } from "@leaf/segment-mysql";
+import { SegmentIdGenerator, type SegmentStore } from "@leaf/segment";
+import { registryBackend, storeBackend } from "./backends/index";
 import type { ServerConfig } from "./config";
-import { envName } from "./config-keys";
 import { segmentStoreId } from "./config-segment";
 import { InstrumentedStore } from "./instrumented-store";
 import type { ServerMetrics } from "./metrics";
@@ -77,42 +77,16 @@ async function startSegment(
   closers: Array<() => Promise<void>>,
 ): Promise<SegmentMode> {
   const settings = config.segment!;
+  const entry = storeBackend(settings.store);
+  const context = { logger };
   let raw: SegmentStore;
-  if (settings.store === "embedded") {
-    try {
-      const embedded = new EmbeddedSegmentStore({
-        dir: settings.dir,
-        // A write that could not be stored (disk full, journal replaced): no range is handed out
-        // until the journal is verified again; an operator has to look.
-        onFailure: (error) =>
-          logger.error(
-            { err: error, dir: settings.dir },
-            "embedded segment store refuses ranges: a journal write failed or the folder is no longer this process's",
-          ),
-      });
-      await embedded.start();
-      raw = embedded;
-    } catch (error) {
-      throw startFailure(`segment mode (embedded store in ${settings.dir})`, error);
-    }
-  } else {
-    const mysql = settings.mysql!;
-    const store = new MysqlSegmentStore({
-      url: mysql.url,
-      user: mysql.user,
-      password: mysql.password,
-      table: mysql.table,
-    });
-    try {
-      if (mysql.createTable) await store.createSchema();
-      // A user without UPDATE, a missing table or a read-only server fails the start here rather
-      // than serving 503 on every request.
-      await store.checkAccess();
-    } catch (error) {
-      await store.close().catch(() => {});
-      throw startFailure("segment mode", withServerKeys(error, "segment.mysql"));
-    }
-    raw = store;
+  try {
+    raw = await entry.open(settings.backend, context);
+  } catch (error) {
+    // A store of this node's own (a folder) is named; a shared one's errors name its host.
+    const { kind, target } = entry.describe(settings.backend);
+    const what = entry.shared ? "segment mode" : `segment mode (${kind} store in ${target})`;
+    throw startFailure(what, entry.explainError?.(error) ?? error);
   }
   const store = new InstrumentedStore(raw, metrics);
   const generator = new SegmentIdGenerator({
@@ -149,12 +123,7 @@ async function startSegment(
   });
   closers.push(() => generator.close());
   try {
-    if (settings.store === "embedded" && settings.demoTag !== null) {
-      const tags = await store.listTags();
-      if (!tags.includes(settings.demoTag)) {
-        await createDemoTag(store, settings.demoTag, logger);
-      }
-    }
+    await entry.prepare?.(store, settings.backend, context);
     await generator.start();
   } catch (error) {
     throw startFailure("segment mode", error);
@@ -167,37 +136,6 @@ async function startSegment(
   return { generator, store };
 }
 
-/**
- * Creates Java Leaf's demo row (insert into leaf_alloc values('leaf-segment-test', 1, 2000, ...)),
- * unless an operator deleted the tag: the store refuses it below the max id it was deleted with,
- * and a deleted demo tag reads as "not wanted", so it stays deleted and the start goes on.
- */
-async function createDemoTag(
-  store: SegmentStore,
-  tag: string,
-  logger: ServiceLogger,
-): Promise<void> {
-  try {
-    await store.createTag({
-      tag,
-      step: 2000,
-      startId: 1n,
-      description: "Test leaf Segment Mode Get Id",
-    });
-    logger.info({ tag }, `created the demo tag ${tag}`);
-  } catch (error) {
-    const details = (error as { details?: { reason?: unknown; minStartId?: unknown } }).details;
-    if (!isLeafError(error, ErrorCodes.ALREADY_EXISTS) || details?.reason !== "deleted")
-      throw error;
-    logger.warn(
-      { tag, minStartId: details.minStartId },
-      `the demo tag ${tag} was deleted (max id ${String(details.minStartId)}): not created again. ` +
-        `Set segment.demoTag to "" (${envName("segment.demoTag")}="") to silence this, or create the tag ` +
-        `with a startId of at least ${String(details.minStartId)}`,
-    );
-  }
-}
-
 async function startSnowflake(
   { config, metrics, logger, port }: StartServicesOptions,
   closers: Array<() => Promise<void>>,
@@ -208,14 +146,13 @@ async function startSnowflake(
     ip: settings.ip ?? localIPv4(),
     port: settings.port ?? port,
   };
+  const entry = registryBackend(settings.registry.kind);
+  const explain = (error: unknown) => entry.explainError?.(error) ?? error;
   let registry: WorkerIdRegistry;
   try {
-    registry = await createRegistry(config);
+    registry = await entry.create(settings.registry, { config, snowflake: settings });
   } catch (error) {
-    throw startFailure(
-      `snowflake mode (${config.snowflake!.registry.kind} registry)`,
-      withServerKeys(error, "snowflake.mysql"),
-    );
+    throw startFailure(`snowflake mode (${entry.kind} registry)`, explain(error));
   }
   closers.push(() => registry.close());
   const events: LeaseEventRecord[] = [];
@@ -290,7 +227,7 @@ async function startSnowflake(
   } catch (error) {
     throw startFailure(
       `snowflake mode (${registry.kind} registry, node ${node.ip}:${node.port})`,
-      registry.kind === "mysql" ? withServerKeys(error, "snowflake.mysql") : error,
+      explain(error),
     );
   }
   closers.push(() => worker.close());
@@ -299,79 +236,6 @@ async function startSnowflake(
     `snowflake mode ready: worker id ${worker.generator.activeWorkerId} from the ${registry.kind} registry`,
   );
   return { worker, registry, layout: settings.layout, node, events };
-}
-
-async function createRegistry(config: ServerConfig): Promise<WorkerIdRegistry> {
-  const settings = config.snowflake!.registry;
-  switch (settings.kind) {
-    case "local": {
-      const { LocalRegistry } = await import("@leaf/registry-local");
-      return new LocalRegistry({
-        dir: settings.dir,
-        toleranceMs: config.snowflake!.toleranceMs,
-        ...(config.snowflake!.pod
-          ? {
-              statefulSet: {
-                hostname: config.snowflake!.pod.hostname,
-                offset: config.snowflake!.pod.offset,
-              },
-            }
-          : settings.workIdMap !== undefined
-            ? { workIdMap: settings.workIdMap as Record<string, number> }
-            : { workerId: settings.workerId ?? 0 }),
-      });
-    }
-    case "zk": {
-      const { ZookeeperRegistry } = await import("@leaf/registry-zk");
-      return new ZookeeperRegistry({
-        url: settings.address,
-        mode: settings.mode,
-        sessionTimeoutMs: settings.sessionTimeoutMs,
-        stopWithoutSession: settings.stopWithoutSession,
-        clockToleranceMs: config.snowflake!.toleranceMs,
-      });
-    }
-    case "mysql": {
-      const { MysqlRegistry } = await import("@leaf/registry-mysql");
-      const registry = new MysqlRegistry({
-        mode: settings.mode,
-        ...(settings.leaseMs !== undefined ? { leaseMs: settings.leaseMs } : {}),
-        url: settings.url,
-        user: settings.user,
-        password: settings.password,
-        toleranceMs: config.snowflake!.toleranceMs,
-        cacheDir: `${config.dataDir}/registry-mysql`,
-      });
-      if (settings.createTable) {
-        try {
-          await registry.createSchema();
-        } catch (error) {
-          await registry.close().catch(() => {});
-          throw error;
-        }
-      }
-      return registry;
-    }
-    case "redis": {
-      const { RedisRegistry } = await import("@leaf/registry-redis");
-      return new RedisRegistry({
-        url: settings.url,
-        ...(settings.keyPrefix !== undefined ? { keyPrefix: settings.keyPrefix } : {}),
-        ...(settings.leaseMs !== undefined ? { leaseMs: settings.leaseMs } : {}),
-        toleranceMs: config.snowflake!.toleranceMs,
-      });
-    }
-    case "etcd": {
-      const { EtcdRegistry } = await import("@leaf/registry-etcd");
-      return new EtcdRegistry({
-        url: settings.url,
-        ...(settings.prefix !== undefined ? { prefix: settings.prefix } : {}),
-        ...(settings.leaseTtlSeconds !== undefined
-          ? { leaseTtlSeconds: settings.leaseTtlSeconds }
-          : {}),
-      });
-    }
-  }
 }
 
 async function startRedis(
@@ -404,50 +268,6 @@ async function startRedis(
   closers.push(() => ready.close());
   logger.info({ namespace: settings.namespace }, "redis sequence ready");
   return { sequence, prefix: settings.prefix };
-}
-
-/** `key (ENV_NAME)`: how an operator finds a setting. */
-function keyText(key: string): string {
-  return `${key} (${envName(key)})`;
-}
-
-/**
- * A MySQL error from a store or registry with its fix told in the server's keys rather than the
- * library's options (`details.mysql` is the class core's MySQL layer gave it).
- */
-function withServerKeys(error: unknown, prefix: "segment.mysql" | "snowflake.mysql"): unknown {
-  if (!isLeafError(error) || typeof error.details.problem !== "string") return error;
-  const table = prefix === "segment.mysql" ? "sql/leaf_alloc.sql" : "the registry's sql/ file";
-  const credentials = `check ${keyText(`${prefix}.username`)} / ${keyText(`${prefix}.password`)}`;
-  const fixes: Record<string, string> = {
-    unreachable: `check that the server is up and that ${keyText(`${prefix}.url`)} names it (host and port)`,
-    "read-only": `point ${keyText(`${prefix}.url`)} at the primary, or make the server writable (SET GLOBAL read_only = OFF)`,
-  };
-  const kind = String(error.details.mysql);
-  const errno = error.details.errno;
-  let fix = fixes[kind];
-  if (kind === "access") {
-    fix =
-      errno === 1045
-        ? credentials
-        : errno === 1044
-          ? `check the database in ${keyText(`${prefix}.url`)}, or grant the user its rights on it; else ${credentials}`
-          : `${String(error.details.fix)}; else ${credentials}`;
-  } else if (kind === "schema") {
-    fix =
-      errno === 1049
-        ? `check the database in ${keyText(`${prefix}.url`)}, or create it (CREATE DATABASE ...)`
-        : `set ${keyText(`${prefix}.createTable`)} to true to create it at start, or run ${table}`;
-  }
-  if (fix === undefined) return error;
-  return new LeafError({
-    component: error.component,
-    code: error.code,
-    leafCode: error.leafCode,
-    message: `${error.details.problem}; ${fix}`,
-    details: { ...error.details, fix },
-    cause: error,
-  });
 }
 
 /** A start-up failure that says which mode could not start, keeping the original code. */

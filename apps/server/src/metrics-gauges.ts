@@ -4,6 +4,7 @@
 // the id paths bump.
 import type { SnowflakeWorker } from "@leaf/core";
 import { Gauge, type Registry } from "prom-client";
+import type { describeBackends } from "./backends/index";
 import type { CapacityView } from "./capacity";
 import { InstrumentedStore } from "./instrumented-store";
 import { tagState } from "./readiness";
@@ -15,6 +16,8 @@ export interface GaugeSource {
   capacityView(): CapacityView;
   /** The server's version and configuration summary (leaf_info). */
   info(): { version: string; config: string } | undefined;
+  /** The backends the server uses, as their entries describe them. */
+  backends(): ReturnType<typeof describeBackends>;
 }
 
 const LEASE_STATES = ["starting", "held", "fenced", "closed"] as const;
@@ -247,6 +250,21 @@ export function registerStateGauges(source: GaugeSource, registers: Registry[]):
       const store = source.services()?.segment?.store;
       if (store instanceof InstrumentedStore) {
         this.set({ store: store.kind }, store.health().state === "down" ? 0 : 1);
+      }
+    },
+  });
+  new Gauge({
+    name: "leaf_backend_info",
+    help: "1 for each backend the server uses: the segment store and the worker-id registry, with their kind, mode and address (no secrets), and whether other servers share them.",
+    labelNames: ["role", "kind", "mode", "target", "shared"],
+    registers,
+    collect() {
+      this.reset();
+      for (const b of source.backends()) {
+        this.set(
+          { role: b.role, kind: b.kind, mode: b.mode, target: b.target, shared: String(b.shared) },
+          1,
+        );
       }
     },
   });

@@ -4,6 +4,7 @@
 import { type Layout, layouts } from "@leaf/core";
 import { Counter, collectDefaultMetrics, Histogram, Registry } from "prom-client";
 import { Activity } from "./activity";
+import { describeBackends } from "./backends/index";
 import { type CapacityView, CapacityWatch } from "./capacity";
 import { configSummary } from "./config-summary";
 import { registerStateGauges } from "./metrics-gauges";
@@ -123,6 +124,7 @@ export class ServerMetrics {
   private snowflake: SnowflakeTally | undefined;
   private capacityCache: { at: number; view: CapacityView } | undefined;
   private info: { version: string; config: string } | undefined;
+  private backends: ReturnType<typeof describeBackends> = [];
 
   constructor() {
     const registers = [this.registry];
@@ -230,6 +232,7 @@ export class ServerMetrics {
         services: () => metrics.services?.(),
         capacityView: () => metrics.capacityView(),
         info: () => metrics.info,
+        backends: () => metrics.backends,
       },
       registers,
     );
@@ -244,6 +247,7 @@ export class ServerMetrics {
   bind(ctx: ServerView, logger: ServiceLogger): void {
     this.services ??= () => ctx.services;
     this.info = { version: ctx.version, config: configSummary(ctx.config).fingerprint };
+    this.backends = describeBackends(ctx.config);
     this.capacity.bind(ctx, logger);
   }
 

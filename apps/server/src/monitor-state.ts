@@ -1,6 +1,7 @@
 // The data of the monitor page (Java Leaf's /cache and /db, and more), as JSON: ids and other 64-bit
 // values as strings, times in ms since 1970.
 import type { TagRecord } from "@leaf/segment";
+import { registryBackend, storeBackend } from "./backends/index";
 import { configSummary } from "./config-summary";
 import type { AppContext } from "./id-sources";
 import { InstrumentedStore } from "./instrumented-store";
@@ -34,13 +35,16 @@ export function monitorState(ctx: AppContext) {
 function segmentState(ctx: AppContext) {
   if (!ctx.config.segment) return { enabled: false as const };
   const mode = ctx.services?.segment;
-  if (!mode)
-    return { enabled: true as const, running: false as const, store: ctx.config.segment.store };
+  const { store, backend: settings } = ctx.config.segment;
+  /** Where ranges come from: the store's kind, mode and address (no secrets). */
+  const backend = storeBackend(store).describe(settings);
+  if (!mode) return { enabled: true as const, running: false as const, store, backend };
   const status = mode.generator.status();
   return {
     enabled: true as const,
     running: true as const,
     store: mode.store.kind,
+    backend,
     /** The database (or embedded store) as the last operations saw it. */
     storeHealth: mode.store instanceof InstrumentedStore ? mode.store.health() : null,
     status,
@@ -84,11 +88,15 @@ function snowflakeState(ctx: AppContext, now: number) {
     unitMillis: layout.unitMillis,
     lastInstantMs: layout.lastInstantMs,
   };
+  const settings = ctx.config.snowflake.registry;
+  /** Where the worker id comes from: the registry's kind, mode and address (no secrets). */
+  const backend = registryBackend(settings.kind).describe(settings);
   if (!mode) {
     return {
       enabled: true as const,
       running: false as const,
-      registry: ctx.config.snowflake.registry.kind,
+      registry: settings.kind,
+      backend,
       layout: layoutInfo,
     };
   }
@@ -99,6 +107,7 @@ function snowflakeState(ctx: AppContext, now: number) {
     enabled: true as const,
     running: true as const,
     registry: mode.registry.kind,
+    backend,
     node: mode.node,
     state: worker.state,
     /** The registry connection: connected, reports failing, lease lost, closed. */

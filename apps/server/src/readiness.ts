@@ -3,6 +3,7 @@
 // in the metrics and on the monitor), never the node's readiness: a node that serves every other
 // tag must get the traffic, and a lazy tag is loaded by exactly the request readiness would hold back.
 import type { TagSnapshot } from "@leaf/segment";
+import { registryBackend } from "./backends/index";
 import type { AppContext } from "./id-sources";
 
 /**
@@ -99,7 +100,7 @@ export function readiness(ctx: AppContext): Record<string, Check> {
         worker.state === "held"
           ? {
               ready: true,
-              detail: `worker id ${worker.lease?.workerId} held (${services!.snowflake!.registry.kind} registry)`,
+              detail: `worker id ${worker.lease?.workerId} held (${services!.snowflake!.registry.kind} registry, ${registryTarget(ctx)})`,
             }
           : {
               ready: false,
@@ -127,4 +128,10 @@ export function readiness(ctx: AppContext): Record<string, Check> {
 /** True when every enabled mode can serve (what `/health/ready` answers 200 for). */
 export function isReady(ctx: AppContext): boolean {
   return Object.values(readiness(ctx)).every((c) => c.ready);
+}
+
+/** The registry's address as its entry shows it. */
+function registryTarget(ctx: AppContext): string {
+  const settings = ctx.config.snowflake!.registry;
+  return registryBackend(settings.kind).describe(settings).target;
 }

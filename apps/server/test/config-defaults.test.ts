@@ -40,8 +40,8 @@ const WHERE: Record<string, () => unknown> = {
   "server.shutdownTimeoutMs": () => plain.server.shutdownTimeoutMs,
   "server.monitor": () => plain.server.monitor,
   "segment.enabled": () => plain.segment !== undefined,
-  "segment.mysql.createTable": () => mysql.segment?.mysql?.createTable,
-  "segment.demoTag": () => plain.segment?.demoTag,
+  "segment.mysql.createTable": () => store(mysql, "mysql")?.createTable,
+  "segment.demoTag": () => store(plain, "embedded")?.demoTag,
   "segment.refreshIntervalMs": () => plain.segment?.refreshIntervalMs,
   "segment.exhaustedWaitMs": () => plain.segment?.exhaustedWaitMs,
   "segment.dynamicStep": () => plain.segment?.dynamicStep,
@@ -65,6 +65,11 @@ const WHERE: Record<string, () => unknown> = {
   "redisSequence.prefix": () => redis.redisSequence?.prefix,
   "redisSequence.timeZone": () => redis.redisSequence?.timeZone,
 };
+
+function store<K extends "embedded" | "mysql">(config: ServerConfig, kind: K) {
+  const settings = config.segment?.backend;
+  return settings?.kind === kind ? (settings as Extract<typeof settings, { kind: K }>) : undefined;
+}
 
 function registry<K extends "local" | "zk" | "mysql">(config: ServerConfig, kind: K) {
   const settings = config.snowflake?.registry;

@@ -30,8 +30,7 @@ describe("configuration", () => {
     expect(config.server).toMatchObject({ host: "127.0.0.1", port: 8080, maxBatch: 10_000 });
     expect(config.segment).toMatchObject({
       store: "embedded",
-      dir: join(dir, ".leaf-data", "segments"),
-      demoTag: "leaf-segment-test",
+      backend: { dir: join(dir, ".leaf-data", "segments"), demoTag: "leaf-segment-test" },
     });
     expect(config.snowflake?.registry).toEqual({
       kind: "local",
@@ -63,7 +62,7 @@ describe("configuration", () => {
     const config = loadConfig({ file: path, env: {} });
     expect(config.name).toBe("com.sankuai.leaf.opensource.test");
     expect(config.segment?.store).toBe("mysql");
-    expect(config.segment?.mysql).toMatchObject({
+    expect(config.segment?.backend).toMatchObject({
       url: "jdbc:mysql://db.example:3306/leaf?useUnicode=true&characterEncoding=utf8&characterSetResults=utf8",
       user: "leaf",
       password: "s3cret",
@@ -170,7 +169,7 @@ describe("configuration", () => {
       },
     });
     expect(config.server.port).toBe(9100);
-    expect(config.segment?.mysql).toMatchObject({
+    expect(config.segment?.backend).toMatchObject({
       url: "mysql://b:3307/other",
       user: "u",
       password: "",
@@ -524,7 +523,7 @@ describe("safe defaults for a real deployment", () => {
     expect(zk.message).toContain(
       "LEAF_SNOWFLAKE_STATEFUL_SET (environment) asks the zk registry in normal mode",
     );
-    expect(zk.message).toContain("or zk with snowflake.zk.mode=recycle");
+    expect(zk.message).toContain("zk with snowflake.zk.mode=recycle");
     const recycle = loadConfig({
       env: {
         HOSTNAME: "leaf-3",

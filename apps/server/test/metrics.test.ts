@@ -174,5 +174,12 @@ describe("metrics of a running server", () => {
     // The local registry's id is configured by hand: no "ids left" to count.
     expect(text).not.toMatch(/^leaf_snowflake_worker_ids_left\{/m);
     expect(text).toMatch(/^leaf_server_info\{version="[^"]+",config="[0-9a-f]{12}"\} 1$/m);
+    // Each backend in use, as its entry describes it: the embedded store's folder, the local registry.
+    expect(text).toMatch(
+      /^leaf_backend_info\{role="segment-store",kind="embedded",mode="",target="[^"]+segments",shared="false"\} 1$/m,
+    );
+    expect(text).toMatch(
+      /^leaf_backend_info\{role="registry",kind="local",mode="configured",target="[^"]+registry-local",shared="false"\} 1$/m,
+    );
   });
 });

@@ -437,6 +437,11 @@ function tagCard(t: TagView): HTMLElement {
   return el("div", { cls: "card", "data-testid": "tag", "data-tag": t.tag }, children);
 }
 
+/** "normal mode, zk1:2181": a registry's mode and address as its backend entry describes them. */
+function registryWhere(backend: { mode: string; target: string }): string {
+  return backend.mode === "" ? backend.target : `${backend.mode} mode, ${backend.target}`;
+}
+
 function renderSegment(seg: Segment, now: number): void {
   const sub = byId("segment-sub");
   if (!seg.enabled) {
@@ -445,7 +450,7 @@ function renderSegment(seg: Segment, now: number): void {
     return;
   }
   if (!seg.running) {
-    sub.textContent = `${seg.store} store`;
+    sub.textContent = `${seg.store} store (${seg.backend.target})`;
     disabled("segment-tags", "Starting...");
     return;
   }
@@ -467,7 +472,7 @@ function renderSegment(seg: Segment, now: number): void {
   }
   sub.appendChild(
     document.createTextNode(
-      `${seg.store} store · ${seg.tags.length} tag${seg.tags.length === 1 ? "" : "s"}` +
+      `${seg.store} store (${seg.backend.target}) · ${seg.tags.length} tag${seg.tags.length === 1 ? "" : "s"}` +
         ` · tag list read ${ago(seg.status.lastRefreshAt, now)}` +
         (seg.status.lastRefreshError
           ? ` · last refresh failed: ${seg.status.lastRefreshError}`
@@ -512,13 +517,13 @@ function renderSnowflake(sf: Snowflake, now: number): void {
     return;
   }
   if (!sf.running) {
-    sub.textContent = `${sf.registry} registry`;
+    sub.textContent = `${sf.registry} registry (${registryWhere(sf.backend)})`;
     disabled("snowflake-body", "Starting...");
     return;
   }
   const layout = sf.layout;
   sub.textContent =
-    `${sf.registry} registry · node ${sf.node.ip}:${sf.node.port} · layout ${layout.name}` +
+    `${sf.registry} registry (${registryWhere(sf.backend)}) · node ${sf.node.ip}:${sf.node.port} · layout ${layout.name}` +
     ` (${layout.timestampBits}/${layout.workerBits}/${layout.sequenceBits}, epoch ${clock(layout.epoch)})`;
   const leaseCls = sf.state === "held" ? "ok" : sf.state === "fenced" ? "bad" : "off";
   const leaseTile = el("div", { cls: "tile" }, [

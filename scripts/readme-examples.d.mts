@@ -6,6 +6,7 @@ export declare const ROOT: string;
 /** Services an example may need, and the environment variable its code reads the URL from. */
 export declare const SERVICE_ENV: Readonly<{
   mysql: "LEAF_MYSQL_URL";
+  postgres: "LEAF_PG_URL";
   redis: "LEAF_REDIS_URL";
   zookeeper: "LEAF_ZK_URL";
   etcd: "LEAF_ETCD_URL";

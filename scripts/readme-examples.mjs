@@ -24,6 +24,7 @@ export const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
  */
 export const SERVICE_ENV = Object.freeze({
   mysql: "LEAF_MYSQL_URL",
+  postgres: "LEAF_PG_URL",
   redis: "LEAF_REDIS_URL",
   zookeeper: "LEAF_ZK_URL",
   etcd: "LEAF_ETCD_URL",

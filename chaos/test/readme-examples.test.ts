@@ -18,7 +18,14 @@ import {
 } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import { startEtcd, startMysql, startRedis, startZookeeper, stopAll } from "@leaf/testkit";
+import {
+  startEtcd,
+  startMysql,
+  startPostgres,
+  startRedis,
+  startZookeeper,
+  stopAll,
+} from "@leaf/testkit";
 import { afterAll, describe, expect, it } from "vitest";
 import {
   type ExampleService,
@@ -46,6 +53,10 @@ function serviceUrl(service: ExampleService): Promise<string> {
         case "mysql": {
           const mysql = await startMysql();
           return mysql.urlFor(await mysql.createDatabase("readme"));
+        }
+        case "postgres": {
+          const postgres = await startPostgres();
+          return postgres.urlFor(await postgres.createDatabase("readme"));
         }
         case "redis":
           return (await startRedis()).url;

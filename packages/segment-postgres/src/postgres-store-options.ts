@@ -68,9 +68,11 @@ export function hostPools(options: PostgresSegmentStoreOptions): HostPools {
       keepAlive: true,
       idleTimeoutMillis: 60_000,
     });
-    // An idle connection the server drops is reported as an event; callers see failures as
-    // rejections of their own statements.
+    // A connection the server drops is reported as an event, on the pool while idle and on the
+    // client while checked out (between two statements of a store call): unheard, the event would
+    // end the process. Callers see the failure as the rejection of their next statement.
     pool.on("error", () => {});
+    pool.on("connect", (client) => client.on("error", () => {}));
     return pool;
   });
   const hostNames = hosts.map((h) => `${h.host}:${h.port}`);

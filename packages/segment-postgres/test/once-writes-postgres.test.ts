@@ -6,7 +6,13 @@
 // TcpProxy cut loses the answer; every id is counted.
 import { ErrorCodes, isLeafError } from "@leaf/core";
 import type { SegmentRange } from "@leaf/segment";
-import { countDuplicates, type PostgresHandle, startPostgres, TcpProxy } from "@leaf/testkit";
+import {
+  countDuplicates,
+  type PostgresHandle,
+  startPostgres,
+  TcpProxy,
+  waitUntil,
+} from "@leaf/testkit";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PostgresSegmentStore, type PostgresSegmentStoreOptions } from "../src/index";
@@ -75,10 +81,14 @@ async function queued(marker: string): Promise<number> {
   return Number(rows[0].n);
 }
 
+/** Waits until `n` statements whose text contains `marker` run on the server. */
+const queuedReaches = (marker: string, n: number) =>
+  waitUntil(`${n} statement(s) like ${marker}`, async () => (await queued(marker)) === n);
+
 /** The backend pid of the one statement whose text contains `marker`. */
 async function backendRunning(marker: string): Promise<number> {
   let pid: number | undefined;
-  await until(async () => {
+  await waitUntil(`a statement like ${marker}`, async () => {
     const { rows } = await admin.query(
       "SELECT pid FROM pg_stat_activity WHERE state = 'active' AND query LIKE $1 AND pid <> pg_backend_pid()",
       [`%${marker}%`],
@@ -94,14 +104,6 @@ async function maxIdOf(name: string): Promise<bigint> {
     `SELECT max_id::text AS max_id FROM ${name} WHERE biz_tag = 't'`,
   );
   return BigInt(rows[0].max_id);
-}
-
-async function until(condition: () => Promise<boolean>, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error("timed out waiting on the server's sessions");
-    await sleep(20);
-  }
 }
 
 /** Every id of the ranges, one list per range: ids in two of them are handed out twice. */
@@ -144,9 +146,9 @@ describe("writes that set a value are sent at most once (PostgreSQL)", () => {
           (given) => ({ given }),
           (error: unknown) => ({ error }),
         );
-        await until(async () => (await queued(GIVE_BACK)) === 1);
+        await queuedReaches(GIVE_BACK, 1);
         const takenByB = b.takeRange("t");
-        await until(async () => (await queued(TAKE)) === 1);
+        await queuedReaches(TAKE, 1);
         // The network between A and the server goes; the lock is released: the give-back runs
         // (max id back to 1), then B's range [1, 1001), and A's answer is lost.
         proxy.cutOff();
@@ -186,7 +188,7 @@ describe("writes that set a value are sent at most once (PostgreSQL)", () => {
           (given) => ({ given }),
           (error: unknown) => ({ error }),
         );
-        await until(async () => (await queued(GIVE_BACK)) === 1);
+        await queuedReaches(GIVE_BACK, 1);
         const takenByB = b.takeRange("t");
         // Past A's query timeout (1 s): a store that sends the give-back again has queued it now.
         await sleep(1_800);
@@ -226,13 +228,13 @@ describe("writes that set a value are sent at most once (PostgreSQL)", () => {
           () => undefined,
           (error: unknown) => error,
         );
-        await until(async () => (await queued(marker)) === 1);
+        await queuedReaches(marker, 1);
         await sleep(1_800);
         // The copy A gave up on still waits on the server; no second copy joined it.
         expect(await queued(marker)).toBe(1);
         await lock.release();
         expect(await result).toSatisfy(unknownOutcome);
-        await until(async () => (await queued(marker)) === 0);
+        await queuedReaches(marker, 0);
       }
       // Each copy ran once, as one statement: the step was set, then the tag deleted with its
       // max id recorded.
@@ -250,7 +252,7 @@ describe("writes that set a value are sent at most once (PostgreSQL)", () => {
         () => undefined,
         (error: unknown) => error,
       );
-      await until(async () => (await queued("INSERT INTO")) === 1);
+      await queuedReaches("INSERT INTO", 1);
       await sleep(1_800);
       expect(await queued("INSERT INTO")).toBe(1);
       await conn.query("ROLLBACK");
@@ -282,7 +284,7 @@ describe("statements the server interrupts (pg_cancel_backend, pg_terminate_back
         );
         const victim = await backendRunning("WITH gone AS (DELETE");
         const queuedRange = a.takeRange("t");
-        await until(async () => (await queued(TAKE)) === 1);
+        await queuedReaches(TAKE, 1);
         await admin.query(`SELECT ${kill}($1)`, [victim]);
         const error = await deleted;
         await lock.release();
@@ -310,7 +312,7 @@ describe("statements the server interrupts (pg_cancel_backend, pg_terminate_back
       const victim = await backendRunning(TAKE);
       await admin.query("SELECT pg_cancel_backend($1)", [victim]);
       // The second try waits behind the lock too.
-      await until(async () => (await queued(TAKE)) === 1);
+      await queuedReaches(TAKE, 1);
       await lock.release();
       const taken = await range;
       expect([taken.start, taken.end]).toEqual([1n, 1001n]);

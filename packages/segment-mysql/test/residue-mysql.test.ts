@@ -366,39 +366,51 @@ describe("a residue set over two MariaDB servers", () => {
     await admin.createTag({ tag: "t", step: 600, startId: 1n });
     await admin.createTag({ tag: "u", step: 300, startId: 1n });
     await admin.close();
-    const takers = [await taker("one", two), await taker("two", [two[1]!, two[0]!])];
+    // Both takers draw from b: a stays far behind (its max id at the start id), which is the
+    // case the raise is for.
+    const [a, b, c] = list as [Database, Database, Database];
+    const takers = [await taker("one", [b, a]), await taker("two", [b, a])];
     const load = drive(takers);
     try {
       await eventually(() => expect(total(takers)).toBeGreaterThan(10_000));
       const grown = await form(list);
       expect(grown).toMatchObject({ epoch: 1, unchanged: false });
       const R = grown.startsAt.get("t")!;
-      // Each taker took one range of u at its start ([1, 301) from its own database): R is 302.
-      expect(grown.startsAt.get("u")).toBe(302n);
-      load.add(await taker("three", [list[2]!, list[0]!, list[1]!]));
+      // Each taker took one range of u from b at its start ([1, 301), [301, 601)): R is 602.
+      expect(grown.startsAt.get("u")).toBe(602n);
+      // New servers: one asks c first, one a (which handed out nothing before).
+      load.add(await taker("three", [c, a, b]));
+      load.add(await taker("four", [a, b, c]));
       const from = mark(takers);
       await eventually(() => {
         for (const [i, t] of takers.entries()) {
-          const fresh = t.ids.slice(from.ids[i]).filter((id) => id >= R);
-          expect(fresh.length).toBeGreaterThan(3_000);
+          expect(t.ids.length).toBeGreaterThan(from.ids[i]! + 3_000);
         }
       });
       await load.stop();
-      // Taker one and two went on in the new layout; taker three started in it, from c.
+      const count = duplicates(takers);
+      console.log(`2 to 3 under load: ${count.total} ids, ${count.duplicates} twice, R = ${R}`);
+      expect(count.duplicates).toBe(0);
+      // Taker one and two went on in the new layout, from b or a (never c's class: they do not
+      // list c); the new ones only above R, mostly from the database they list first.
       for (const t of takers.slice(0, 2)) {
         const above = t.ids.filter((id) => id >= R);
-        expect(above.every((id) => id % 3n === 0n || id % 3n === 1n)).toBe(true);
+        expect(above.filter((id) => id % 3n === 2n)).toEqual([]);
+        expect(above.length).toBeGreaterThan(3_000);
       }
-      expect(takers[2]!.ids.every((id) => id >= R && id % 3n === 2n)).toBe(true);
+      for (const [t, first] of [
+        [takers[2]!, 2n],
+        [takers[3]!, 0n],
+      ] as const) {
+        expect(t.ids.filter((id) => id < R)).toEqual([]);
+        expect(t.ids.filter((id) => id % 3n === first).length).toBeGreaterThan(t.ids.length / 2);
+      }
       const residues = await Promise.all(
         list.map((d) => query(d, "SELECT delta, remainder, epoch, state FROM leaf_alloc_residue")),
       );
       expect(residues).toEqual(
         [0, 1, 2].map((i) => [{ delta: 3, remainder: i, epoch: 1, state: "active" }]),
       );
-      const count = duplicates(takers);
-      console.log(`2 to 3 under load: ${count.total} ids, ${count.duplicates} twice, R = ${R}`);
-      expect(count.duplicates).toBe(0);
     } finally {
       await load.stop();
       for (const t of takers) await t.generator.close();

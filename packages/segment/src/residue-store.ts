@@ -22,6 +22,7 @@ import type {
   SegmentStore,
   TagRecord,
 } from "./segment-store";
+import { message, reasonOf } from "./tag-loader";
 import {
   belowDeletedTag,
   COMPONENT,
@@ -978,15 +979,6 @@ function isMisconfiguration(error: unknown): boolean {
     isLeafError(error, ErrorCodes.INVALID_CONFIG) ||
     (isLeafError(error, ErrorCodes.CORRUPT_DATA) && reasonOf(error) === "bad-residue")
   );
-}
-
-function reasonOf(error: unknown): string | undefined {
-  const reason = (error as { details?: { reason?: unknown } } | undefined)?.details?.reason;
-  return typeof reason === "string" ? reason : undefined;
-}
-
-function message(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }
 
 /** A LeafError's message without its "[leaf] [component] " prefix. */

@@ -146,7 +146,7 @@ export const CONFIG_KEYS = [
   def("segment.store", {
     type: STORE_KINDS.join(" | "),
     defaultText: `the store whose address is set (${SEGMENT_STORES.flatMap((s) => s.addressKeys).join(", ")}), else embedded (loopback only)`,
-    doc: "Where segment ranges come from: Java Leaf's `leaf_alloc` table, or the embedded store in `dataDir/segments` (one single node). With a Java Leaf file or a non-loopback `server.host`, `embedded` must be set explicitly.",
+    doc: "Where segment ranges come from: Java Leaf's `leaf_alloc` table in MySQL, the same table in PostgreSQL, or the embedded store in `dataDir/segments` (one single node). With a Java Leaf file or a non-loopback `server.host`, `embedded` must be set explicitly.",
     read: oneOf(STORE_KINDS),
   }),
   ...SEGMENT_STORES.flatMap((store): readonly StoreKey[] => store.keys),

@@ -17,6 +17,10 @@ const DATABASE = "mysql://leaf:secret@127.0.0.1:3306/leaf";
 const plain = load({});
 const zk = load({ segment: { enabled: false }, snowflake: { zk: { address: "127.0.0.1:2181" } } });
 const mysql = load({ segment: { mysql: { url: DATABASE } }, snowflake: { registry: "mysql" } });
+const postgres = load({
+  segment: { postgres: { url: "postgres://leaf:secret@127.0.0.1:5432/leaf" } },
+  snowflake: { enabled: false },
+});
 const pod = loadConfig({
   values: { segment: { enabled: false }, snowflake: { statefulSet: true } },
   env: { HOSTNAME: "leaf-2" },
@@ -41,6 +45,7 @@ const WHERE: Record<string, () => unknown> = {
   "server.monitor": () => plain.server.monitor,
   "segment.enabled": () => plain.segment !== undefined,
   "segment.mysql.createTable": () => store(mysql, "mysql")?.createTable,
+  "segment.postgres.createTable": () => store(postgres, "postgres")?.createTable,
   "segment.demoTag": () => store(plain, "embedded")?.demoTag,
   "segment.refreshIntervalMs": () => plain.segment?.refreshIntervalMs,
   "segment.exhaustedWaitMs": () => plain.segment?.exhaustedWaitMs,
@@ -66,7 +71,7 @@ const WHERE: Record<string, () => unknown> = {
   "redisSequence.timeZone": () => redis.redisSequence?.timeZone,
 };
 
-function store<K extends "embedded" | "mysql">(config: ServerConfig, kind: K) {
+function store<K extends "embedded" | "mysql" | "postgres">(config: ServerConfig, kind: K) {
   const settings = config.segment?.backend;
   return settings?.kind === kind ? (settings as Extract<typeof settings, { kind: K }>) : undefined;
 }

@@ -8,11 +8,12 @@ import { etcdRegistry } from "./etcd-registry";
 import { localRegistry } from "./local-registry";
 import { mysqlRegistry } from "./mysql-registry";
 import { mysqlStore } from "./mysql-store";
+import { postgresStore } from "./postgres-store";
 import { redisRegistry } from "./redis-registry";
 import { zkRegistry } from "./zk-registry";
 
 /** Segment stores, in the order the README lists them. */
-export const SEGMENT_STORES = [embeddedStore, mysqlStore] as const;
+export const SEGMENT_STORES = [embeddedStore, mysqlStore, postgresStore] as const;
 
 /** Worker-id registries, in the order the README lists them. */
 export const REGISTRIES = [

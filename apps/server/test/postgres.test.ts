@@ -1,0 +1,183 @@
+// The server on PostgreSQL, as an operator runs it: segment mode from a configuration file and from
+// LEAF_* variables against a private PostgreSQL (the store's backend entry), its ids counted across
+// two servers sharing the table, what the monitor, metrics and health show, and a start error told
+// in the server's keys.
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { freePort, type PostgresHandle, runNode, startPostgres, stopAll } from "@leaf/testkit";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { loadConfig } from "../src/index";
+import { CLI, startCli, text } from "./cli-process";
+
+const TOKEN = "postgres-admin-token-0123456789";
+
+let pg: PostgresHandle;
+let database: string;
+const dirs: string[] = [];
+
+beforeAll(async () => {
+  pg = await startPostgres({ useEnv: false });
+  database = await pg.createDatabase("leaf_server");
+}, 120_000);
+
+afterAll(async () => {
+  await pg?.dispose();
+  await stopAll();
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+});
+
+function tempDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), "leaf-server-postgres-"));
+  dirs.push(dir);
+  return dir;
+}
+
+const url = () => `postgres://${pg.user}@${pg.host}:${pg.port}/${database}`;
+
+async function createTag(port: number, tag: string, step: number): Promise<void> {
+  const res = await fetch(`http://127.0.0.1:${port}/api/v1/admin/tags`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
+    body: JSON.stringify({ tag, step }),
+  });
+  expect(res.status, await res.text()).toBe(201);
+}
+
+/** `count` ids of `tag` through the Java path, one request each, as decimal strings. */
+async function ids(port: number, tag: string, count: number): Promise<string[]> {
+  const out: string[] = [];
+  for (let i = 0; i < count; i++) {
+    const res = await text(`http://127.0.0.1:${port}/api/segment/get/${tag}`);
+    expect(res.status, res.body).toBe(200);
+    out.push(res.body);
+  }
+  return out;
+}
+
+describe("the server on a PostgreSQL segment store", () => {
+  it("reads segment.postgres.* from a file and LEAF_SEGMENT_POSTGRES_* from the environment", () => {
+    const dir = tempDir();
+    const file = join(dir, "leaf.json");
+    writeFileSync(
+      file,
+      JSON.stringify({
+        segment: { postgres: { url: url(), password: "", table: "ids.alloc" } },
+        snowflake: { enabled: false },
+      }),
+    );
+    const fromFile = loadConfig({ file, env: {}, cwd: dir });
+    expect(fromFile.segment?.store).toBe("postgres");
+    expect(fromFile.segment?.backend).toMatchObject({ url: url(), table: "ids.alloc" });
+    // A shared store: the server listens on every interface, and a default worker id is refused.
+    expect(fromFile.server.host).toBe("0.0.0.0");
+    expect(() =>
+      loadConfig({ env: { LEAF_SEGMENT_POSTGRES_URL: url(), LEAF_SEGMENT_POSTGRES_PASSWORD: "" } }),
+    ).toThrow("snowflake mode would use the local registry's default worker id 0");
+    const fromEnv = loadConfig({
+      env: {
+        LEAF_SEGMENT_POSTGRES_URL: url(),
+        LEAF_SEGMENT_POSTGRES_PASSWORD: "",
+        LEAF_SNOWFLAKE_LOCAL_WORKER_ID: "3",
+      },
+      cwd: dir,
+    });
+    expect(fromEnv.segment?.store).toBe("postgres");
+    expect(() => loadConfig({ env: { LEAF_SEGMENT_POSTGRES_URL: url() }, cwd: dir })).toThrow(
+      "missing segment.postgres.password / LEAF_SEGMENT_POSTGRES_PASSWORD",
+    );
+    expect(() =>
+      loadConfig({
+        env: {
+          LEAF_SEGMENT_POSTGRES_URL: "mysql://db:3306/leaf",
+          LEAF_SEGMENT_POSTGRES_PASSWORD: "",
+        },
+        cwd: dir,
+      }),
+    ).toThrow("expected a database URL: postgres://user:password@host:5432/leaf");
+    // Two stores' addresses without segment.store: neither is ignored.
+    expect(() =>
+      loadConfig({
+        env: {
+          LEAF_SEGMENT_POSTGRES_URL: url(),
+          LEAF_SEGMENT_POSTGRES_PASSWORD: "",
+          LEAF_SEGMENT_MYSQL_URL: "mysql://u:p@db:3306/leaf",
+        },
+        cwd: dir,
+      }),
+    ).toThrow("name 2 segment stores; choose one with");
+  });
+
+  it("serves a tag from two servers on one table (file and environment), every id once", async () => {
+    const first = await freePort();
+    const second = await freePort();
+    const dir1 = tempDir();
+    const file = join(dir1, "leaf.json");
+    writeFileSync(
+      file,
+      JSON.stringify({
+        server: { port: first, host: "127.0.0.1", adminToken: TOKEN },
+        segment: { postgres: { url: url(), password: "", createTable: true } },
+        snowflake: { enabled: false },
+      }),
+    );
+    const a = await startCli(dir1, {}, ["--config", file]);
+    await createTag(first, "orders", 7);
+    const b = await startCli(tempDir(), {
+      LEAF_SERVER_PORT: String(second),
+      LEAF_SERVER_HOST: "127.0.0.1",
+      LEAF_SEGMENT_POSTGRES_URL: url(),
+      LEAF_SEGMENT_POSTGRES_PASSWORD: "",
+      LEAF_SNOWFLAKE_ENABLED: "false",
+    });
+    try {
+      const all = [...(await ids(first, "orders", 40)), ...(await ids(second, "orders", 40))];
+      all.push(...(await ids(first, "orders", 25)), ...(await ids(second, "orders", 25)));
+      expect(new Set(all).size).toBe(all.length);
+      expect(all.every((id) => /^[1-9][0-9]*$/.test(id))).toBe(true);
+
+      const metrics = await text(`http://127.0.0.1:${first}/metrics`);
+      expect(metrics.body).toMatch(
+        new RegExp(
+          `^leaf_backend_info\\{role="segment-store",kind="postgres",mode="",target="${pg.host}:${pg.port}/${database}.leaf_alloc",shared="true"\\} 1$`,
+          "m",
+        ),
+      );
+      expect(metrics.body).not.toContain("postgres@");
+      const monitor = JSON.parse((await text(`http://127.0.0.1:${second}/api/v1/monitor`)).body);
+      expect(monitor.segment.store).toBe("postgres");
+      expect(monitor.segment.backend).toEqual({
+        kind: "postgres",
+        mode: "",
+        target: `${pg.host}:${pg.port}/${database}.leaf_alloc`,
+        shared: true,
+      });
+      expect((await text(`http://127.0.0.1:${second}/health/ready`)).status).toBe(200);
+    } finally {
+      a.child.kill("SIGTERM");
+      b.child.kill("SIGTERM");
+      expect(await a.exited).toBe(0);
+      expect(await b.exited).toBe(0);
+    }
+  }, 120_000);
+
+  it("fails the start naming segment.postgres.createTable when the table is missing", async () => {
+    const empty = await pg.createDatabase("leaf_empty");
+    const run = await runNode(CLI, [], {
+      cwd: tempDir(),
+      env: {
+        LEAF_SERVER_PORT: String(await freePort()),
+        LEAF_SERVER_DRAIN_MS: "0",
+        LEAF_SEGMENT_POSTGRES_URL: `postgres://${pg.user}@${pg.host}:${pg.port}/${empty}`,
+        LEAF_SEGMENT_POSTGRES_PASSWORD: "",
+        LEAF_SNOWFLAKE_ENABLED: "false",
+      },
+      timeoutMs: 60_000,
+    });
+    expect(run.code, run.stderr).toBe(1);
+    expect(run.stderr).toContain("segment mode could not start");
+    expect(run.stderr).toContain(
+      "set segment.postgres.createTable (LEAF_SEGMENT_POSTGRES_CREATE_TABLE) to true to create it at start",
+    );
+  }, 90_000);
+});

@@ -54,6 +54,11 @@ export interface LeasedIdTable {
   /** WORKER_IDS_EXHAUSTED naming the lease that ends soonest. */
   exhaustedError(): Promise<LeafError>;
   /**
+   * Optional: runs first, before anything is taken (check that the store takes writes, take a
+   * fencing token for the grant). Its errors count as the acquire's.
+   */
+  prepare?(): Promise<void>;
+  /**
    * Optional: ids never to take (another mode's in the same database), read before taking; it
    * throws instead when the requested id is one.
    */
@@ -132,6 +137,7 @@ export async function grantLeasedIds<L extends RenewingLease>(
   };
 
   try {
+    await table.prepare?.();
     const reserved = (await table.reserved?.()) ?? new Set<number>();
     if (request.workerId !== undefined) {
       // A requested id (a StatefulSet ordinal): that row only, released, expired or never used.

@@ -83,6 +83,14 @@ export interface ClockStepHandOverOptions {
   cutAfterMs?: number;
   /** How long the first holder issues before the step (default 1,500 ms: renewals have run). */
   warmUpMs?: number;
+  /**
+   * The fault `cutAfterMs` after the step (default: the first holder's link cut, `proxy.cutOff()`).
+   * It may take time (the store paused past the lease, then resumed): the second holder is started
+   * once it resolves. With `stepMs` 0 it is the only fault.
+   */
+  fault?: (proxy: TcpProxy) => Promise<void> | void;
+  /** The second holder issues at least this long (ms) once granted (default 0). */
+  secondMinMs?: number;
 }
 
 /** What {@link clockStepHandOver} counted. */
@@ -96,7 +104,7 @@ export interface ClockStepHandOver {
   examples: bigint[];
   /** The latest clock reading the first holder printed (ms): past real time by the step once it stepped. */
   firstClockMax: number;
-  /** Date.now() of this process when the link was cut. */
+  /** Date.now() of this process when the link was cut (when the fault began). */
   cutAt: number;
   /** The highest timestamp of the first holder's ids (0 when none). */
   firstMaxTimestamp: number;
@@ -128,11 +136,18 @@ export async function clockStepHandOver(
     await sleep(options.warmUpMs ?? 1500);
     clock.set(stepMs);
     await sleep(options.cutAfterMs ?? 60);
-    proxy.cutOff();
     const cutAt = Date.now();
-    second = await startWhenGranted(options.startSecond, cutAt + stepMs + options.leaseMs + 60_000);
+    if (options.fault) await options.fault(proxy);
+    else proxy.cutOff();
+    second = await startWhenGranted(
+      options.startSecond,
+      Date.now() + stepMs + options.leaseMs + 60_000,
+    );
     const secondIds = new IdLog();
-    const until = cutAt + stepMs + options.leaseMs + 1000;
+    const until = Math.max(
+      cutAt + stepMs + options.leaseMs + 1000,
+      Date.now() + (options.secondMinMs ?? 0),
+    );
     while (Date.now() < until) {
       for (const id of second.nextIds(SECOND_BATCH)) secondIds.push(id);
       await sleep(1);

@@ -1,0 +1,186 @@
+// The PostgreSQL worker-id registry: options, their checks and defaults, and the WorkerIdRegistry
+// that leases ids from leaf_worker_lease (see postgres-lease.ts).
+import {
+  type AcquireRequest,
+  type Clock,
+  configError,
+  ErrorCodes,
+  LeafError,
+  systemClock,
+  type WorkerIdRegistry,
+} from "@leaf/core";
+import { checkAcquireRequest, checkBackend, checkLeaseTimings } from "@leaf/core/adapter";
+import type pg from "pg";
+import { COMPONENT, checkUrl, Database, isPool } from "./database";
+import { acquireLeased, type PostgresLease } from "./postgres-lease";
+import { checkTableName, DEFAULT_TABLE, schemaSql } from "./schema";
+
+/** Why a lease still held when the registry closes is lost. */
+const CLOSED_WHILE_HELD = "the registry was closed while the lease was held";
+
+/**
+ * What the table can hold: leaf_name is varchar(128), holder_ip varchar(127), worker_id a signed
+ * integer.
+ */
+const REQUEST_LIMITS = {
+  maxNameLength: 128,
+  maxIpLength: 127,
+  maxWorkerIdLimit: 2 ** 31 - 1,
+  requestedWorkerId: true,
+};
+
+/** Options of {@link PostgresRegistry}. */
+export interface PostgresRegistryOptions {
+  /**
+   * Where the database is: `postgres://user:password@host:5432/leaf` (one host: put a proxy or a
+   * virtual IP in front of a failover pair). Or give `client`.
+   */
+  url?: string;
+  /** A pg Pool you made and keep (`close()` leaves it open). Or give `url`. */
+  client?: pg.Pool;
+  /** pg pool options laid over those of `url` (ssl, ...). */
+  poolOptions?: pg.PoolConfig;
+  /** Table name (default leaf_worker_lease); its sequence is `<table>_grant_seq`. */
+  table?: string;
+  /**
+   * How long a lease lasts without renewal, in ms, judged by the database's clock (default 60,000).
+   * Another node may take the id once it has passed.
+   */
+  leaseMs?: number;
+  /**
+   * The holder fences itself this long (ms) before its lease can end, counted on its own monotonic
+   * clock from the send time of its last successful renewal (default leaseMs / 5). It must cover the
+   * clock-rate difference between node and database over one lease and a pause of the event loop.
+   */
+  safetyMarginMs?: number;
+  /** ms between renewals (default: the smaller of 3,000 and (leaseMs - margin) / 4). */
+  renewIntervalMs?: number;
+  /**
+   * Time limit of each statement and connection attempt, ms (default: the renewal interval, at
+   * least 1,000 and at most 5,000).
+   */
+  queryTimeoutMs?: number;
+  /**
+   * How far (ms) the clock may be behind the stored timestamp at acquire and still be waited out
+   * (default 5; acquire waits up to `max(toleranceMs, safetyMarginMs)` itself); further behind,
+   * acquire rejects with CLOCK_BEHIND_LEASE.
+   */
+  toleranceMs?: number;
+  /** Clock read for the start check and the stored horizons (default: the system clock). */
+  clock?: Clock;
+}
+
+/**
+ * A {@link WorkerIdRegistry} backed by PostgreSQL: worker ids leased for a time judged by the
+ * database's clock and recycled when their holder stops renewing. Create the table first with
+ * {@link createSchema} (or {@link PostgresRegistry.createSchema}, or the package's sql/ file).
+ */
+export class PostgresRegistry implements WorkerIdRegistry {
+  readonly kind = "postgres";
+  readonly table: string;
+  /** The timings after defaults, ms. */
+  readonly timings: {
+    leaseMs: number;
+    safetyMarginMs: number;
+    renewIntervalMs: number;
+    queryTimeoutMs: number;
+  };
+  private readonly db: Database;
+  private readonly clock: Clock;
+  private readonly toleranceMs: number;
+  private readonly live = new Set<PostgresLease>();
+  private closed = false;
+
+  constructor(options: PostgresRegistryOptions) {
+    if (typeof options !== "object" || options === null) {
+      throw configError(COMPONENT, "options", options, "{ url or client, ... }");
+    }
+    this.table = checkTableName(options.table ?? DEFAULT_TABLE);
+    this.toleranceMs = nonNegative("toleranceMs", options.toleranceMs ?? 5);
+    this.clock = options.clock ?? systemClock;
+    const { leaseMs, safetyMarginMs, renewIntervalMs } = checkLeaseTimings(COMPONENT, options, {
+      leaseMs: 60_000,
+    });
+    const queryTimeoutMs = positive(
+      "queryTimeoutMs",
+      options.queryTimeoutMs ?? Math.max(1000, Math.min(5000, renewIntervalMs)),
+    );
+    this.timings = { leaseMs, safetyMarginMs, renewIntervalMs, queryTimeoutMs };
+    const backend = checkBackend<pg.Pool>(options, {
+      component: COMPONENT,
+      url: "postgres://user:password@host:5432/leaf",
+      client: { what: "a pg Pool", is: isPool },
+    });
+    if (
+      options.poolOptions !== undefined &&
+      (typeof options.poolOptions !== "object" || options.poolOptions === null)
+    ) {
+      throw configError(COMPONENT, "poolOptions", options.poolOptions, "pg pool options");
+    }
+    this.db = new Database({
+      ...(backend.client ? { client: backend.client } : { url: checkUrl(backend.url) }),
+      poolOptions: options.poolOptions,
+      timeoutMs: queryTimeoutMs,
+    });
+  }
+
+  async acquire(request: AcquireRequest): Promise<PostgresLease> {
+    if (this.closed) {
+      throw new LeafError({
+        component: COMPONENT,
+        code: ErrorCodes.CLOSED,
+        message: "registry is closed: create a new PostgresRegistry to acquire again",
+      });
+    }
+    const checked = checkAcquireRequest(COMPONENT, request, REQUEST_LIMITS);
+    const lease = await acquireLeased(
+      {
+        db: this.db,
+        table: this.table,
+        clock: this.clock,
+        toleranceMs: this.toleranceMs,
+        ...this.timings,
+        forget: (ended) => this.live.delete(ended),
+      },
+      checked,
+    );
+    if (this.closed) {
+      lease.abandon(CLOSED_WHILE_HELD);
+      throw lease.lost.reason;
+    }
+    this.live.add(lease);
+    return lease;
+  }
+
+  /** Creates this registry's table and sequence when they do not exist ({@link schemaSql}). */
+  async createSchema(): Promise<void> {
+    await this.db.query(schemaSql(this.table), [], `creating ${this.table}`);
+  }
+
+  /**
+   * Stops renewals and closes connections. Leases still held are not released, but they are lost
+   * (`lost` aborts): without renewals nothing keeps another process off their ids. Release them
+   * first for a clean hand-over.
+   */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    for (const lease of [...this.live]) lease.abandon(CLOSED_WHILE_HELD);
+    this.live.clear();
+    await this.db.end();
+  }
+}
+
+function positive(key: string, value: unknown): number {
+  if (typeof value !== "number" || !Number.isSafeInteger(value) || value <= 0) {
+    throw configError(COMPONENT, key, value, "a positive integer of ms");
+  }
+  return value;
+}
+
+function nonNegative(key: string, value: unknown): number {
+  if (typeof value !== "number" || !Number.isSafeInteger(value) || value < 0) {
+    throw configError(COMPONENT, key, value, "an integer of 0 or more ms");
+  }
+  return value;
+}

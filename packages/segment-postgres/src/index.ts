@@ -1,6 +1,12 @@
 // `@leaf/segment-postgres`: the PostgreSQL segment store for @leaf/segment (a leaf_alloc table on
 // pg), kept apart so that users of the other stores do not install a database driver.
-export { DEFAULT_TABLE, LEAF_ALLOC_SCHEMA, leafAllocSchema } from "./leaf-alloc-schema";
+export {
+  DEFAULT_TABLE,
+  LEAF_ALLOC_SCHEMA,
+  leafAllocSchema,
+  residueSchema,
+  residueTableName,
+} from "./leaf-alloc-schema";
 export { classifyPostgresError } from "./postgres-errors";
 export {
   createSchema,

@@ -1,7 +1,11 @@
 // The leaf_alloc table on PostgreSQL: Java Leaf's columns (biz_tag, max_id, step, description,
-// update_time) in PostgreSQL's types, and the deleted tags' table beside it. The same text ships as
-// sql/leaf_alloc.sql and sql/leaf_alloc_deleted.sql.
-import { checkTableName, deletedTableName as sharedDeletedTableName } from "@leaf/segment/adapter";
+// update_time) in PostgreSQL's types, and the deleted tags' and residue tables beside it. The same
+// text ships as sql/leaf_alloc.sql, sql/leaf_alloc_deleted.sql and sql/leaf_alloc_residue.sql.
+import {
+  checkTableName,
+  deletedTableName as sharedDeletedTableName,
+  residueTableName as sharedResidueTableName,
+} from "@leaf/segment/adapter";
 
 /** The default table name, as in Java Leaf. */
 export const DEFAULT_TABLE = "leaf_alloc";
@@ -43,6 +47,36 @@ export function deletedTagsSchema(table: string = DEFAULT_TABLE): string {
   "max_id" bigint NOT NULL,
   "deleted_at" timestamptz NOT NULL DEFAULT CURRENT_TIMESTAMP,
   PRIMARY KEY ("biz_tag")
+)`;
+}
+
+/**
+ * The name of the table where a database of a residue set keeps its residue record (see
+ * `ResidueSegmentStore` of @leaf/segment): the tag table's name with `_residue` appended
+ * (`leaf_alloc_residue`), in the same schema.
+ */
+export function residueTableName(table: string = DEFAULT_TABLE): string {
+  return sharedResidueTableName(table, POSTGRES_NAMING);
+}
+
+/**
+ * The `CREATE TABLE` statement of the residue table (see {@link residueTableName}): one row, the
+ * database's residue class in its set (tinyid's `delta` and `remainder`), written by
+ * `formResidueSet` and read after every range a residue set's store takes.
+ */
+export function residueSchema(table: string = DEFAULT_TABLE): string {
+  return `CREATE TABLE IF NOT EXISTS ${quoteTable(residueTableName(table))} (
+  "id" smallint NOT NULL DEFAULT 1,
+  "set_id" varchar(64) NOT NULL,
+  "member_id" varchar(64) NOT NULL,
+  "epoch" integer NOT NULL,
+  "delta" integer NOT NULL,
+  "remainder" integer NOT NULL,
+  "state" varchar(16) NOT NULL,
+  "version" bigint NOT NULL,
+  "update_time" timestamptz NOT NULL DEFAULT CURRENT_TIMESTAMP,
+  PRIMARY KEY ("id"),
+  CONSTRAINT "one_row" CHECK ("id" = 1)
 )`;
 }
 

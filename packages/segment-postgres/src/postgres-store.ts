@@ -5,9 +5,11 @@
 // listed hosts are writable (a split brain) or from a host whose max id is behind. The host
 // failover, the once-only writes and the range checks are @leaf/segment's HostedRanges, shared with
 // the MySQL store; this file holds the SQL and pg's side of them.
-import type { NewTag, SegmentRange, SegmentStore, TagRecord } from "@leaf/segment";
+import type { NewTag, ResidueRecord, SegmentRange, SegmentStore, TagRecord } from "@leaf/segment";
 import {
   belowDeletedTag,
+  checkExpectedVersion,
+  checkResidueRecord,
   checkStep,
   checkTag,
   type HostDriver,
@@ -29,6 +31,7 @@ import {
   quoteTable,
 } from "./leaf-alloc-schema";
 import { classifyPostgresError, postgresError } from "./postgres-errors";
+import { PostgresResidueTable } from "./postgres-residue";
 import {
   hostPools,
   type PostgresSegmentStoreOptions,
@@ -67,6 +70,8 @@ export class PostgresSegmentStore implements SegmentStore {
   private readonly database: string;
   /** Host failover, once-only writes, range checks and counters (shared with other SQL stores). */
   private readonly ranges: HostedRanges<pg.PoolClient>;
+  /** The residue record, when the database is in a residue set (`leaf_alloc_residue`). */
+  private readonly residue: PostgresResidueTable;
 
   constructor(options: PostgresSegmentStoreOptions) {
     const hosts = hostPools(options);
@@ -81,6 +86,9 @@ export class PostgresSegmentStore implements SegmentStore {
       where: this.where(),
       name: "the PostgreSQL segment store",
     });
+    this.residue = new PostgresResidueTable(hosts.tableName, (conn, sql, values) =>
+      this.sendResult(conn, sql, values),
+    );
   }
 
   /**
@@ -259,6 +267,29 @@ export class PostgresSegmentStore implements SegmentStore {
       `SELECT biz_tag, max_id, step, description, update_time FROM ${this.table} WHERE false`,
       `UPDATE ${this.table} SET max_id = max_id, step = step WHERE false`,
     ]);
+  }
+
+  /**
+   * The residue record of this database in a residue set (`leaf_alloc_residue`, one row), read on
+   * the host in use; undefined when the set was never formed here.
+   */
+  async readResidue(): Promise<ResidueRecord | undefined> {
+    return this.ranges.run("reading the residue record", (conn) => this.residue.read(conn));
+  }
+
+  /**
+   * Writes the residue record when its version is `expectedVersion` (null: when there is none),
+   * creating the table first when it is missing: one `UPDATE ... WHERE version = $8` (or `INSERT
+   * ... ON CONFLICT DO NOTHING`), sent at most once (see {@link giveBack}).
+   */
+  async writeResidue(next: ResidueRecord, expectedVersion: number | null): Promise<boolean> {
+    checkResidueRecord(next, "next");
+    checkExpectedVersion(expectedVersion);
+    return this.ranges.write(
+      "writing the residue record",
+      (conn) => this.residue.write(conn, next, expectedVersion),
+      (conn) => this.residue.ensure(conn),
+    );
   }
 
   /** Counters: round trips, ranges taken, failovers, refusals, the host in use. */

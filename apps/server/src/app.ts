@@ -114,7 +114,7 @@ export function buildApp(ctx: AppContext, options: BuildAppOptions = {}): Fastif
   registerObservability(app, ctx);
   registerIdRoutes(app, ctx, sources, tokens, () => sequenceFormat);
   registerRangeRoutes(app, sources, ctx.metrics, tokens);
-  registerAdminRoutes(app, sources, admin);
+  registerAdminRoutes(app, sources, admin, () => ctx.workers);
   registerOpsRoutes(app, ctx, sources);
   return app;
 }

@@ -1,15 +1,21 @@
 // The command line: `leaf-server [--config FILE]` runs the service (SIGTERM/SIGINT stop it
 // gracefully), `leaf decode ID [--epoch MS] [--layout NAME] [--json]` takes an id apart.
+
+import cluster from "node:cluster";
 import { defineLayout, isLeafError, type Layout, layouts } from "@leaf/core";
 import { SequenceIdFormat } from "@leaf/redis-sequence";
 import { storeBackend } from "./backends/index";
-import { loadConfig } from "./config";
+import { servePrimary } from "./cluster-primary";
+import { serveWorker } from "./cluster-worker";
+import { loadConfig, type ServerConfig } from "./config";
+import { envName } from "./config-keys";
+import { MAX_WORKERS, workerCount } from "./config-readers";
 import { DECODE_LAYOUTS, type DecodeLayoutName, decodeId } from "./decode";
 import { decodeInput, ID_FORMATS } from "./id-formats";
 import { type LeafServer, startServer, VERSION } from "./server";
 
 const USAGE = `Usage:
-  leaf-server [--config FILE] [--check]   run the Leaf id service
+  leaf-server [--config FILE] [--workers N|auto] [--check]   run the Leaf id service
   leaf decode ID [--epoch MS] [--layout NAME] [--format F [--prefix P]] [--time-zone TZ]
                  [--config FILE] [--json]  take an id apart
   leaf-server --help | --version
@@ -17,7 +23,8 @@ const USAGE = `Usage:
 The configuration comes from FILE (leaf.properties, .json, .yaml or .yml; also LEAF_CONFIG),
 then from LEAF_* environment variables, which win. Without any, the server starts on
 127.0.0.1:8080 with the embedded segment store in ./.leaf-data and the local registry.
---check validates the configuration and exits.
+--workers N: N worker processes serve the port, each with its own worker id and ranges
+(server.workers; auto: one per core; default 1). --check validates the configuration and exits.
 Layouts for decode: ${DECODE_LAYOUTS.join(", ")} (default leaf; --epoch overrides its epoch).
 --format: the string form ID is in, as the JSON API writes it for the layout: ${ID_FORMATS.join(", ")}
 (default decimal); --prefix: the prefix written before it (e.g. ord_).
@@ -154,9 +161,22 @@ async function serve(args: string[]): Promise<number> {
     if (arg === "--config" || arg === "-c") file = takeValue(args, i++, arg);
     else if (arg.startsWith("--config=")) file = arg.slice("--config=".length);
     else if (arg === "--check") check = true;
-    else throw new UsageError(`unknown argument ${arg}`);
+    else if (arg === "--workers" || arg.startsWith("--workers=")) {
+      const raw = arg === "--workers" ? takeValue(args, i++, arg) : arg.slice("--workers=".length);
+      try {
+        workerCount(raw);
+      } catch {
+        throw new UsageError(
+          `--workers must be an integer from 1 to ${MAX_WORKERS}, or auto (one per core), got "${raw}"`,
+        );
+      }
+      // Over the file and the environment; the worker processes inherit it.
+      process.env[envName("server.workers")] = raw;
+    } else throw new UsageError(`unknown argument ${arg}`);
   }
   const config = loadConfig({ file });
+  // A worker process of a server with several: started by the primary, with the same arguments.
+  if (cluster.isWorker) return serveWorker(config);
   for (const warning of config.warnings) console.error(`[leaf] [server] warning: ${warning}`);
   if (check) {
     if (config.unknownVariables.length > 0) {
@@ -170,6 +190,18 @@ async function serve(args: string[]): Promise<number> {
     console.log(`configuration OK (${config.sources.join(", ") || "defaults"})`);
     return 0;
   }
+  if (config.server.workers > 1) {
+    return servePrimary(config, (started) => {
+      const ids = started.workers.map((w) => w.workerId);
+      printWelcome({
+        url: started.url,
+        config,
+        tags: [...new Set(started.workers.flatMap((w) => w.tags))],
+        workerIds: ids.every((id) => id === undefined) ? [] : ids,
+        workers: started.workers.length,
+      });
+    });
+  }
   // A signal during start is kept and acted on once the start has finished (or failed).
   let early: NodeJS.Signals | undefined;
   const onEarly = (signal: NodeJS.Signals) => {
@@ -182,7 +214,16 @@ async function serve(args: string[]): Promise<number> {
   } finally {
     process.off("SIGTERM", onEarly).off("SIGINT", onEarly);
   }
-  if (early === undefined) printWelcome(server);
+  if (early === undefined) {
+    const workerId = server.services.snowflake?.worker.lease?.workerId;
+    printWelcome({
+      url: server.url,
+      config: server.context.config,
+      tags: server.services.segment?.generator.tags() ?? [],
+      workerIds: workerId === undefined ? [] : [workerId],
+      workers: 1,
+    });
+  }
   return new Promise<number>((resolve) => {
     let stopping = false;
     const stop = (signal: NodeJS.Signals) => {
@@ -222,13 +263,27 @@ async function serve(args: string[]): Promise<number> {
   });
 }
 
-function printWelcome(server: LeafServer): void {
-  const { url, context } = server;
-  const { config } = context;
+/** What the start banner shows. */
+interface Welcome {
+  url: string;
+  config: ServerConfig;
+  /** Segment tags served. */
+  tags: string[];
+  /** Snowflake worker ids held, one per worker process. */
+  workerIds: Array<number | undefined>;
+  workers: number;
+}
+
+function printWelcome({ url, config, tags, workerIds, workers }: Welcome): void {
   const lines = [
     `Leaf ${VERSION} is running on ${url}`,
     `  listening on   ${config.server.host}: ${config.server.hostReason}`,
   ];
+  if (workers > 1) {
+    lines.push(
+      `  workers        ${workers} processes share the port (server.workers), each with its own ids`,
+    );
+  }
   if (config.segment) {
     const store = storeBackend(config.segment.store).describe(config.segment.backend);
     if (!store.shared) {
@@ -241,7 +296,7 @@ function printWelcome(server: LeafServer): void {
   if (config.segment) {
     // The demo tag is created in the embedded store only (a MySQL store serves the tags it holds),
     // and not again once an operator deleted it: the banner names a tag that is served.
-    const served = server.services.segment?.generator.tags() ?? [];
+    const served = tags;
     const backend = config.segment.backend;
     const demoTag = backend.kind === "embedded" ? backend.demoTag : null;
     const tag = (demoTag !== null && served.includes(demoTag) ? demoTag : served[0]) ?? "TAG";
@@ -249,8 +304,9 @@ function printWelcome(server: LeafServer): void {
     lines.push(`  100 ids        ${url}/api/segment/get/${encodeURIComponent(tag)}?count=100`);
   }
   if (config.snowflake) {
-    const workerId = server.services.snowflake?.worker.lease?.workerId;
-    lines.push(`  snowflake id   ${url}/api/snowflake/get/test   (worker id ${workerId})`);
+    const held =
+      workerIds.length > 1 ? `worker ids ${workerIds.join(", ")}` : `worker id ${workerIds[0]}`;
+    lines.push(`  snowflake id   ${url}/api/snowflake/get/test   (${held})`);
     lines.push(`  decode         ${url}/decodeSnowflakeId?snowflakeId=ID`);
   }
   if (config.redisSequence) lines.push(`  redis sequence ${url}/api/v1/redis-sequence/id?shard=0`);

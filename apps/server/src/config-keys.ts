@@ -21,6 +21,7 @@ import {
   serviceName,
   tagList,
   timeZone,
+  workerCount,
 } from "./config-readers";
 
 export { envName, type KeyDef, showDefault } from "./config-def";
@@ -135,6 +136,12 @@ export const CONFIG_KEYS = [
     default: true,
     doc: "Serve the monitor page (`/monitor`) and its data (`/api/v1/monitor`).",
     read: boolean,
+  }),
+  def("server.workers", {
+    type: "1 to 64, or auto",
+    default: 1,
+    doc: "Worker processes serving the port (node:cluster), each with its own snowflake worker id and its own segment ranges; `auto` is the number of cores. 1 is one process, as before. `--workers N` sets it on the command line. See [Worker processes](#worker-processes).",
+    read: workerCount,
   }),
   def("segment.enabled", {
     aliases: ["leaf.segment.enable"],

@@ -1,5 +1,6 @@
 // How each configuration value is read: from a string (.properties, the environment) or a
 // JSON/YAML value, to the type the loader uses, or an Expected saying what was expected.
+import { availableParallelism } from "node:os";
 
 /** Thrown by a key's reader: what was expected (the loader adds the key, the source and the value). */
 export class Expected extends Error {
@@ -118,6 +119,46 @@ export function table(raw: unknown): string {
     throw new Expected("a table name (letters, digits, _ and $; optionally database.table)");
   }
   return t;
+}
+
+/** Most worker processes `server.workers` accepts. */
+export const MAX_WORKERS = 64;
+
+/**
+ * Reads server.workers: an integer from 1 to {@link MAX_WORKERS}, or "auto" for the number of
+ * cores this machine offers the process (os.availableParallelism(), at most MAX_WORKERS).
+ */
+export function workerCount(raw: unknown): number {
+  const t = text(raw);
+  if (t === "auto") return Math.min(Math.max(availableParallelism(), 1), MAX_WORKERS);
+  if (typeof raw === "number" || (t !== undefined && /^[0-9]{1,3}$/.test(t))) {
+    const n = Number(raw);
+    if (Number.isSafeInteger(n) && n >= 1 && n <= MAX_WORKERS) return n;
+  }
+  throw new Expected(`an integer from 1 to ${MAX_WORKERS}, or auto (the number of cores)`);
+}
+
+/** Worker ids, one per worker process: a list, or written "5,6" (commas or spaces). */
+export function workerIdList(raw: unknown): number[] {
+  const expected = "worker ids (integers from 0 to 4,194,303), one per worker process: 5,6";
+  const list = Array.isArray(raw)
+    ? raw
+    : typeof raw === "number"
+      ? [raw]
+      : typeof raw === "string"
+        ? raw.split(/[\s,]+/).filter((t) => t !== "")
+        : undefined;
+  if (list === undefined || list.length === 0) throw new Expected(expected);
+  return list.map((item) => {
+    const n =
+      typeof item === "number"
+        ? item
+        : typeof item === "string" && /^[0-9]+$/.test(item.trim())
+          ? Number(item)
+          : Number.NaN;
+    if (!Number.isSafeInteger(n) || n < 0 || n > 4_194_303) throw new Expected(expected);
+    return n;
+  });
 }
 
 /** Reads JSON: an object as such from JSON/YAML, or text parsed as JSON; `what` names the shape. */

@@ -41,6 +41,7 @@ export function serverSettings(
       drainMs: v.get("server.drainMs"),
       shutdownTimeoutMs: v.get("server.shutdownTimeoutMs"),
       monitor: v.get("server.monitor"),
+      workers: v.get("server.workers"),
     },
   };
 }

@@ -33,6 +33,15 @@ export function snowflakeSettings(v: ConfigValues, at: Placement): SnowflakeSett
     );
     return undefined;
   }
+  if (pod && v.get("server.workers") > 1) {
+    // One ordinal is one worker id: several worker processes would need several.
+    v.problem(
+      "snowflake.statefulSet",
+      `${v.label("snowflake.statefulSet")} makes the pod's ordinal its one worker id, but ${v.label("server.workers")} runs ${v.get("server.workers")} worker processes, and each must hold an id of its own; ` +
+        "run one worker process per pod (server.workers=1, and more pods), or leave snowflake.statefulSet out and let the registry choose ids",
+    );
+    return undefined;
+  }
   if (pod && v.get("snowflake.backups") > 0) {
     // A requested id is leased alone: a registry refuses backups with it at start.
     v.problem(

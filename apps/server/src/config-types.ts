@@ -78,6 +78,8 @@ export interface ServerConfig {
     drainMs: number;
     shutdownTimeoutMs: number;
     monitor: boolean;
+    /** Worker processes serving the port (server.workers, `auto` resolved): 1 is one process. */
+    workers: number;
   };
   segment: SegmentSettings | undefined;
   snowflake: SnowflakeSettings | undefined;

@@ -1,6 +1,7 @@
 // The id sources as the HTTP layer sees them: each mode's ids, or the error that says why there are
 // none (disabled here, still starting, shutting down). Counting issued ids happens here too.
 import { ErrorCodes, isLeafError, LeafCodes, LeafError } from "@leaf/core";
+import type { WorkerLink } from "./cluster-worker";
 import type { ServerConfig } from "./config";
 import { HttpCodes, HttpError } from "./http-errors";
 import type { ServerMetrics, SnowflakeTally, Tally } from "./metrics";
@@ -27,6 +28,8 @@ export interface AppContext {
   /** ms since 1970 when the server started listening. */
   startedAt: number;
   version: string;
+  /** Set in a worker process of a server with several (server.workers): its siblings, its primary. */
+  workers?: WorkerLink;
 }
 
 /** The modes, as named in messages, metrics and the config's keys. */

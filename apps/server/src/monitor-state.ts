@@ -2,6 +2,7 @@
 // values as strings, times in ms since 1970.
 import type { TagRecord } from "@leaf/segment";
 import { registryBackend, storeBackend } from "./backends/index";
+import type { WorkersView } from "./cluster-worker";
 import { configSummary } from "./config-summary";
 import type { AppContext } from "./id-sources";
 import { InstrumentedStore } from "./instrumented-store";
@@ -9,8 +10,11 @@ import { registryState } from "./metrics-gauges";
 import { isReady, tagState } from "./readiness";
 import { tagJson } from "./routes-admin";
 
-/** What `/api/v1/monitor` answers. */
-export function monitorState(ctx: AppContext) {
+/**
+ * What `/api/v1/monitor` answers. `workers`: the server's worker processes when it runs several
+ * (server.workers); the rest is the state of the worker that answers.
+ */
+export function monitorState(ctx: AppContext, workers: WorkersView | null = null) {
   const now = Date.now();
   return {
     now,
@@ -28,7 +32,11 @@ export function monitorState(ctx: AppContext) {
     segment: segmentState(ctx),
     snowflake: snowflakeState(ctx, now),
     redisSequence: redisState(ctx),
-    ready: isReady(ctx),
+    /** Every worker process ready, when there are several. */
+    ready: workers
+      ? isReady(ctx) && !workers.stopping && workers.list.every((w) => w.summary?.ready === true)
+      : isReady(ctx),
+    workers,
   };
 }
 

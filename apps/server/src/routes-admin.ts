@@ -4,6 +4,7 @@ import { ErrorCodes, LeafCodes, LeafError } from "@leaf/core";
 import type { TagRecord } from "@leaf/segment";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { AdminToken } from "./access-tokens";
+import type { WorkerLink } from "./cluster-worker";
 import { badParameter, HttpCodes, HttpError } from "./http-errors";
 import type { IdSources } from "./id-sources";
 import { readTag } from "./request-params";
@@ -157,6 +158,7 @@ export function registerAdminRoutes(
   app: FastifyInstance,
   sources: IdSources,
   admin: AdminToken | undefined,
+  workers?: () => WorkerLink | undefined,
 ): void {
   if (!admin) {
     const off = () => {
@@ -174,13 +176,21 @@ export function registerAdminRoutes(
   app.register(async (adminApi) => {
     adminApi.removeContentTypeParser("application/json");
     adminApi.addContentTypeParser("application/json", { parseAs: "string" }, parseJsonBody);
-    registerAdminApi(adminApi, sources, admin);
+    registerAdminApi(adminApi, sources, admin, workers ?? (() => undefined));
   });
 }
 
-function registerAdminApi(app: FastifyInstance, sources: IdSources, admin: AdminToken): void {
+function registerAdminApi(
+  app: FastifyInstance,
+  sources: IdSources,
+  admin: AdminToken,
+  workers: () => WorkerLink | undefined,
+): void {
   const guard = { onRequest: async (request: FastifyRequest) => admin.check(request) };
-  registerHighWaterRoutes(app, sources, guard);
+  registerHighWaterRoutes(app, sources, guard, workers);
+  // With several worker processes, a change is answered once every worker re-read its tags: a
+  // created tag is served, a deleted one refused, by whichever worker the next request reaches.
+  const changed = async () => workers()?.refreshAll();
 
   app.get("/api/v1/admin/tags", guard, async (_request, reply: FastifyReply) => {
     const { generator, store } = sources.segment();
@@ -218,6 +228,7 @@ function registerAdminApi(app: FastifyInstance, sources: IdSources, admin: Admin
       startId,
       description: readDescription(data.description),
     });
+    await changed();
     return reply.code(201).send(tagJson(record));
   });
 
@@ -230,6 +241,7 @@ function registerAdminApi(app: FastifyInstance, sources: IdSources, admin: Admin
       const data = body(request);
       refuseUnknownFields(data, ["step"]);
       const record = await generator.updateStep(tag, readStep(data.step));
+      await changed();
       return reply.send(tagJson(record));
     },
   );
@@ -243,6 +255,7 @@ function registerAdminApi(app: FastifyInstance, sources: IdSources, admin: Admin
       // The row as the store deleted it, read and deleted in one step: its max_id is final, above
       // every id the tag handed out. The store refuses to create the tag again below it.
       const deleted = await generator.deleteTag(tag);
+      await changed();
       if (deleted === undefined) {
         throw new LeafError({
           component: "server",

@@ -18,9 +18,11 @@ export function registerOpsRoutes(app: FastifyInstance, ctx: AppContext, sources
   app.route({
     ...routeOf(API.ready),
     exposeHeadRoute: true,
-    handler: (request: FastifyRequest<{ Querystring: Query }>, reply: FastifyReply) => {
+    handler: async (request: FastifyRequest<{ Querystring: Query }>, reply: FastifyReply) => {
       const mode = readParam(request.query, modeParam);
-      const all = readiness(ctx);
+      // With several worker processes: each mode is ready only when it is in every worker.
+      const server = ctx.workers ? await ctx.workers.readiness() : undefined;
+      const all = server?.checks ?? readiness(ctx);
       let checks = all;
       if (mode !== undefined) {
         if (!(mode in all))
@@ -31,13 +33,26 @@ export function registerOpsRoutes(app: FastifyInstance, ctx: AppContext, sources
           );
         checks = { [mode]: all[mode]! };
       }
-      const ready = Object.values(checks).every((c) => c.ready);
+      const ready =
+        Object.values(checks).every((c) => c.ready) &&
+        (mode !== undefined || server === undefined || server.ready);
       if (!ready) reply.header("retry-after", "1");
-      return reply.code(ready ? 200 : 503).send({ ready, state: ctx.state, checks });
+      return reply
+        .code(ready ? 200 : 503)
+        .send(
+          server
+            ? { ready, state: ctx.state, checks, workers: server.workers }
+            : { ready, state: ctx.state, checks },
+        );
     },
   });
 
   app.get("/metrics", async (_request, reply: FastifyReply) => {
+    // With several worker processes: the whole server's (see WorkerLink.metricsText).
+    if (ctx.workers) {
+      const { text, contentType } = await ctx.workers.metricsText();
+      return reply.type(contentType).send(text);
+    }
     const body = await ctx.metrics.registry.metrics();
     return reply.type(ctx.metrics.registry.contentType).send(body);
   });
@@ -51,9 +66,10 @@ export function registerOpsRoutes(app: FastifyInstance, ctx: AppContext, sources
     app.get("/monitor", (_request, reply: FastifyReply) =>
       reply.type("text/html; charset=utf-8").header("cache-control", "no-store").send(MONITOR_PAGE),
     );
-    app.get("/api/v1/monitor", (_request, reply: FastifyReply) =>
-      reply.header("cache-control", "no-store").send(monitorState(ctx)),
-    );
+    app.get("/api/v1/monitor", async (_request, reply: FastifyReply) => {
+      const workers = ctx.workers ? await ctx.workers.workers() : null;
+      return reply.header("cache-control", "no-store").send(monitorState(ctx, workers));
+    });
     app.get("/api/v1/monitor/store", async (_request, reply: FastifyReply) => {
       const { store } = sources.segment();
       const rows = await storeRows.rows(() => store.describeTags());

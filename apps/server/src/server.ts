@@ -7,6 +7,7 @@ import net from "node:net";
 import type { FastifyInstance } from "fastify";
 import pkg from "../package.json";
 import { type BuildAppOptions, buildApp } from "./app";
+import type { WorkerLink } from "./cluster-worker";
 import type { ServerConfig } from "./config";
 import { ConnectionTracker } from "./graceful-stop";
 import { HttpCodes, HttpError } from "./http-errors";
@@ -38,7 +39,15 @@ export interface LeafServer {
 }
 
 /** Options of {@link startServer}. */
-export type StartServerOptions = BuildAppOptions;
+export interface StartServerOptions extends BuildAppOptions {
+  /**
+   * This process is one worker of several (server.workers; set by the CLI's worker processes):
+   * the port is shared with its siblings and given by the primary, the node identity, the lock and
+   * the high-water folder are the worker's own, and readiness, metrics and the monitor answer for
+   * every worker.
+   */
+  worker?: WorkerLink;
+}
 
 /**
  * Starts every enabled mode, then listens on the configured host and port. When a mode cannot
@@ -57,7 +66,9 @@ export async function startServer(
     state: "starting",
     startedAt: Date.now(),
     version: VERSION,
+    workers: options.worker,
   };
+  options.worker?.attach(ctx);
   metrics.attach(() => ctx.services);
   const app = buildApp(ctx, options);
   const connections = new ConnectionTracker(app.server);
@@ -82,11 +93,26 @@ export async function startServer(
   const { host } = config.server;
   // The node's identity includes the port, so the port must be known before the modes start. Port 0
   // (tests) takes a free port first; the short window before it is bound again is harmless there.
-  const port = config.server.port === 0 ? await pickFreePort(host) : config.server.port;
-  await assertPortFree(host, port);
+  // A worker process is given its port by the primary, which checked it; its siblings serve it.
+  const worker = options.worker;
+  const port =
+    config.server.port === 0 && worker === undefined
+      ? await pickFreePort(host)
+      : config.server.port;
+  if (worker === undefined) await assertPortFree(host, port);
   let services: LeafServices;
   try {
-    services = await startServices({ config, metrics, logger: app.log, port });
+    services = await startServices({
+      config,
+      metrics,
+      logger: app.log,
+      port,
+      worker: worker && {
+        slot: worker.slot,
+        count: worker.count,
+        remoteStore: (kind) => worker.remoteStore(kind),
+      },
+    });
   } catch (error) {
     ctx.state = "stopping";
     await app.close().catch(() => {});
@@ -124,7 +150,7 @@ export async function startServer(
 }
 
 /** A free TCP port on `host`, found by binding port 0 and closing again. */
-function pickFreePort(host: string): Promise<number> {
+export function pickFreePort(host: string): Promise<number> {
   return new Promise((resolve, reject) => {
     const probe = net.createServer();
     probe.once("error", (error) => reject(portError(error, host, 0)));
@@ -142,7 +168,7 @@ function pickFreePort(host: string): Promise<number> {
  * load balancer's probe landing then would be reset. (A port taken in another way is still caught
  * by listen() itself, after which the modes are closed again.)
  */
-function assertPortFree(host: string, port: number): Promise<void> {
+export function assertPortFree(host: string, port: number): Promise<void> {
   const target = host === "0.0.0.0" || host === "::" ? "127.0.0.1" : host;
   return new Promise((resolve, reject) => {
     const socket = net.connect({ host: target, port });

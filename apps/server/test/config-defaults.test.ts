@@ -43,6 +43,7 @@ const WHERE: Record<string, () => unknown> = {
   "server.drainMs": () => plain.server.drainMs,
   "server.shutdownTimeoutMs": () => plain.server.shutdownTimeoutMs,
   "server.monitor": () => plain.server.monitor,
+  "server.workers": () => plain.server.workers,
   "segment.enabled": () => plain.segment !== undefined,
   "segment.mysql.createTable": () => store(mysql, "mysql")?.createTable,
   "segment.postgres.createTable": () => store(postgres, "postgres")?.createTable,

@@ -9,7 +9,7 @@ import type { KeyDef } from "../config-def";
 import type { ConfigKey } from "../config-keys";
 import type { ServerConfig, SnowflakeSettings } from "../config-types";
 import type { ConfigValues } from "../config-values";
-import type { ServiceLogger } from "../service-types";
+import type { ServiceLogger, StoreMember } from "../service-types";
 
 /** Where the server runs, as the backends' settings need it. */
 export interface Placement {
@@ -77,6 +77,11 @@ export interface StoreBackend<
 > extends BackendBase<Kind, S, Keys> {
   /** The store used when segment.store is not set and no store's address is named. */
   readonly fallback?: boolean;
+  /**
+   * Its storage is one process's (a folder it locks): with several worker processes
+   * (server.workers) the primary process opens it and the workers take their ranges from it.
+   */
+  readonly oneProcess?: boolean;
   /** Its settings, the store being chosen; undefined when a problem was noted in `v`. */
   settings(v: ConfigValues, at: Placement, choice: StoreChoice): S | undefined;
   /**
@@ -85,14 +90,27 @@ export interface StoreBackend<
    * answering 503 to every request.
    */
   open(settings: S, context: StoreContext): Promise<SegmentStore>;
+  /**
+   * Builds the store without connecting or checking anything (`open` is this plus its checks): how
+   * a store of several databases (a residue set) makes each one, so that a database down at start
+   * joins once it answers. Absent for a store that cannot be such a database.
+   */
+  build?(settings: S): SegmentStore;
+  /**
+   * The databases of a store made of several (a residue set), as the running store (what `open`
+   * returned) sees them now: which answer, each one's residue, ranges taken. Shown on the monitor
+   * and in the metrics; absent for a store of one database.
+   */
+  members?(store: SegmentStore): StoreMember[];
   /** Work on the opened store before the generator starts (the embedded store's demo tag). */
   prepare?(store: SegmentStore, settings: S, context: StoreContext): Promise<void>;
   /**
    * The name under which the node keeps its high-water marks for this store: the same for every
    * address of the same data (a failover to another host is judged by the marks taken before),
-   * another for other data.
+   * another for other data. Undefined: the node keeps no marks for it (a residue set, whose
+   * databases' ids interleave: each database is judged by the store itself).
    */
-  storeId(settings: S): string;
+  storeId(settings: S): string | undefined;
 }
 
 /** A registry chosen in snowflake.registry: its kind and the variant written, if any. */
@@ -117,6 +135,15 @@ export interface RegistryContext {
 export interface RegistryBuild {
   config: ServerConfig;
   snowflake: SnowflakeSettings;
+  /** The worker process building it, when the server runs several (server.workers). */
+  worker?: WorkerPlace;
+}
+
+/** One worker process of a server that runs several (server.workers). */
+export interface WorkerPlace {
+  /** 1 .. count: the same for a worker and the process that replaces it after it died. */
+  slot: number;
+  count: number;
 }
 
 /** A worker-id registry snowflake mode can take its worker id from. */

@@ -37,6 +37,7 @@ export const embeddedStore: StoreBackend<
   addressKeys: [],
   shared: false,
   fallback: true,
+  oneProcess: true,
   settings(v, at, choice) {
     if (!choice.stated && (v.javaLeafFile || !at.loopback)) {
       // Each node with its own embedded store hands out the same ids: only one node may use it.

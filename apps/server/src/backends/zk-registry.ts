@@ -1,9 +1,12 @@
 // The ZooKeeper registry: Java Leaf's tree /snowflake/{name}/forever (normal mode: a fixed worker id
 // per ip:port, readable by Java Leaf), or recycled ids (recycle mode, the fork's zk_recycle).
-import type { LeafError } from "@leaf/core";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { LeafError, NodeIdentity } from "@leaf/core";
 import { checkJavaLeafName } from "@leaf/registry-zk";
 import { def } from "../config-def";
 import { boolean, Expected, integer, oneOf, text } from "../config-readers";
+import { workerSuffix } from "../worker-identity";
 import type { RegistryBackend } from "./backend";
 
 /** Reads ZooKeeper servers: host:port[,host:port...][/chroot]. */
@@ -113,14 +116,32 @@ export const zkRegistry: RegistryBackend<"zk", ZkRegistrySettings, typeof ZK_REG
     configured: false,
     instead: "snowflake.zk.mode=recycle",
   }),
-  async create(settings, { snowflake }) {
+  async create(settings, { snowflake, worker }) {
     const { ZookeeperRegistry } = await import("@leaf/registry-zk");
+    // Worker process 1 is the node Java Leaf knows, with the usual cache files; every other worker
+    // process is a node of its own (its ip carries the worker suffix): a cache file of its own in
+    // the port's folder, and Java Leaf's file, which is worker 1's, is not read.
+    const own =
+      worker !== undefined && worker.slot > 1
+        ? {
+            cacheFile: (node: NodeIdentity) =>
+              join(
+                tmpdir(),
+                node.name,
+                "registry-zk",
+                String(node.port),
+                `workerID${workerSuffix(worker.slot)}.json`,
+              ),
+            javaCacheFile: false as const,
+          }
+        : {};
     return new ZookeeperRegistry({
       url: settings.address,
       mode: settings.mode,
       sessionTimeoutMs: settings.sessionTimeoutMs,
       stopWithoutSession: settings.stopWithoutSession,
       clockToleranceMs: snowflake.toleranceMs,
+      ...own,
     });
   },
   describe: (settings) => ({

@@ -1,0 +1,241 @@
+// `leaf-server --workers 2` (server.workers) as an operator runs it: one primary process and two
+// worker processes sharing the port, each with its own snowflake worker id from the configured
+// registry (local, ZooKeeper normal mode, MySQL, Redis) and its own segment ranges (MySQL, and the
+// embedded store through the primary), every id counted; one server to look at (metrics, monitor,
+// readiness); an admin change seen by every worker at once.
+import { createRequire } from "node:module";
+import { MysqlSegmentStore } from "@leaf/segment-mysql";
+import {
+  countRepeatedIds,
+  httpGet,
+  type LeafServerProcess,
+  type MysqlHandle,
+  type RedisHandle,
+  startMysql,
+  startRedis,
+  startZookeeper,
+  stopAll,
+  type ZookeeperHandle,
+} from "@leaf/testkit";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  IdLoad,
+  type ListedWorker,
+  leafWorkerId,
+  listWorkers,
+  workersServer,
+} from "./workers-process";
+
+const NAME = "workers";
+const ADMIN = "admin-token-0123456789abcdef";
+
+let mysql: MysqlHandle;
+let zookeeper: ZookeeperHandle;
+let redis: RedisHandle;
+const servers: LeafServerProcess[] = [];
+
+beforeAll(async () => {
+  [mysql, zookeeper, redis] = await Promise.all([
+    startMysql({ useEnv: false }),
+    startZookeeper({ useEnv: false }),
+    startRedis({ useEnv: false }),
+  ]);
+}, 180_000);
+
+afterAll(async () => {
+  await Promise.all(servers.map((s) => s.stop().catch(() => undefined)));
+  await stopAll();
+});
+
+/** A database with the `leaf_alloc` table and tag `t` (step 500), as segment settings. */
+async function mysqlSegment(): Promise<Record<string, unknown>> {
+  const database = await mysql.createDatabase("workers");
+  const url = mysql.urlFor(database);
+  const setup = new MysqlSegmentStore({ url, user: mysql.user, password: mysql.password ?? "" });
+  await setup.createSchema();
+  await setup.createTag({ tag: "t", step: 500, startId: 1n });
+  await setup.close();
+  return { mysql: { url, password: mysql.password ?? "" }, dynamicStep: false };
+}
+
+async function started(label: string, config: Record<string, unknown>) {
+  const server = await workersServer(label, { name: NAME, ...config });
+  servers.push(server);
+  await server.start();
+  return server;
+}
+
+/**
+ * Load on both workers until `ids` ids were received, then every id counted: none twice in a
+ * space; the snowflake ids carry both workers' ids and only theirs; both workers took ranges.
+ */
+async function servesFromBoth(
+  server: LeafServerProcess,
+  spaces: { segment?: string; snowflake?: boolean },
+  ids = 60_000,
+): Promise<{ workers: ListedWorker[]; counts: Record<string, number> }> {
+  // Each loop asks for both kinds in turn: whichever worker its connection landed on, it counts.
+  const asks = [];
+  if (spaces.segment) {
+    asks.push({ space: "segment", path: `/api/segment/get/${spaces.segment}?count=100` });
+  }
+  if (spaces.snowflake) asks.push({ space: "snowflake", path: "/api/snowflake/get/k?count=100" });
+  const load = new IdLoad(server.port, Array(8).fill(asks), 8);
+  await load.more(ids);
+  await load.stop();
+  expect(load.codes.size, JSON.stringify(Object.fromEntries(load.codes))).toBe(0);
+  const workers = await listWorkers(server);
+  expect(workers.map((w) => w.state)).toEqual(["running", "running"]);
+  const counts: Record<string, number> = {};
+  for (const [space, log] of load.ids) {
+    const { duplicates, total, sorted } = countRepeatedIds([log]);
+    counts[space] = total;
+    expect(duplicates, `${space}: ids answered twice`).toBe(0);
+    if (space === "snowflake") {
+      const held = workers.map((w) => w.summary!.workerId);
+      expect(new Set(held).size, "each worker holds its own worker id").toBe(2);
+      const seen = new Set<number>();
+      for (const id of sorted) seen.add(leafWorkerId(id));
+      expect([...seen].sort()).toEqual([...held].sort());
+    }
+  }
+  if (spaces.segment) {
+    for (const w of workers)
+      expect(w.summary!.ranges, `worker ${w.slot} took ranges`).toBeGreaterThan(0);
+  }
+  return { workers, counts };
+}
+
+const kitRequire = createRequire(import.meta.resolve("@leaf/testkit"));
+const zkClient = kitRequire("node-zookeeper-client") as {
+  createClient(connectString: string): {
+    once(event: "connected", listener: () => void): void;
+    connect(): void;
+    getChildren(path: string, callback: (error: Error | null, children: string[]) => void): void;
+    close(): void;
+  };
+};
+
+/** The children of a ZooKeeper node. */
+async function zkChildren(path: string): Promise<string[]> {
+  const client = zkClient.createClient(zookeeper.url);
+  await new Promise<void>((resolve) => {
+    client.once("connected", resolve);
+    client.connect();
+  });
+  try {
+    return await new Promise((resolve, reject) =>
+      client.getChildren(path, (error, children) => (error ? reject(error) : resolve(children))),
+    );
+  } finally {
+    client.close();
+  }
+}
+
+describe("leaf-server --workers 2", () => {
+  it("serves segment on MySQL and snowflake on ZooKeeper (normal mode): a node per worker, Java Leaf's names", async () => {
+    const server = await started("zk", {
+      segment: await mysqlSegment(),
+      snowflake: { registry: "zk", ip: "127.0.0.1", zk: { address: zookeeper.url } },
+    });
+    const { workers, counts } = await servesFromBoth(server, { segment: "t", snowflake: true });
+    expect(workers.map((w) => w.summary!.node)).toEqual([
+      `127.0.0.1:${server.port}`,
+      `127.0.0.1~w2:${server.port}`,
+    ]);
+    // Java Leaf reads a node's worker id by splitting its name on '-': one '-', digits after it.
+    const children = await zkChildren(`/snowflake/${NAME}/forever`);
+    const parsed = children.map((name) => name.split("-"));
+    expect(parsed.every((p) => p.length === 2 && /^\d{10}$/.test(p[1]!))).toBe(true);
+    expect(new Map(parsed.map(([key, seq]) => [key, Number(seq)]))).toEqual(
+      new Map(workers.map((w) => [w.summary!.node, w.summary!.workerId])),
+    );
+    // One server to look at: /metrics sums what every worker issued and keeps gauges per worker.
+    const metrics = (await server.getText("/metrics"))!;
+    const issued = (mode: string) =>
+      Number(
+        new RegExp(`^leaf_ids_issued_total\\{mode="${mode}"[^}]*\\} (\\d+)`, "m").exec(
+          metrics,
+        )?.[1],
+      );
+    expect(issued("segment")).toBe(counts.segment);
+    expect(issued("snowflake")).toBe(counts.snowflake);
+    for (const w of workers) {
+      expect(metrics).toContain(
+        `leaf_snowflake_worker_id{worker="${w.slot}"} ${w.summary!.workerId}`,
+      );
+      expect(metrics).toContain(`leaf_worker_up{worker="${w.slot}"} 1`);
+    }
+    const exit = await server.stop();
+    expect(exit).toEqual({ code: 0, signal: null });
+  }, 240_000);
+
+  it("serves the embedded store through the primary and the local registry's ids 0 and 1 by default", async () => {
+    const server = await started("embedded", {});
+    const { workers } = await servesFromBoth(server, {
+      segment: "leaf-segment-test",
+      snowflake: true,
+    });
+    expect(workers.map((w) => w.summary!.workerId)).toEqual([0, 1]);
+    expect(await server.stop()).toEqual({ code: 0, signal: null });
+  }, 240_000);
+
+  it("takes each worker's own worker id from the MySQL registry (fixed) and from Redis", async () => {
+    const database = await mysql.createDatabase("workers_reg");
+    const registries = {
+      mysql: {
+        registry: "mysql",
+        mysql: { url: mysql.urlFor(database), password: mysql.password ?? "", createTable: true },
+      },
+      redis: { registry: "redis", redis: { url: redis.url, leaseMs: 3000 } },
+    };
+    for (const [label, snowflake] of Object.entries(registries)) {
+      const server = await started(label, {
+        segment: { enabled: false },
+        snowflake: { ip: "127.0.0.1", ...snowflake },
+      });
+      const { workers } = await servesFromBoth(server, { snowflake: true }, 40_000);
+      expect(workers.map((w) => w.summary!.node)).toEqual([
+        `127.0.0.1:${server.port}`,
+        `127.0.0.1~w2:${server.port}`,
+      ]);
+      expect(await server.stop()).toEqual({ code: 0, signal: null });
+    }
+  }, 240_000);
+
+  it("answers an admin change on every worker at once: a created tag served, a deleted one refused", async () => {
+    const server = await started("admin", { server: { adminToken: ADMIN } });
+    const headers = { authorization: `Bearer ${ADMIN}`, "content-type": "application/json" };
+    // Each request on a new connection: node:cluster hands them to the workers in turn.
+    const askAll = async (path: string) =>
+      Promise.all(
+        Array.from({ length: 8 }, () =>
+          httpGet(server.port, path, { timeoutMs: 5000, headers: { connection: "close" } }),
+        ),
+      );
+    for (let round = 0; round < 3; round++) {
+      const tag = `made-${round}`;
+      const created = await fetch(`${server.url}/api/v1/admin/tags`, {
+        method: "POST",
+        headers,
+        body: JSON.stringify({ tag, step: 100, startId: "1" }),
+      });
+      expect(created.status, await created.text()).toBe(201);
+      const after = await askAll(`/api/segment/get/${tag}`);
+      expect(
+        after.map((a) => a.status),
+        after.map((a) => a.body).join("\n"),
+      ).toEqual(Array(8).fill(200));
+      const deleted = await fetch(`${server.url}/api/v1/admin/tags/${tag}`, {
+        method: "DELETE",
+        headers: { authorization: headers.authorization },
+      });
+      expect(deleted.status).toBe(200);
+      const gone = await askAll(`/api/segment/get/${tag}`);
+      expect(gone.map((a) => a.status)).toEqual(Array(8).fill(404));
+    }
+    const workers = await listWorkers(server);
+    expect(workers.map((w) => w.pid)).toHaveLength(2);
+    expect(await server.stop()).toEqual({ code: 0, signal: null });
+  }, 240_000);
+});

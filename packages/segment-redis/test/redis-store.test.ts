@@ -156,6 +156,56 @@ describe("RedisSegmentStore", () => {
     expect(await later.inspect()).toMatchObject({ tags: 0, deletedTags: 1 });
   });
 
+  it("lifts a fence all or nothing: every max id, a lost key's recorded one and every tombstone raised by raiseBy", async () => {
+    const namespace = freshNamespace("lift");
+    const store = await created(namespace);
+    await store.createTag({ tag: "live", step: 10, startId: 100n });
+    await store.takeRange("live");
+    await store.createTag({ tag: "lost", step: 10, startId: 500n });
+    await store.createTag({ tag: "gone", step: 10, startId: 900n });
+    await store.deleteTag("gone");
+    await redisCommand(redis.port, "DEL", store.keys.tag("lost"));
+    // The marker names another process, as after a restart.
+    await redisCommand(redis.port, "HSET", store.keys.marker, "run_id", "another-process");
+    const fenced = (e: unknown) =>
+      isLeafError(e, ErrorCodes.CORRUPT_DATA) && e.details.takeover === "restarted";
+    await expect(store.takeRange("live")).rejects.toSatisfy(fenced);
+    await expect(store.createTag({ tag: "new", step: 1 })).rejects.toSatisfy(fenced);
+    const max = (1n << 63n) - 1n;
+    for (const raiseBy of [-1n, max + 1n, 5 as unknown as bigint]) {
+      await expect(store.liftFence({ raiseBy })).rejects.toSatisfy((e: unknown) =>
+        isLeafError(e, ErrorCodes.INVALID_ARGUMENT),
+      );
+    }
+    await expect(store.liftFence({ raiseBy: max - 200n })).rejects.toSatisfy(
+      (e: unknown) =>
+        isLeafError(e, ErrorCodes.INVALID_ARGUMENT) && e.message.includes("past 2^63 - 1"),
+    );
+    expect((await store.inspect()).fence?.reason).toBe("restarted");
+    expect(await store.liftFence({ raiseBy: 1000n })).toEqual({
+      lifted: true,
+      reason: "restarted",
+      tagsRaised: 2,
+    });
+    const marker = await redisHash(redis.port, store.keys.marker);
+    expect([marker["t:live"], marker["t:lost"], marker["d:gone"]]).toEqual([
+      "1110",
+      "1500",
+      "1900",
+    ]);
+    expect((await store.takeRange("live")).start).toBe(1110n);
+    await expect(store.createTag({ tag: "lost", step: 10, startId: 1499n })).rejects.toSatisfy(
+      (e: unknown) => isLeafError(e, ErrorCodes.ALREADY_EXISTS) && e.details.minStartId === "1500",
+    );
+    await expect(store.createTag({ tag: "gone", step: 10, startId: 1899n })).rejects.toSatisfy(
+      (e: unknown) => isLeafError(e, ErrorCodes.ALREADY_EXISTS) && e.details.minStartId === "1900",
+    );
+    expect((await store.inspect()).lastLifted).toMatchObject({
+      reason: "restarted",
+      raiseBy: "1000",
+    });
+  });
+
   it("refuses a Redis whose eviction policy may drop the keys, unless told to warn", async () => {
     const evicting = await startRedis({
       useEnv: false,

@@ -11,9 +11,9 @@ export type { Placement } from "./backends/backend";
 
 /**
  * The name under which the node keeps its high-water marks for the configured store (see
- * {@link StoreBackend.storeId}).
+ * {@link StoreBackend.storeId}); undefined when it keeps none.
  */
-export function segmentStoreId(settings: SegmentSettings): string {
+export function segmentStoreId(settings: SegmentSettings): string | undefined {
   return storeBackend(settings.store).storeId(settings.backend);
 }
 

@@ -100,6 +100,7 @@ async function startSegment(
     throw startFailure(what, entry.explainError?.(error) ?? error);
   }
   const store = new InstrumentedStore(raw, metrics);
+  const storeId = segmentStoreId(settings);
   const generator = new SegmentIdGenerator({
     store,
     refreshIntervalMs: settings.refreshIntervalMs,
@@ -110,13 +111,17 @@ async function startSegment(
     // The end of the highest range taken per tag, on disk: after a restart a max_id moved back
     // below it (a hand edit, a promoted replica that missed writes) is refused, not served again.
     // Each worker process keeps its own (worker 1 the single process's folder).
-    highWater: {
-      dir:
-        worker === undefined || worker.slot === 1
-          ? settings.highWaterDir
-          : join(settings.highWaterDir, `worker-${worker.slot}`),
-      storeId: segmentStoreId(settings),
-    },
+    // A store whose entry names no mark id keeps none (a residue set: its ranges interleave).
+    highWater:
+      storeId === undefined
+        ? undefined
+        : {
+            dir:
+              worker === undefined || worker.slot === 1
+                ? settings.highWaterDir
+                : join(settings.highWaterDir, `worker-${worker.slot}`),
+            storeId,
+          },
     loadOnStart:
       settings.load === "eager"
         ? true
@@ -151,7 +156,8 @@ async function startSegment(
     { store: store.kind, tags: generator.tags().length, loaded },
     `segment mode ready on the ${store.kind} store: ${generator.tags().length} tag(s)`,
   );
-  return { generator, store };
+  const { members } = entry;
+  return { generator, store, members: members && (() => members(raw)) };
 }
 
 async function startSnowflake(

@@ -23,6 +23,30 @@ export interface SegmentMode {
   generator: SegmentIdGenerator;
   /** The store, instrumented (the admin API and the monitor's table go through it). */
   store: SegmentStore;
+  /** The store's databases when it has several (its entry's `members`), read now. */
+  members?: () => StoreMember[];
+}
+
+/** One database of a segment store made of several (a residue set), as the monitor shows it. */
+export interface StoreMember {
+  /** Its address without secrets ("127.0.0.1:3306/leaf.leaf_alloc"): its name in messages. */
+  name: string;
+  /** Its store's kind: "mysql", "postgres". */
+  kind: string;
+  /** True while it answers: its residue read and checked, its last call successful. */
+  up: boolean;
+  /** serving, unverified, refused (its residue is wrong for the set), backoff, stalled. */
+  state: string;
+  /** Databases in the set, and this one's class: it hands out ids `id % delta === remainder`. */
+  delta: number | null;
+  remainder: number | null;
+  /** The set's generation it was formed at (one more at each database added). */
+  epoch: number | null;
+  /** Ranges this node took from it. */
+  rangesTaken: number;
+  /** Failed calls in a row; the last error, null after a success. */
+  failures: number;
+  lastError: string | null;
 }
 
 /** One lease event kept for the monitor page. */

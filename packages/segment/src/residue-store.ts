@@ -516,6 +516,10 @@ export class ResidueSegmentStore implements SegmentStore {
       await this.track(m, m.store.start?.() ?? Promise.resolve());
       const record = await this.track(m, m.store.readResidue!());
       this.accept(m, record);
+      // It answers again: its backoff and last error are over (status() shows it serving).
+      m.failures = 0;
+      m.retryAt = 0;
+      m.lastError = undefined;
       return record!;
     } catch (error) {
       m.record = undefined;

@@ -3,7 +3,7 @@
 // members, the give-back to the member that handed the ids out, and the generator's handling of
 // ranges of one residue class. Outages of real databases are in @leaf/segment-mysql's tests.
 import { segmentStoreConformance } from "@leaf/conformance/segment-store";
-import { ErrorCodes, isLeafError, type LeafError } from "@leaf/core";
+import { ErrorCodes, isLeafError, LeafError } from "@leaf/core";
 import { countDuplicates } from "@leaf/testkit";
 import { describe, expect, it, test, vi } from "vitest";
 import {
@@ -155,6 +155,41 @@ describe("ResidueSegmentStore over memory stores", () => {
     expect([next.start, next.remainder]).toEqual([0n, 1]);
     expect(errors.some(codeOf(ErrorCodes.CORRUPT_DATA, "max-id-moved-back"))).toBe(true);
     expect(s.status().map((m) => m.rangesTaken)).toEqual([2, 1]);
+  });
+
+  it("shows a member that failed as serving again, its error cleared, once it answers", async () => {
+    const { data } = await residueSet(2);
+    const [a, b] = data.map((d) => new MemorySegmentStore({ data: d }));
+    let down = false;
+    // Member 0 unreachable while `down`: every call fails as a lost connection would.
+    const flaky = new Proxy(a!, {
+      get(target, key) {
+        const value = Reflect.get(target, key);
+        if (typeof value !== "function" || key === "close") return value;
+        return (...args: unknown[]) =>
+          down
+            ? Promise.reject(
+                new LeafError({ component: "test", code: ErrorCodes.UNAVAILABLE, message: "down" }),
+              )
+            : value.apply(target, args);
+      },
+    });
+    const s = new ResidueSegmentStore({
+      members: [flaky, b!],
+      retry: { initialMs: 1, maxMs: 1 },
+    });
+    await s.createTag({ tag: "t", step: 10, startId: 0n });
+    await s.start();
+    down = true;
+    expect((await s.takeRange("t")).remainder).toBe(1);
+    expect(s.status()[0]).toMatchObject({ failures: 1, lastError: expect.stringMatching(/down/) });
+    down = false;
+    // The next tag refresh (listTags) reads every member's residue again: member 0 answers.
+    await vi.waitFor(async () => {
+      await s.listTags();
+      expect(s.status()[0]).toMatchObject({ state: "serving", failures: 0, lastError: null });
+    });
+    await s.close();
   });
 });
 

@@ -19,7 +19,7 @@ const zk = load({ segment: { enabled: false }, snowflake: { zk: { address: "127.
 const mysql = load({ segment: { mysql: { url: DATABASE } }, snowflake: { registry: "mysql" } });
 const postgres = load({
   segment: { postgres: { url: "postgres://leaf:secret@127.0.0.1:5432/leaf" } },
-  snowflake: { enabled: false },
+  snowflake: { registry: "postgres" },
 });
 const pod = loadConfig({
   values: { segment: { enabled: false }, snowflake: { statefulSet: true } },
@@ -68,6 +68,7 @@ const WHERE: Record<string, () => unknown> = {
   "snowflake.zk.stopWithoutSession": () => registry(zk, "zk")?.stopWithoutSession,
   "snowflake.mysql.mode": () => registry(mysql, "mysql")?.mode,
   "snowflake.mysql.createTable": () => registry(mysql, "mysql")?.createTable,
+  "snowflake.postgres.createTable": () => registry(postgres, "postgres")?.createTable,
   "redisSequence.prefix": () => redis.redisSequence?.prefix,
   "redisSequence.timeZone": () => redis.redisSequence?.timeZone,
 };
@@ -77,7 +78,7 @@ function store<K extends "embedded" | "mysql" | "postgres">(config: ServerConfig
   return settings?.kind === kind ? (settings as Extract<typeof settings, { kind: K }>) : undefined;
 }
 
-function registry<K extends "local" | "zk" | "mysql">(config: ServerConfig, kind: K) {
+function registry<K extends "local" | "zk" | "mysql" | "postgres">(config: ServerConfig, kind: K) {
   const settings = config.snowflake?.registry;
   return settings?.kind === kind ? (settings as Extract<typeof settings, { kind: K }>) : undefined;
 }

@@ -1,7 +1,7 @@
 // The server on PostgreSQL, as an operator runs it: segment mode from a configuration file and from
 // LEAF_* variables against a private PostgreSQL (the store's backend entry), its ids counted across
 // two servers sharing the table, what the monitor, metrics and health show, and a start error told
-// in the server's keys.
+// in the server's keys; snowflake mode with its worker ids leased from the same database.
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -180,4 +180,75 @@ describe("the server on a PostgreSQL segment store", () => {
       "set segment.postgres.createTable (LEAF_SEGMENT_POSTGRES_CREATE_TABLE) to true to create it at start",
     );
   }, 90_000);
+});
+
+describe("the server with the PostgreSQL registry", () => {
+  /** Snowflake only, worker ids from the PostgreSQL registry on the test database. */
+  function snowflakeEnv(port: number, extra: Record<string, string> = {}) {
+    return {
+      LEAF_SERVER_PORT: String(port),
+      LEAF_SERVER_HOST: "127.0.0.1",
+      LEAF_SEGMENT_ENABLED: "false",
+      LEAF_SNOWFLAKE_POSTGRES_URL: url(),
+      LEAF_SNOWFLAKE_POSTGRES_PASSWORD: "",
+      LEAF_SNOWFLAKE_POSTGRES_CREATE_TABLE: "true",
+      LEAF_SNOWFLAKE_POSTGRES_LEASE_MS: "3000",
+      ...extra,
+    };
+  }
+
+  async function snowflakeIds(port: number, count: number): Promise<string[]> {
+    const res = await text(`http://127.0.0.1:${port}/api/v1/snowflake/ids?count=${count}`);
+    expect(res.status, res.body).toBe(200);
+    return (JSON.parse(res.body) as { ids: string[] }).ids;
+  }
+
+  it("gives two servers distinct worker ids from one database, and their ids are distinct", async () => {
+    const ports = [await freePort(), await freePort()];
+    const servers = [];
+    for (const port of ports) servers.push(await startCli(tempDir(), snowflakeEnv(port)));
+    try {
+      const workerIds = new Set<number>();
+      const all: string[] = [];
+      for (const port of ports) {
+        const monitor = JSON.parse((await text(`http://127.0.0.1:${port}/api/v1/monitor`)).body);
+        expect(monitor.snowflake.registry).toBe("postgres");
+        expect(monitor.snowflake.backend).toEqual({
+          kind: "postgres",
+          mode: "lease",
+          target: `${pg.host}:${pg.port}/${database}`,
+          shared: true,
+        });
+        workerIds.add(monitor.snowflake.workerId);
+        all.push(...(await snowflakeIds(port, 5000)));
+      }
+      expect(workerIds.size).toBe(2);
+      expect(new Set(all).size).toBe(all.length);
+      const ready = await text(`http://127.0.0.1:${ports[0]}/health/ready`);
+      expect(ready.body).toContain("postgres registry");
+    } finally {
+      for (const server of servers) server.child.kill("SIGTERM");
+      for (const server of servers) expect(await server.exited).toBe(0);
+    }
+  }, 120_000);
+
+  it("leases a StatefulSet pod's ordinal exactly: a second pod of that ordinal is refused while the first holds it", async () => {
+    const pod = { LEAF_SNOWFLAKE_STATEFUL_SET: "true", HOSTNAME: "leaf-7" };
+    const first = await freePort();
+    const holder = await startCli(tempDir(), snowflakeEnv(first, pod));
+    try {
+      const monitor = JSON.parse((await text(`http://127.0.0.1:${first}/api/v1/monitor`)).body);
+      expect(monitor.snowflake.workerId).toBe(7);
+      const second = await runNode(CLI, [], {
+        cwd: tempDir(),
+        env: { ...snowflakeEnv(await freePort(), pod), LEAF_SERVER_DRAIN_MS: "0" },
+        timeoutMs: 60_000,
+      });
+      expect(second.code, second.stdout).toBe(1);
+      expect(second.stderr).toContain("WORKER_ID_IN_USE");
+    } finally {
+      holder.child.kill("SIGTERM");
+      expect(await holder.exited).toBe(0);
+    }
+  }, 120_000);
 });

@@ -8,6 +8,7 @@ import { etcdRegistry } from "./etcd-registry";
 import { localRegistry } from "./local-registry";
 import { mysqlRegistry } from "./mysql-registry";
 import { mysqlStore } from "./mysql-store";
+import { postgresRegistry } from "./postgres-registry";
 import { postgresStore } from "./postgres-store";
 import { redisRegistry } from "./redis-registry";
 import { zkRegistry } from "./zk-registry";
@@ -20,6 +21,7 @@ export const REGISTRIES = [
   localRegistry,
   zkRegistry,
   mysqlRegistry,
+  postgresRegistry,
   redisRegistry,
   etcdRegistry,
 ] as const;

@@ -2,31 +2,15 @@
 // UPDATE ... RETURNING, shared by every server of the deployment.
 import { DEFAULT_TABLE, PostgresSegmentStore, parsePostgresUrl } from "@leaf/segment-postgres";
 import { def } from "../config-def";
-import { anyText, boolean, Expected, nonEmpty, table, text } from "../config-readers";
+import { anyText, boolean, nonEmpty, table } from "../config-readers";
 import type { StoreBackend } from "./backend";
 import {
-  type DatabaseErrorStyle,
   type DatabaseSettings,
   databaseSettings,
   databaseTarget,
   explainDatabaseError,
 } from "./database";
-
-const EXAMPLE = "postgres://user:password@host:5432/leaf";
-
-/** Reads a PostgreSQL URL that @leaf/segment-postgres's parser accepts. */
-function postgresUrl(raw: unknown): string {
-  const t = text(raw);
-  try {
-    if (t === undefined) throw new Error("not a string");
-    parsePostgresUrl(t);
-  } catch {
-    throw new Expected(
-      `a database URL: ${EXAMPLE}, postgresql://h1:5432,h2:5432/leaf or jdbc:postgresql://host:5432/leaf`,
-    );
-  }
-  return t;
-}
+import { POSTGRES_EXAMPLE, parsePostgres, postgresErrors, postgresUrl } from "./postgres-shared";
 
 export const POSTGRES_STORE_KEYS = [
   def("segment.postgres.url", {
@@ -67,25 +51,6 @@ export interface PostgresStoreSettings extends DatabaseSettings {
   kind: "postgres";
 }
 
-/** How PostgreSQL errors read (`details.postgres` is the class, `details.sqlState` the SQLSTATE). */
-const POSTGRES_ERRORS: DatabaseErrorStyle = {
-  view(details) {
-    if (details.postgres === undefined) return undefined;
-    return {
-      kind: String(details.postgres),
-      access:
-        details.sqlState === "42501"
-          ? {
-              fix: "grant the user SELECT, INSERT, UPDATE, DELETE on the tables and USAGE on their schema",
-            }
-          : "credentials",
-      unknownDatabase: details.sqlState === "3D000",
-    };
-  },
-  writable: "promote it, or ALTER SYSTEM SET default_transaction_read_only = off",
-  tableFile: "@leaf/segment-postgres's sql/leaf_alloc.sql",
-};
-
 export const postgresStore: StoreBackend<
   "postgres",
   PostgresStoreSettings,
@@ -118,7 +83,7 @@ export const postgresStore: StoreBackend<
         user: "segment.postgres.username",
         password: "segment.postgres.password",
       },
-      { parse: parsePostgresUrl, example: EXAMPLE },
+      { parse: parsePostgres, example: POSTGRES_EXAMPLE },
     );
     if (!database) return undefined;
     return {
@@ -160,5 +125,10 @@ export const postgresStore: StoreBackend<
     target: databaseTarget(parsePostgresUrl(settings.url), settings.table ?? DEFAULT_TABLE),
     shared: true,
   }),
-  explainError: (error) => explainDatabaseError(error, "segment.postgres", POSTGRES_ERRORS),
+  explainError: (error) =>
+    explainDatabaseError(
+      error,
+      "segment.postgres",
+      postgresErrors("@leaf/segment-postgres's sql/leaf_alloc.sql"),
+    ),
 };

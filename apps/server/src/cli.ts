@@ -13,11 +13,14 @@ import { MAX_WORKERS, workerCount } from "./config-readers";
 import { DECODE_LAYOUTS, type DecodeLayoutName, decodeId } from "./decode";
 import { decodeInput, ID_FORMATS } from "./id-formats";
 import { type LeafServer, startServer, VERSION } from "./server";
+import { StoreCommandError, storeCommand } from "./store-commands";
 
 const USAGE = `Usage:
   leaf-server [--config FILE] [--workers N|auto] [--check]   run the Leaf id service
   leaf decode ID [--epoch MS] [--layout NAME] [--format F [--prefix P]] [--time-zone TZ]
                  [--config FILE] [--json]  take an id apart
+  leaf store [NAME [VALUE]] [--config FILE]   the segment store's operator commands
+                 (the Redis store: create-namespace, lift-fence RAISE_BY); without NAME: the list
   leaf-server --help | --version
 
 The configuration comes from FILE (leaf.properties, .json, .yaml or .yml; also LEAF_CONFIG),
@@ -51,6 +54,11 @@ async function main(argv: string[]): Promise<number> {
     return 0;
   }
   if (args[0] === "decode") return decode(args.slice(1));
+  if (args[0] === "store") {
+    return storeCommand(args.slice(1)).catch((error: unknown) => {
+      throw error instanceof StoreCommandError ? new UsageError(error.message) : error;
+    });
+  }
   if (args[0] === "serve") args.shift();
   return serve(args);
 }

@@ -21,6 +21,10 @@ const postgres = load({
   segment: { postgres: { url: "postgres://leaf:secret@127.0.0.1:5432/leaf" } },
   snowflake: { registry: "postgres" },
 });
+const redisStore = load({
+  segment: { redis: { url: "redis://127.0.0.1:6379" } },
+  snowflake: { enabled: false },
+});
 const pod = loadConfig({
   values: { segment: { enabled: false }, snowflake: { statefulSet: true } },
   env: { HOSTNAME: "leaf-2" },
@@ -47,6 +51,7 @@ const WHERE: Record<string, () => unknown> = {
   "segment.enabled": () => plain.segment !== undefined,
   "segment.mysql.createTable": () => store(mysql, "mysql")?.createTable,
   "segment.postgres.createTable": () => store(postgres, "postgres")?.createTable,
+  "segment.redis.waitReplicas": () => store(redisStore, "redis")?.waitReplicas,
   "segment.demoTag": () => store(plain, "embedded")?.demoTag,
   "segment.refreshIntervalMs": () => plain.segment?.refreshIntervalMs,
   "segment.exhaustedWaitMs": () => plain.segment?.exhaustedWaitMs,
@@ -73,7 +78,10 @@ const WHERE: Record<string, () => unknown> = {
   "redisSequence.timeZone": () => redis.redisSequence?.timeZone,
 };
 
-function store<K extends "embedded" | "mysql" | "postgres">(config: ServerConfig, kind: K) {
+function store<K extends "embedded" | "mysql" | "postgres" | "redis">(
+  config: ServerConfig,
+  kind: K,
+) {
   const settings = config.segment?.backend;
   return settings?.kind === kind ? (settings as Extract<typeof settings, { kind: K }>) : undefined;
 }

@@ -69,6 +69,16 @@ export interface StoreContext {
   logger: ServiceLogger;
 }
 
+/** An operator command of a store: `leaf store NAME [VALUE]`, with the server's configuration. */
+export interface StoreOperation<S> {
+  readonly name: string;
+  /** "lift-fence RAISE_BY": how it is written. */
+  readonly usage: string;
+  readonly doc: string;
+  /** Runs it and answers what to print. */
+  run(settings: S, value: string | undefined): Promise<string>;
+}
+
 /** A segment store the server can take ranges from. */
 export interface StoreBackend<
   Kind extends string = string,
@@ -102,6 +112,8 @@ export interface StoreBackend<
    * and in the metrics; absent for a store of one database.
    */
   members?(store: SegmentStore): StoreMember[];
+  /** Operator commands (creating a namespace, lifting a fence), run by `leaf store`. */
+  readonly operations?: readonly StoreOperation<S>[];
   /** Work on the opened store before the generator starts (the embedded store's demo tag). */
   prepare?(store: SegmentStore, settings: S, context: StoreContext): Promise<void>;
   /**

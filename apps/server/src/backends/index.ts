@@ -11,10 +11,11 @@ import { mysqlStore } from "./mysql-store";
 import { postgresRegistry } from "./postgres-registry";
 import { postgresStore } from "./postgres-store";
 import { redisRegistry } from "./redis-registry";
+import { redisStore } from "./redis-store";
 import { zkRegistry } from "./zk-registry";
 
 /** Segment stores, in the order the README lists them. */
-export const SEGMENT_STORES = [embeddedStore, mysqlStore, postgresStore] as const;
+export const SEGMENT_STORES = [embeddedStore, mysqlStore, postgresStore, redisStore] as const;
 
 /** Worker-id registries, in the order the README lists them. */
 export const REGISTRIES = [

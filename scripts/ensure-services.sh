@@ -12,6 +12,10 @@ fi
 if [ -z "${LEAF_TEST_ZK:-}" ]; then
   { [ -f /usr/share/java/zookeeper.jar ] && command -v java >/dev/null 2>&1; } || missing+=("zookeeper")
 fi
+command -v etcd >/dev/null 2>&1 || missing+=("etcd-server")
+if [ -z "${LEAF_TEST_PG_URL:-}" ]; then
+  compgen -G "/usr/lib/postgresql/*/bin/postgres" >/dev/null || missing+=("postgresql")
+fi
 [ -x /usr/bin/chromium ] || missing+=("chromium")
 command -v faketime >/dev/null 2>&1 || missing+=("faketime")
 # The server's stop tests measure a SIGTERM under load with wrk, directly and behind HAProxy.
@@ -27,7 +31,7 @@ fi
 cat >&2 <<MSG
 ensure-services: cannot install ${missing[*]} here (needs root and apt-get).
 Install them yourself, for example on Debian or Ubuntu:
-  sudo apt-get update && sudo apt-get install mariadb-server redis-server zookeeper chromium faketime gcc libc6-dev wrk haproxy
-or point the tests at running servers with LEAF_TEST_MYSQL_URL, LEAF_TEST_REDIS_URL and LEAF_TEST_ZK.
+  sudo apt-get update && sudo apt-get install mariadb-server redis-server zookeeper etcd-server postgresql chromium faketime gcc libc6-dev wrk haproxy
+or point the tests at running servers with LEAF_TEST_MYSQL_URL, LEAF_TEST_REDIS_URL, LEAF_TEST_PG_URL and LEAF_TEST_ZK.
 MSG
 exit 1

@@ -15,14 +15,17 @@ import {
 import { EtcdRegistry } from "@leaf/registry-etcd";
 import { LocalRegistry } from "@leaf/registry-local";
 import { createSchema, MysqlRegistry } from "@leaf/registry-mysql";
+import { createSchema as createPostgresSchema, PostgresRegistry } from "@leaf/registry-postgres";
 import { RedisRegistry } from "@leaf/registry-redis";
 import { ZookeeperRegistry, type ZookeeperRegistryOptions } from "@leaf/registry-zk";
 import {
   type EtcdHandle,
   type MysqlHandle,
+  type PostgresHandle,
   type RedisHandle,
   startEtcd,
   startMysql,
+  startPostgres,
   startRedis,
   startZookeeper,
   TcpProxy,
@@ -47,6 +50,7 @@ const otherNode = (name: string): NodeIdentity => ({ name, ip: "10.0.0.2", port:
 interface Servers {
   zk: ZookeeperHandle;
   mysql: MysqlHandle;
+  postgres: PostgresHandle;
   redis: RedisHandle;
   etcd: EtcdHandle;
 }
@@ -108,6 +112,15 @@ function cases(s: Servers): Case[] {
     return db;
   };
   const mysqlUrl = (port: number, database: string) => `mysql://root@127.0.0.1:${port}/${database}`;
+  /** One database for every PostgreSQL registry: the table keeps each service name apart. */
+  let postgresDb: Promise<string> | undefined;
+  const postgresUrl = async (port: number) => {
+    postgresDb ??= s.postgres.createDatabase("bench_lease").then(async (database) => {
+      await createPostgresSchema(s.postgres.urlFor(database));
+      return database;
+    });
+    return `postgres://${s.postgres.user}@127.0.0.1:${port}/${await postgresDb}`;
+  };
   return [
     {
       name: "local",
@@ -177,6 +190,17 @@ function cases(s: Servers): Case[] {
       server: "mysql",
       make: async (at, name) =>
         new MysqlRegistry({ mode: "lease", url: mysqlUrl(at.port, await mysqlDb("lease", name)) }),
+      fenceBoundMs: 60_000 - 12_000,
+      contest: "pool",
+    },
+    {
+      name: "postgres",
+      renewal: "the renewal UPDATE guarded by the grant's fencing token (a report is a renewal)",
+      documented:
+        "fences at leaseMs - safetyMarginMs after the send of its last successful renewal; the row's lease ends leaseMs after the database ran it (now())",
+      settings: "leaseMs 60,000, safetyMarginMs 12,000, renewIntervalMs 3,000 (defaults)",
+      server: "postgres",
+      make: async (at) => new PostgresRegistry({ url: await postgresUrl(at.port) }),
       fenceBoundMs: 60_000 - 12_000,
       contest: "pool",
     },
@@ -399,15 +423,16 @@ async function cutOff(c: Case, serverPort: number, name: string): Promise<CutRes
 
 const only = process.argv.slice(2);
 const servers: Servers = await (async () => {
-  const [zk, mysql, redis, etcd] = await Promise.all([
+  const [zk, mysql, postgres, redis, etcd] = await Promise.all([
     // ZooKeeper's own default tickTime (2 s), as in production; the kit's default is 500 ms.
     startZookeeper({ tickTime: 2000 }),
     startMysql(),
+    startPostgres(),
     startRedis(),
     // etcd's own default raft timers (heartbeat 100 ms, election 1,000 ms).
     startEtcd({ heartbeatMs: 100, electionTimeoutMs: 1000 }),
   ]);
-  return { zk, mysql, redis, etcd };
+  return { zk, mysql, postgres, redis, etcd };
 })();
 
 const rows: BenchRow[] = [];
@@ -467,7 +492,7 @@ report(
   "registry",
   rows,
   [
-    `Private servers on loopback from @leaf/testkit (ZooKeeper tickTime 2,000 ms, MariaDB, Redis, ` +
+    `Private servers on loopback from @leaf/testkit (ZooKeeper tickTime 2,000 ms, MariaDB, PostgreSQL, Redis, ` +
       `etcd heartbeat 100 / election 1,000 ms); each registry with its own defaults. acquire: ` +
       `${CYCLES} acquire+release cycles, one node; renew: ${CYCLES} lease.report() round trips. ` +
       `Cut: the holder's TCP proxy drops every byte (connections stay open) while a second ` +

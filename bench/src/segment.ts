@@ -1,11 +1,13 @@
 // `pnpm bench segment`: segment mode's id paths in one run. In process (memory store): the
-// synchronous and async paths against a bare `x++` bigint loop. With MariaDB behind (started here
-// by the test kit, Leaf's example step of 2,000 so that ranges switch often): the latency of every
-// id, across range switches, and ids per database round trip.
+// synchronous and async paths against a bare `x++` bigint loop. With MariaDB, PostgreSQL and Redis
+// behind (started here by the test kit, Leaf's example step of 2,000 so that ranges switch often):
+// the latency of every id, across range switches, and ids per database round trip.
 import { performance } from "node:perf_hooks";
-import { MemorySegmentStore, SegmentIdGenerator } from "@leaf/segment";
+import { MemorySegmentStore, SegmentIdGenerator, type SegmentStore } from "@leaf/segment";
 import { MysqlSegmentStore } from "@leaf/segment-mysql";
-import { startMysql } from "@leaf/testkit";
+import { PostgresSegmentStore } from "@leaf/segment-postgres";
+import { RedisSegmentStore } from "@leaf/segment-redis";
+import { startMysql, startPostgres, startRedis } from "@leaf/testkit";
 import { type BenchRow, report } from "./_report";
 import { BEYOND_NOTE, beyondLeafRows, switchRows } from "./_segment-beyond";
 
@@ -274,6 +276,71 @@ async function latency(
   };
 }
 
+/** A store with a database behind that counts its round trips (each SQL store, the Redis store). */
+type CountedStore = SegmentStore & { stats(): { roundTrips: number } };
+
+/**
+ * The rows of one store with a database behind (`label`: "MariaDB", ...): step MYSQL_STEP paced at
+ * MYSQL_RATE through nextIdSync and await nextId, then a dynamic step from MYSQL_STEP flat out.
+ * `open` gives a store on a table (or namespace) of its own each time, ready for createTag.
+ */
+async function storeRows(label: string, open: () => Promise<CountedStore>): Promise<BenchRow[]> {
+  const rows: BenchRow[] = [];
+  const run = async (name: string, mode: "sync" | "async", dynamic: boolean) => {
+    const store = await open();
+    await store.createTag({ tag: "bench", step: MYSQL_STEP, startId: 0n });
+    const generator = new SegmentIdGenerator({ store, dynamicStep: dynamic });
+    await generator.start();
+    const result = dynamic
+      ? await latency(generator, mode, 0, MYSQL_IDS)
+      : await latency(generator, mode, MYSQL_RATE, MYSQL_IDS, BigInt(MYSQL_STEP));
+    const trips = store.stats().roundTrips;
+    await generator.close();
+    rows.push({
+      name,
+      ...result,
+      idsPerRoundTrip: Math.round((MYSQL_IDS + 2 * MYSQL_WARMUP_IDS) / trips),
+    });
+  };
+  const paced = `step ${MYSQL_STEP}, ${MYSQL_RATE / 1000}k ids/s`;
+  await run(`nextIdSync, ${label}, ${paced}`, "sync", false);
+  await run(`await nextId, ${label}, ${paced}`, "async", false);
+  await run(`nextIdSync, ${label}, dynamic step from ${MYSQL_STEP}, flat out`, "sync", true);
+  return rows;
+}
+
+/** The PostgreSQL rows: @leaf/segment-postgres on a private server, a table per row. */
+async function postgresRows(): Promise<BenchRow[]> {
+  const server = await startPostgres();
+  try {
+    const database = await server.createDatabase("bench_segment");
+    let tables = 0;
+    return await storeRows("PostgreSQL", async () => {
+      const table = `leaf_alloc_${tables++}`;
+      const store = new PostgresSegmentStore({ url: server.urlFor(database), table });
+      await store.createSchema();
+      return store;
+    });
+  } finally {
+    await server.dispose();
+  }
+}
+
+/** The Redis rows: @leaf/segment-redis on a private server, a namespace per row (created once). */
+async function redisRows(): Promise<BenchRow[]> {
+  const server = await startRedis();
+  try {
+    let namespaces = 0;
+    return await storeRows("Redis", async () => {
+      const store = new RedisSegmentStore({ url: server.url, namespace: `bench${namespaces++}` });
+      await store.createNamespace();
+      return store;
+    });
+  } finally {
+    await server.dispose();
+  }
+}
+
 async function main(): Promise<void> {
   const rows: BenchRow[] = [];
 
@@ -296,35 +363,18 @@ async function main(): Promise<void> {
   const db = await startMysql();
   try {
     const database = await db.createDatabase("bench_segment");
-    const run = async (name: string, mode: "sync" | "async", dynamic: boolean) => {
-      const table = `leaf_alloc_${rows.length}`;
-      const store = new MysqlSegmentStore({ url: db.urlFor(database), table });
-      await store.createSchema();
-      await store.createTag({ tag: "bench", step: MYSQL_STEP, startId: 0n });
-      const generator = new SegmentIdGenerator({ store, dynamicStep: dynamic });
-      await generator.start();
-      const result = dynamic
-        ? await latency(generator, mode, 0, MYSQL_IDS)
-        : await latency(generator, mode, MYSQL_RATE, MYSQL_IDS, BigInt(MYSQL_STEP));
-      const trips = store.stats().roundTrips;
-      await generator.close();
-      rows.push({
-        name,
-        ...result,
-        idsPerRoundTrip: Math.round((MYSQL_IDS + 2 * MYSQL_WARMUP_IDS) / trips),
-      });
-    };
-    await run(
-      `nextIdSync, MariaDB, step ${MYSQL_STEP}, ${MYSQL_RATE / 1000}k ids/s`,
-      "sync",
-      false,
+    let tables = 0;
+    rows.push(
+      ...(await storeRows("MariaDB", async () => {
+        const store = new MysqlSegmentStore({
+          url: db.urlFor(database),
+          table: `leaf_alloc_${tables++}`,
+        });
+        await store.createSchema();
+        return store;
+      })),
     );
-    await run(
-      `await nextId, MariaDB, step ${MYSQL_STEP}, ${MYSQL_RATE / 1000}k ids/s`,
-      "async",
-      false,
-    );
-    await run(`nextIdSync, MariaDB, dynamic step from ${MYSQL_STEP}, flat out`, "sync", true);
+    rows.push(...(await postgresRows()), ...(await redisRows()));
     rows.push(...(await switchRows()), ...(await beyondLeafRows(db, database)));
   } finally {
     await db.dispose();
@@ -334,7 +384,7 @@ async function main(): Promise<void> {
     "segment",
     rows,
     `In process: best of ${ROUNDS} runs of ${IN_PROCESS_IDS.toLocaleString("en-US")} ids (async: a fifth), ` +
-      `an event-loop turn every ${CHUNK.toLocaleString("en-US")} ids. MariaDB (private server on this machine): ` +
+      `an event-loop turn every ${CHUNK.toLocaleString("en-US")} ids. MariaDB, PostgreSQL and Redis (private servers on this machine, one table or Redis namespace per row): ` +
       `${MYSQL_IDS.toLocaleString("en-US")} ids per row; latency rows time each call, with an event-loop turn every ${MYSQL_CHUNK} ids; ` +
       `ratioToBareNumber / ratioToBoundedCounter / ratioToNextIdSync: the number paths against the bare number counter, ` +
       `a counter with a bound check in an object field, and nextIdSync, all of the same run and harness; ` +

@@ -1,7 +1,7 @@
 // `@leaf/core/adapter`: what registry and store adapters build on (the lease core, the renewing lease
-// and its timing checks, request checks, lock files, lease cache files). Not for applications:
-// `@leaf/core` is their entry. What one driver's adapters share is in @leaf/mysql-support and
-// @leaf/redis-support: core knows no backend.
+// and its timing checks, request and ms option checks, lock files, lease cache files). Not for
+// applications: `@leaf/core` is their entry. What one driver's adapters share is in
+// @leaf/mysql-support, @leaf/postgres-support and @leaf/redis-support: core knows no backend.
 export {
   type AcquireRequestLimits,
   type CheckedAcquireRequest,
@@ -10,7 +10,12 @@ export {
   checkReportedTimestamp,
 } from "./acquire-request";
 export { type Backend, type BackendRules, checkBackend } from "./backend-option";
-export { type DatabaseErrorKind, databaseErrorCode } from "./database-errors";
+export {
+  type DatabaseErrorKind,
+  type DatabaseErrorParts,
+  databaseError,
+  databaseErrorCode,
+} from "./database-errors";
 export {
   type HostListUrlRules,
   type ParsedHostListUrl,
@@ -52,6 +57,7 @@ export {
   readLockFile,
   tryAcquireLockFile,
 } from "./lock-file";
+export { nonNegativeMs, positiveMs } from "./ms-options";
 export {
   checkLeaseTimings,
   type FenceReason,

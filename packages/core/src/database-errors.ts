@@ -1,7 +1,8 @@
 // What a database error means for an adapter, whatever the database: the kinds every SQL adapter
-// (@leaf/mysql-support, the PostgreSQL store) sorts its driver's errors into, and the LeafError code
-// each kind gets. Core knows no database: the drivers' codes are sorted by their adapters.
-import { type ErrorCode, ErrorCodes } from "./errors";
+// (@leaf/mysql-support, @leaf/postgres-support) sorts its driver's errors into, the LeafError code
+// each kind gets, and the one form of their messages and details. Core knows no database: the
+// drivers' codes are sorted by their adapters.
+import { type ErrorCode, ErrorCodes, LeafError } from "./errors";
 
 /**
  * What a database error means for the caller:
@@ -34,4 +35,46 @@ export function databaseErrorCode(info: {
   if (info.kind === "access" || info.kind === "schema") return ErrorCodes.INVALID_CONFIG;
   if (info.kind === "statement" && !info.transient) return ErrorCodes.INVALID_ARGUMENT;
   return ErrorCodes.UNAVAILABLE;
+}
+
+/** What {@link databaseError} makes a LeafError of. */
+export interface DatabaseErrorParts {
+  component: string;
+  code: ErrorCode;
+  /** What happened, with the server and its own text: "missing table on db:5432: ...". */
+  problem: string;
+  /** What the operator changes: "create the table with createSchema()". */
+  fix: string;
+  /** What was being done: "taking a range of tag \"a\"". */
+  doing: string;
+  /** The driver's own details (its kind and codes), first in `details`. */
+  details: Record<string, unknown>;
+  /** The server, "host:port", when known. */
+  host?: string;
+  /** True when the server could not be reached or did not answer. */
+  unreachable?: boolean;
+  cause?: unknown;
+}
+
+/**
+ * The LeafError of a database error as every SQL adapter words it: the message
+ * `PROBLEM while DOING; FIX`, with `details.problem` and `details.fix` apart so that a server can
+ * restate the fix in its own keys, `details.host` when known and `details.unreachable: true` for a
+ * server that did not answer.
+ */
+export function databaseError(parts: DatabaseErrorParts): LeafError {
+  const { problem, fix } = parts;
+  return new LeafError({
+    component: parts.component,
+    code: parts.code,
+    message: `${problem} while ${parts.doing}; ${fix}`,
+    details: {
+      ...parts.details,
+      problem,
+      fix,
+      ...(parts.host ? { host: parts.host } : {}),
+      ...(parts.unreachable ? { unreachable: true } : {}),
+    },
+    cause: parts.cause,
+  });
 }

@@ -1,7 +1,7 @@
 // Parses the database URLs people already have, `scheme://user:password@host1:port,host2:port/name`
 // with several comma-separated hosts for failover, for any scheme an adapter names (mysql://,
-// postgres://, their JDBC forms). Pure: it knows no driver; @leaf/mysql-support and the PostgreSQL
-// store give it their schemes and default port.
+// postgres://, their JDBC forms). Pure: it knows no driver; @leaf/mysql-support and
+// @leaf/postgres-support give it their schemes and default port.
 import { configError } from "./errors";
 
 /** What {@link parseHostListUrl} found in a URL. */

@@ -5,6 +5,7 @@
 import type { Clock } from "./clock";
 import { configError, type LeafError } from "./errors";
 import { LeaseCore, type LeaseGrant } from "./lease-core";
+import { positiveMs } from "./ms-options";
 
 /**
  * The lease timings a renewing registry takes, in ms (all optional: see {@link checkLeaseTimings}).
@@ -65,13 +66,6 @@ export function checkLeaseTimings(
     );
   }
   return { leaseMs, safetyMarginMs, renewIntervalMs };
-}
-
-function positiveMs(component: string, key: string, value: unknown): number {
-  if (typeof value !== "number" || !Number.isSafeInteger(value) || value <= 0) {
-    throw configError(component, key, value, "a positive integer of ms");
-  }
-  return value;
 }
 
 /** How a {@link RenewingLease} renews and fences, ms. */

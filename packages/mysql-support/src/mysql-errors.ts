@@ -3,7 +3,7 @@
 // mysql2, into unreachable / interrupted / access / schema / read-only / statement, and turned into a LeafError
 // whose message says what happened and what to change.
 import { LeafError } from "@leaf/core";
-import { type DatabaseErrorKind, databaseErrorCode } from "@leaf/core/adapter";
+import { type DatabaseErrorKind, databaseError, databaseErrorCode } from "@leaf/core/adapter";
 
 /** What a MySQL error means for the caller (see `DatabaseErrorKind` in @leaf/core/adapter). */
 export type MysqlErrorKind = DatabaseErrorKind;
@@ -212,20 +212,14 @@ export function describeMysqlError(
 export function mysqlError(error: unknown, context: MysqlErrorContext): LeafError {
   if (error instanceof LeafError) return error;
   const info = classifyMysqlError(error);
-  const { problem, fix } = describeMysqlError(info, context);
-  return new LeafError({
+  return databaseError({
     component: context.component,
     code: databaseErrorCode(info),
-    message: `${problem} while ${context.doing}; ${fix}`,
-    details: {
-      mysql: info.kind,
-      errno: info.errno,
-      mysqlCode: info.code,
-      problem,
-      fix,
-      ...(context.host ? { host: context.host } : {}),
-      ...(info.kind === "unreachable" ? { unreachable: true } : {}),
-    },
+    ...describeMysqlError(info, context),
+    doing: context.doing,
+    details: { mysql: info.kind, errno: info.errno, mysqlCode: info.code },
+    host: context.host,
+    unreachable: info.kind === "unreachable",
     cause: error,
   });
 }

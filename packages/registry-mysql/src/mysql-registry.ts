@@ -12,7 +12,13 @@ import {
   systemClock,
   type WorkerIdRegistry,
 } from "@leaf/core";
-import { checkAcquireRequest, checkBackend, checkLeaseTimings } from "@leaf/core/adapter";
+import {
+  checkAcquireRequest,
+  checkBackend,
+  checkLeaseTimings,
+  nonNegativeMs,
+  positiveMs,
+} from "@leaf/core/adapter";
 import type { Pool, PoolOptions } from "mysql2/promise";
 import { COMPONENT, Database, isPool } from "./database";
 import type { FixedLease } from "./fixed-lease";
@@ -130,20 +136,21 @@ export class MysqlRegistry<M extends RegistryMode = RegistryMode> implements Wor
       options.otherModeTable ?? DEFAULT_TABLES[this.mode === "fixed" ? "lease" : "fixed"],
       "otherModeTable",
     );
-    this.toleranceMs = nonNegative("toleranceMs", options.toleranceMs ?? 5);
+    this.toleranceMs = nonNegativeMs(COMPONENT, "toleranceMs", options.toleranceMs ?? 5);
     this.clock = options.clock ?? systemClock;
     let queryTimeoutMs: number;
     if (this.mode === "lease") {
       const { leaseMs, safetyMarginMs, renewIntervalMs } = checkLeaseTimings(COMPONENT, options, {
         leaseMs: 60_000,
       });
-      queryTimeoutMs = positive(
+      queryTimeoutMs = positiveMs(
+        COMPONENT,
         "queryTimeoutMs",
         options.queryTimeoutMs ?? Math.max(1000, Math.min(5000, renewIntervalMs)),
       );
       this.timings = { leaseMs, safetyMarginMs, renewIntervalMs, queryTimeoutMs };
     } else {
-      queryTimeoutMs = positive("queryTimeoutMs", options.queryTimeoutMs ?? 5000);
+      queryTimeoutMs = positiveMs(COMPONENT, "queryTimeoutMs", options.queryTimeoutMs ?? 5000);
       this.timings = undefined;
     }
     if (options.cacheDir === false) this.cacheDir = undefined;
@@ -239,18 +246,4 @@ export class MysqlRegistry<M extends RegistryMode = RegistryMode> implements Wor
     this.live.clear();
     await this.db.end();
   }
-}
-
-function positive(key: string, value: unknown): number {
-  if (typeof value !== "number" || !Number.isSafeInteger(value) || value <= 0) {
-    throw configError(COMPONENT, key, value, "a positive integer of ms");
-  }
-  return value;
-}
-
-function nonNegative(key: string, value: unknown): number {
-  if (typeof value !== "number" || !Number.isSafeInteger(value) || value < 0) {
-    throw configError(COMPONENT, key, value, "an integer of 0 or more ms");
-  }
-  return value;
 }

@@ -1,106 +1,106 @@
-// The PostgreSQL side of the registry: a pg pool (from a URL, or the caller's), statements with a
-// hard time limit so that a hung server never stalls a lease (a connection that timed out is
-// destroyed, never reused), pg errors turned into LeafErrors that say what to do, and int8 columns
-// read exactly.
+// The PostgreSQL side of the registry: a pg pool (from a URL naming one server, or the caller's),
+// statements with a hard time limit so that a hung server never stalls a lease (a connection that
+// timed out is destroyed, never reused), pg errors turned into LeafErrors that say what to do (by
+// @leaf/postgres-support, in this registry's option names), and int8 columns read exactly.
 import { configError, ErrorCodes, LeafError } from "@leaf/core";
+import { databaseError } from "@leaf/core/adapter";
+import {
+  classifyPostgresError,
+  type PostgresErrorKind,
+  parsePostgresUrl,
+  postgresError,
+  redactPostgresUrl,
+} from "@leaf/postgres-support";
 import pg from "pg";
 
 /** The component name in error messages. */
 export const COMPONENT = "registry-postgres";
 
-/** What a PostgreSQL error means for the registry. */
-type ErrorKind = "unreachable" | "read-only" | "access" | "schema" | "statement";
-
-/** SQLSTATEs by what they mean here (PostgreSQL's errcodes, appendix A of its manual). */
-const KINDS: Record<string, ErrorKind> = {
-  "28000": "access", // invalid_authorization_specification: no such role, pg_hba refuses
-  "28P01": "access", // invalid_password
-  "42501": "access", // insufficient_privilege
-  "3D000": "schema", // invalid_catalog_name: no such database
-  "3F000": "schema", // invalid_schema_name
-  "42P01": "schema", // undefined_table (or the grant sequence)
-  "42703": "schema", // undefined_column
-  "25006": "read-only", // read_only_sql_transaction: a standby, default_transaction_read_only
-  "57014": "unreachable", // query_canceled: statement_timeout; the write's fate is unknown
-  "57P01": "unreachable", // admin_shutdown
-  "57P02": "unreachable", // crash_shutdown
-  "57P03": "unreachable", // cannot_connect_now: starting up, shutting down, recovering
-  "53300": "unreachable", // too_many_connections
+/** How an operator fixes the registry's configuration, in its option names. */
+const FIXES = {
+  credentials: "the user and password in url",
+  database: "the database in url",
+  createTable: "createSchema() (or the package's sql/ file) first",
+  server: "url",
 };
 
-/** The SQLSTATE of a server error, undefined for client-side errors (socket, timeout). */
-export function sqlState(error: unknown): string | undefined {
-  const e = (error ?? {}) as { code?: unknown; severity?: unknown };
-  const code = typeof e.code === "string" ? e.code : "";
-  return /^[0-9A-Z]{5}$/.test(code) && typeof e.severity === "string" ? code : undefined;
-}
+/**
+ * The kinds after which the server's answer is unknown: it could not be reached, or it cancelled
+ * the statement (statement_timeout, pg_cancel_backend), so a write may or may not have been made.
+ */
+const ANSWER_UNKNOWN: ReadonlySet<PostgresErrorKind> = new Set(["unreachable", "interrupted"]);
 
-function kindOf(error: unknown): ErrorKind {
-  const state = sqlState(error);
-  // No SQLSTATE: the connection failed, timed out or was closed; the server's answer is unknown.
-  if (state === undefined) return "unreachable";
-  return KINDS[state] ?? (state.startsWith("08") ? "unreachable" : "statement");
-}
-
-/** True when `error` says the server could not be reached or did not answer in time. */
+/**
+ * True when `error` says the server could not be reached, did not answer in time or cancelled the
+ * statement: the connection is dropped, and an acquire has no local fallback.
+ */
 export function isUnreachable(error: unknown): boolean {
-  if (error instanceof LeafError) return error.details.unreachable === true;
-  return kindOf(error) === "unreachable";
+  if (error instanceof LeafError) {
+    return error.details.unreachable === true || error.details.postgres === "interrupted";
+  }
+  return ANSWER_UNKNOWN.has(classifyPostgresError(error).kind);
 }
 
-/** The refusal of a server that is a standby or takes no writes. */
-export function readOnlyError(host: string, doing: string, text: string): LeafError {
-  return new LeafError({
+/**
+ * The refusal of a server that is a standby or takes no writes; `sqlState` when the server itself
+ * refused (25006). `details.problem` and `details.fix` as in @leaf/postgres-support's errors.
+ */
+export function readOnlyError(
+  host: string,
+  doing: string,
+  text: string,
+  sqlState?: string,
+  cause?: unknown,
+): LeafError {
+  return databaseError({
     component: COMPONENT,
     code: ErrorCodes.UNAVAILABLE,
-    message:
-      `PostgreSQL on ${host} takes no writes (${text}) while ${doing}: leases must be written on ` +
-      "the primary, and a standby's rows may be behind it. Point url at the primary (promote a " +
-      "standby first when the primary is gone for good)",
-    details: { postgres: "read-only", host },
+    problem: `PostgreSQL on ${host} takes no writes (${text})`,
+    fix:
+      "leases must be written on the primary, and a standby's rows may be behind it. Point url " +
+      "at the primary (promote a standby first when the primary is gone for good)",
+    doing,
+    details: { postgres: "read-only", sqlState },
+    host,
+    cause,
   });
+}
+
+/** Where an error happened, for its message. */
+interface ErrorPlace {
+  /** The server, "host:port". */
+  host: string;
+  /** The table and the sequence of fencing tokens, named when a privilege is missing. */
+  table: string;
+  sequence: string;
 }
 
 /** Turns a pg error into a LeafError naming what was being done and the operator's fix. */
-export function toLeafError(error: unknown, doing: string, host: string): LeafError {
+export function toLeafError(error: unknown, doing: string, place: ErrorPlace): LeafError {
   if (error instanceof LeafError) return error;
-  const kind = kindOf(error);
-  const state = sqlState(error);
-  const text = `${error instanceof Error ? error.message : String(error)}${state ? ` (${state})` : ""}`;
-  if (kind === "read-only") return readOnlyError(host, doing, text);
-  const fix = {
-    unreachable: "check that the server is up and that url names it (host and port)",
-    access:
-      "check the user and password in url, and grant the user SELECT, INSERT, UPDATE, DELETE on the table and USAGE on its sequence",
-    schema:
-      "check the database in url, and create the table with createSchema() (or the package's sql/ file) first",
-    statement: "see the PostgreSQL error above",
-  }[kind];
-  return new LeafError({
-    component: COMPONENT,
-    code:
-      kind === "access" || kind === "schema"
-        ? ErrorCodes.INVALID_CONFIG
-        : kind === "unreachable"
-          ? ErrorCodes.UNAVAILABLE
-          : ErrorCodes.INVALID_ARGUMENT,
-    message: `PostgreSQL on ${host}: ${text} while ${doing}; ${fix}`,
-    details: {
-      postgres: kind,
-      sqlState: state,
-      host,
-      ...(kind === "unreachable" ? { unreachable: true } : {}),
-    },
-    cause: error,
-  });
+  const info = classifyPostgresError(error);
+  if (info.kind === "read-only") {
+    return readOnlyError(
+      place.host,
+      doing,
+      `${info.text} (${info.sqlState})`,
+      info.sqlState,
+      error,
+    );
+  }
+  return postgresError(error, { component: COMPONENT, doing, ...place, fixes: FIXES });
 }
 
 function timeoutError(ms: number, doing: string, host: string): LeafError {
-  return new LeafError({
+  return databaseError({
     component: COMPONENT,
     code: ErrorCodes.UNAVAILABLE,
-    message: `PostgreSQL on ${host} did not answer within ${ms} ms while ${doing}; check the server and the network`,
-    details: { unreachable: true, postgres: "unreachable", timeoutMs: ms, host },
+    problem: `PostgreSQL on ${host} did not answer within ${ms} ms`,
+    fix: "check the server and the network",
+    doing,
+    details: { postgres: "unreachable", timeoutMs: ms },
+    host,
+    unreachable: true,
   });
 }
 
@@ -115,35 +115,34 @@ export function isPool(value: unknown): value is pg.Pool {
   );
 }
 
-/** The URL with its password hidden, for messages. */
-export function redactUrl(url: string): string {
-  return url.replace(/^([a-z]+:\/\/[^:/@]*:)[^@]*@/i, "$1***@");
+const ONE_HOST =
+  "a URL with one host, like postgres://user:password@host:5432/leaf (the registry talks to one server: put a proxy or a virtual IP in front of a failover pair)";
+
+/** A checked URL: what pg connects with, and the server for messages. */
+export interface CheckedUrl {
+  /** The URL as pg reads it (JDBC's `jdbc:` dropped; query parameters left to pg). */
+  connectionString: string;
+  /** "host:port". */
+  host: string;
 }
 
-/** Checks a postgres:// URL with one host and returns it. */
-export function checkUrl(url: string): string {
-  let parsed: URL;
-  try {
-    parsed = new URL(url);
-  } catch {
-    parsed = new URL("invalid:");
+/**
+ * Checks a postgres:// URL (also postgresql:// and jdbc:postgresql://) naming one server. Throws
+ * INVALID_CONFIG naming `url`, the password hidden.
+ */
+export function checkUrl(url: string): CheckedUrl {
+  const parsed = parsePostgresUrl(url, { component: COMPONENT, key: "url", expected: ONE_HOST });
+  const [first, ...others] = parsed.hosts;
+  if (!first || others.length > 0) {
+    throw configError(COMPONENT, "url", redactPostgresUrl(url), ONE_HOST);
   }
-  if (
-    (parsed.protocol !== "postgres:" && parsed.protocol !== "postgresql:") ||
-    parsed.hostname === "" ||
-    parsed.host.includes(",")
-  ) {
-    throw configError(
-      COMPONENT,
-      "url",
-      redactUrl(url),
-      "a URL with one host, like postgres://user:password@host:5432/leaf (the registry talks to one server: put a proxy or a virtual IP in front of a failover pair)",
-    );
-  }
-  return url;
+  return {
+    connectionString: url.trim().replace(/^jdbc:/i, ""),
+    host: `${first.host.includes(":") ? `[${first.host}]` : first.host}:${first.port}`,
+  };
 }
 
-/** Settings of {@link Database}: a URL it makes a pool from, or a pool. */
+/** Settings of {@link Database}: a URL it makes a pool from (checked by {@link checkUrl}), or a pool. */
 export interface DatabaseSettings {
   url?: string;
   client?: pg.Pool;
@@ -151,27 +150,32 @@ export interface DatabaseSettings {
   poolOptions?: pg.PoolConfig;
   /** Time limit of every statement and connection attempt, ms. */
   timeoutMs: number;
+  /** The table and the sequence of fencing tokens, named in errors when a privilege is missing. */
+  table: string;
+  sequence: string;
 }
 
 /** A pool with time-limited statements. */
 export class Database {
   readonly pool: pg.Pool;
   readonly timeoutMs: number;
-  /** The server, for messages: host:port of the URL, or "the given pool". */
+  /** The server, for messages: host:port of the URL, or "the given pool's server". */
   readonly host: string;
   private readonly ownsPool: boolean;
+  private readonly names: { table: string; sequence: string };
 
   constructor(settings: DatabaseSettings) {
     this.timeoutMs = settings.timeoutMs;
+    this.names = { table: settings.table, sequence: settings.sequence };
     if (settings.client) {
       this.pool = settings.client;
       this.ownsPool = false;
       this.host = "the given pool's server";
     } else {
-      const url = new URL(settings.url!);
-      this.host = url.host;
+      const { connectionString, host } = checkUrl(settings.url!);
+      this.host = host;
       this.pool = new pg.Pool({
-        connectionString: settings.url,
+        connectionString,
         connectionTimeoutMillis: settings.timeoutMs,
         keepAlive: true,
         max: 4,
@@ -210,7 +214,7 @@ export class Database {
       return result;
     } catch (error) {
       client.release(timedOut || isUnreachable(error) ? true : undefined);
-      throw toLeafError(error, doing, this.host);
+      throw toLeafError(error, doing, { host: this.host, ...this.names });
     } finally {
       clearTimeout(timer);
       client.off("error", ignore);
@@ -231,7 +235,7 @@ export class Database {
       return await Promise.race([pending, timeout]);
     } catch (error) {
       if (timedOut) pending.then(late).catch(() => {});
-      throw toLeafError(error, doing, this.host);
+      throw toLeafError(error, doing, { host: this.host, ...this.names });
     } finally {
       clearTimeout(timer);
     }

@@ -9,11 +9,17 @@ import {
   systemClock,
   type WorkerIdRegistry,
 } from "@leaf/core";
-import { checkAcquireRequest, checkBackend, checkLeaseTimings } from "@leaf/core/adapter";
+import {
+  checkAcquireRequest,
+  checkBackend,
+  checkLeaseTimings,
+  nonNegativeMs,
+  positiveMs,
+} from "@leaf/core/adapter";
 import type pg from "pg";
-import { COMPONENT, checkUrl, Database, isPool } from "./database";
+import { COMPONENT, Database, isPool } from "./database";
 import { acquireLeased, type PostgresLease } from "./postgres-lease";
-import { checkTableName, DEFAULT_TABLE, schemaSql } from "./schema";
+import { checkTableName, DEFAULT_TABLE, grantSequence, schemaSql } from "./schema";
 
 /** Why a lease still held when the registry closes is lost. */
 const CLOSED_WHILE_HELD = "the registry was closed while the lease was held";
@@ -96,12 +102,13 @@ export class PostgresRegistry implements WorkerIdRegistry {
       throw configError(COMPONENT, "options", options, "{ url or client, ... }");
     }
     this.table = checkTableName(options.table ?? DEFAULT_TABLE);
-    this.toleranceMs = nonNegative("toleranceMs", options.toleranceMs ?? 5);
+    this.toleranceMs = nonNegativeMs(COMPONENT, "toleranceMs", options.toleranceMs ?? 5);
     this.clock = options.clock ?? systemClock;
     const { leaseMs, safetyMarginMs, renewIntervalMs } = checkLeaseTimings(COMPONENT, options, {
       leaseMs: 60_000,
     });
-    const queryTimeoutMs = positive(
+    const queryTimeoutMs = positiveMs(
+      COMPONENT,
       "queryTimeoutMs",
       options.queryTimeoutMs ?? Math.max(1000, Math.min(5000, renewIntervalMs)),
     );
@@ -118,9 +125,11 @@ export class PostgresRegistry implements WorkerIdRegistry {
       throw configError(COMPONENT, "poolOptions", options.poolOptions, "pg pool options");
     }
     this.db = new Database({
-      ...(backend.client ? { client: backend.client } : { url: checkUrl(backend.url) }),
+      ...(backend.client ? { client: backend.client } : { url: backend.url }),
       poolOptions: options.poolOptions,
       timeoutMs: queryTimeoutMs,
+      table: this.table,
+      sequence: grantSequence(this.table),
     });
   }
 
@@ -169,18 +178,4 @@ export class PostgresRegistry implements WorkerIdRegistry {
     this.live.clear();
     await this.db.end();
   }
-}
-
-function positive(key: string, value: unknown): number {
-  if (typeof value !== "number" || !Number.isSafeInteger(value) || value <= 0) {
-    throw configError(COMPONENT, key, value, "a positive integer of ms");
-  }
-  return value;
-}
-
-function nonNegative(key: string, value: unknown): number {
-  if (typeof value !== "number" || !Number.isSafeInteger(value) || value < 0) {
-    throw configError(COMPONENT, key, value, "an integer of 0 or more ms");
-  }
-  return value;
 }

@@ -81,6 +81,8 @@ export async function createSchema(
   const database = new Database({
     ...(isPool(connection) ? { client: connection } : { url: connection }),
     timeoutMs: options.timeoutMs ?? 10_000,
+    table,
+    sequence: grantSequence(table),
   });
   try {
     await database.query(schemaSql(table), [], `creating ${table}`);

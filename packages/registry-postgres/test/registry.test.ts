@@ -12,6 +12,9 @@ let postgres: PostgresHandle;
 let db: string;
 let services = 0;
 const node = (name: string, i = 1) => ({ name, ip: `10.5.0.${i}`, port: 8080 });
+/** What an acquire for a new service rejects with (its value if it resolves). */
+const refusal = (registry: PostgresRegistry) =>
+  registry.acquire({ node: node(`reg${services++}`), maxWorkerId: 3 }).catch((e: unknown) => e);
 
 beforeAll(async () => {
   postgres = await startPostgres();
@@ -109,9 +112,7 @@ describe("PostgresRegistry", () => {
     const port = await freePort();
     const registry = new PostgresRegistry({ url: `postgres://postgres@127.0.0.1:${port}/${db}` });
     try {
-      const error = await registry
-        .acquire({ node: node(`reg${services++}`), maxWorkerId: 3 })
-        .catch((e: unknown) => e);
+      const error = await refusal(registry);
       expect(isLeafError(error, ErrorCodes.UNAVAILABLE)).toBe(true);
       expect((error as Error).message).toContain("ECONNREFUSED");
       expect((error as Error).message).toContain("lease mode has no local fallback");
@@ -126,12 +127,17 @@ describe("PostgresRegistry", () => {
     await sql(`ALTER DATABASE ${readOnly} SET default_transaction_read_only = on`);
     const registry = new PostgresRegistry({ url: postgres.urlFor(readOnly) });
     try {
-      const error = await registry
-        .acquire({ node: node(`reg${services++}`), maxWorkerId: 3 })
-        .catch((e: unknown) => e);
+      const error = await refusal(registry);
       expect(isLeafError(error, ErrorCodes.UNAVAILABLE)).toBe(true);
       expect((error as Error).message).toContain("takes no writes");
       expect((error as Error).message).toContain("25006");
+      // problem and fix apart, as every PostgreSQL error of the registry gives them.
+      expect(isLeafError(error) && error.details).toMatchObject({
+        postgres: "read-only",
+        sqlState: "25006",
+        problem: expect.stringContaining("takes no writes"),
+        fix: expect.stringContaining("Point url at the primary"),
+      });
     } finally {
       await registry.close();
     }
@@ -141,11 +147,69 @@ describe("PostgresRegistry", () => {
     const empty = await postgres.createDatabase("leaf_registry_empty");
     const registry = new PostgresRegistry({ url: postgres.urlFor(empty) });
     try {
-      const error = await registry
-        .acquire({ node: node(`reg${services++}`), maxWorkerId: 3 })
-        .catch((e: unknown) => e);
+      const error = await refusal(registry);
       expect(isLeafError(error, ErrorCodes.INVALID_CONFIG)).toBe(true);
       expect((error as Error).message).toContain("createSchema()");
+      expect(isLeafError(error) && error.details).toMatchObject({
+        postgres: "schema",
+        sqlState: "42P01",
+        problem: expect.stringMatching(/^missing table on .*leaf_worker_lease.* \(42P01\)$/),
+        fix: "create the table with createSchema() (or the package's sql/ file) first",
+      });
+    } finally {
+      await registry.close();
+    }
+  });
+
+  it("names the sequence of fencing tokens when the user may not use it", async () => {
+    const { host, port } = postgres.connectionOptions(db);
+    await sql("CREATE ROLE reg_noseq LOGIN PASSWORD 'pw'");
+    await sql("GRANT SELECT, INSERT, UPDATE, DELETE ON leaf_worker_lease TO reg_noseq");
+    const registry = new PostgresRegistry({ url: `postgres://reg_noseq:pw@${host}:${port}/${db}` });
+    try {
+      const error = await refusal(registry);
+      expect(isLeafError(error, ErrorCodes.INVALID_CONFIG)).toBe(true);
+      expect((error as Error).message).toMatch(/missing privilege on .*permission denied/);
+      expect(isLeafError(error) && error.details.fix).toBe(
+        "grant it (GRANT SELECT, INSERT, UPDATE, DELETE ON leaf_worker_lease TO the user; USAGE on its schema and on the sequence leaf_worker_lease_grant_seq), or check the user and password in url",
+      );
+    } finally {
+      await registry.close();
+    }
+  });
+
+  it("has no local fallback when PostgreSQL cancels a statement (statement_timeout behind a held lock)", async () => {
+    const slow = await postgres.createDatabase("leaf_registry_slow");
+    await createSchema(postgres.urlFor(slow));
+    await sql(`ALTER DATABASE ${slow} SET statement_timeout = 300`);
+    // Another session holds the table: the registry's statements wait until the server cancels them.
+    const holder = new pg.Client(postgres.connectionOptions(slow));
+    await holder.connect();
+    await holder.query("BEGIN; LOCK TABLE leaf_worker_lease IN ACCESS EXCLUSIVE MODE");
+    const registry = new PostgresRegistry({ url: postgres.urlFor(slow), queryTimeoutMs: 5_000 });
+    try {
+      const error = await refusal(registry);
+      expect(isLeafError(error, ErrorCodes.UNAVAILABLE)).toBe(true);
+      expect((error as Error).message).toContain("cancelled the statement");
+      expect((error as Error).message).toContain("lease mode has no local fallback");
+      expect(isLeafError(error) && error.details).toMatchObject({
+        postgres: "interrupted",
+        sqlState: "57014",
+      });
+    } finally {
+      await registry.close();
+      await holder.end();
+    }
+  });
+
+  it("reads Java Leaf's JDBC form of the URL", async () => {
+    const registry = new PostgresRegistry({
+      url: postgres.urlFor(db).replace(/^postgres:/, "jdbc:postgresql:"),
+    });
+    try {
+      const lease = await registry.acquire({ node: node(`reg${services++}`), maxWorkerId: 3 });
+      expect(lease.workerId).toBe(0);
+      await lease.release();
     } finally {
       await registry.close();
     }

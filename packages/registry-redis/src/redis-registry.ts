@@ -9,7 +9,12 @@ import {
   systemClock,
   type WorkerIdRegistry,
 } from "@leaf/core";
-import { checkAcquireRequest, checkLeaseTimings } from "@leaf/core/adapter";
+import {
+  checkAcquireRequest,
+  checkLeaseTimings,
+  nonNegativeMs,
+  positiveMs,
+} from "@leaf/core/adapter";
 import {
   checkEvictionMode,
   enforceRedisEviction,
@@ -145,16 +150,13 @@ export class RedisRegistry implements WorkerIdRegistry {
     const { leaseMs, safetyMarginMs, renewIntervalMs } = checkLeaseTimings(COMPONENT, options, {
       leaseMs: 30_000,
     });
-    const commandTimeoutMs = positive(
+    const commandTimeoutMs = positiveMs(
+      COMPONENT,
       "commandTimeoutMs",
       options.commandTimeoutMs ?? Math.max(1000, Math.min(5000, renewIntervalMs)),
     );
     this.timings = { leaseMs, safetyMarginMs, renewIntervalMs, commandTimeoutMs };
-    const toleranceMs = options.toleranceMs ?? 5;
-    if (typeof toleranceMs !== "number" || !Number.isSafeInteger(toleranceMs) || toleranceMs < 0) {
-      throw configError(COMPONENT, "toleranceMs", toleranceMs, "an integer of 0 or more ms");
-    }
-    this.toleranceMs = toleranceMs;
+    this.toleranceMs = nonNegativeMs(COMPONENT, "toleranceMs", options.toleranceMs ?? 5);
     this.clock = options.clock ?? systemClock;
     this.evictionCheck = checkEvictionMode(COMPONENT, options.evictionCheck);
     const onWarning = options.onWarning ?? defaultWarning;
@@ -263,13 +265,6 @@ export class RedisRegistry implements WorkerIdRegistry {
     this.live.clear();
     await this.link.close();
   }
-}
-
-function positive(key: string, value: unknown): number {
-  if (typeof value !== "number" || !Number.isSafeInteger(value) || value <= 0) {
-    throw configError(COMPONENT, key, value, "a positive integer of ms");
-  }
-  return value;
 }
 
 function defaultWarning(warning: RedisRegistryWarning): void {

@@ -1,9 +1,14 @@
 // The PostgreSQL store's options: their checks (each bad value named, with what is expected) and the
 // pools they describe, one pg Pool per host in failover order.
-import { checkStoreOptions, type HostedStoreStats, type StoreOptions } from "@leaf/segment/adapter";
+import { type PostgresHost, parsePostgresUrl, redactPostgresUrl } from "@leaf/postgres-support";
+import {
+  COMPONENT,
+  checkStoreOptions,
+  type HostedStoreStats,
+  type StoreOptions,
+} from "@leaf/segment/adapter";
 import pg from "pg";
 import { DEFAULT_TABLE, quoteTable } from "./leaf-alloc-schema";
-import { type PostgresHost, parsePostgresUrl, redactPostgresUrl } from "./postgres-url";
 
 /** Options of {@link PostgresSegmentStore}. Give `url`, or `hosts` (with user, password, database). */
 export interface PostgresSegmentStoreOptions extends StoreOptions<PostgresHost> {
@@ -42,7 +47,7 @@ export interface HostPools {
 /** Checks `options` and builds the pools (no connection is opened yet). */
 export function hostPools(options: PostgresSegmentStoreOptions): HostPools {
   const checked = checkStoreOptions(options, {
-    parseUrl: (url) => parsePostgresUrl(url),
+    parseUrl: (url) => parsePostgresUrl(url, { component: COMPONENT, key: "url" }),
     redactUrl: redactPostgresUrl,
     expectedUrl: "a postgres:// URL",
     defaultPort: 5432,

@@ -8,12 +8,7 @@ import { ErrorCodes, isLeafError } from "@leaf/core";
 import { type PostgresHandle, startPostgres, startPostgresReplicaPair } from "@leaf/testkit";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it, test } from "vitest";
-import {
-  createSchema,
-  LEAF_ALLOC_SCHEMA,
-  PostgresSegmentStore,
-  parsePostgresUrl,
-} from "../src/index";
+import { createSchema, LEAF_ALLOC_SCHEMA, PostgresSegmentStore } from "../src/index";
 
 let db: PostgresHandle;
 let database: string;
@@ -352,19 +347,8 @@ describe("PostgresSegmentStore", () => {
     }
   });
 
-  it("reads libpq's URLs, several hosts and JDBC's form, and refuses bad options naming the key", () => {
-    expect(parsePostgresUrl("postgresql://leaf:p@ss@db1,[::1]:5433/ids?sslmode=require")).toEqual({
-      hosts: [
-        { host: "db1", port: 5432 },
-        { host: "::1", port: 5433 },
-      ],
-      user: "leaf",
-      password: "p@ss",
-      database: "ids",
-    });
-    expect(parsePostgresUrl("JDBC:PostgreSQL://10.0.0.5/leaf").hosts).toEqual([
-      { host: "10.0.0.5", port: 5432 },
-    ]);
+  // How URLs are read (several hosts, JDBC's form) is @leaf/postgres-support's, tested there.
+  it("refuses bad options naming the key, the password hidden", () => {
     const config = (fn: () => unknown, key: string) =>
       expect(fn).toThrow(
         expect.objectContaining({
@@ -373,6 +357,9 @@ describe("PostgresSegmentStore", () => {
         }),
       );
     config(() => new PostgresSegmentStore({ url: "mysql://x/y" }), "url");
+    expect(() => new PostgresSegmentStore({ url: "mysql://x/y" })).toThrow(
+      /^\[leaf\] \[segment\] invalid url: "mysql:\/\/x\/y"; expected a URL like postgres:\/\//,
+    );
     config(() => new PostgresSegmentStore({ url: "postgres://h:99999/db" }), "url");
     config(() => new PostgresSegmentStore({ url: "postgres://h:5432" }), "database");
     config(

@@ -8,7 +8,7 @@ export const POSTGRES_EXAMPLE = "postgres://user:password@host:5432/leaf";
 
 /** Parses a PostgreSQL URL (several hosts allowed), naming `key` in its error. */
 export function parsePostgres(url: string, key: string): ParsedDatabaseUrl {
-  return parsePostgresUrl(url, key);
+  return parsePostgresUrl(url, { key, component: "server" });
 }
 
 /** Reads a PostgreSQL URL that @leaf/segment-postgres's parser accepts. */

@@ -26,6 +26,12 @@ export type StoreOp =
   | "deleteTag"
   | "giveBack";
 
+/**
+ * The steps of a whole-server stop that every worker passes together: each has `settled` (its
+ * clients stopped opening connections), then each has `closed` its listener (the port is gone).
+ */
+export type StopStep = "settled" | "closed";
+
 /** A worker's state as the primary sees it. */
 export type SlotState = "starting" | "running" | "restarting" | "stopping" | "stopped";
 
@@ -61,7 +67,8 @@ export type FromWorker =
   | { leaf: "failed"; message: string }
   | { leaf: "gather"; id: number; what: GatherKind; arg?: string }
   | { leaf: "collected"; id: number; value?: unknown; error?: string }
-  | { leaf: "store"; id: number; op: StoreOp; args: unknown[] };
+  | { leaf: "store"; id: number; op: StoreOp; args: unknown[] }
+  | { leaf: "step"; step: StopStep };
 
 /** Messages the primary sends. */
 export type FromPrimary =
@@ -69,7 +76,8 @@ export type FromPrimary =
   | { leaf: "stop"; drainMs: number }
   | { leaf: "collect"; id: number; what: GatherKind; arg?: string }
   | { leaf: "gathered"; id: number; stopping: boolean; answers: WorkerAnswer[] }
-  | { leaf: "store-result"; id: number; value?: unknown; error?: SentError };
+  | { leaf: "store-result"; id: number; value?: unknown; error?: SentError }
+  | { leaf: "step"; step: StopStep };
 
 /** True for a message of ours (not cluster's or prom-client's). */
 export function isLeafMessage(message: unknown): message is { leaf: string } {

@@ -22,6 +22,7 @@ import {
   type GatherKind,
   isLeafMessage,
   type SlotState,
+  type StopStep,
   sendableError,
   type WorkerAnswer,
 } from "./cluster-messages";
@@ -90,6 +91,7 @@ class Primary {
   private host: StoreHost | undefined;
   private port = 0;
   private stopping = false;
+  private readonly stepsReached = new Map<StopStep, Set<number>>();
   private nextCollect = 1;
   private readonly collects = new Map<
     number,
@@ -281,6 +283,38 @@ class Primary {
       case "store":
         void this.runStore(worker, m);
         break;
+      case "step":
+        this.reachStep(slot, worker, m.step);
+        break;
+    }
+  }
+
+  /**
+   * A worker reached a step of its stop. In a whole-server stop the step is passed once every
+   * worker still stopping reached it (each worker waits at most a few seconds for the others);
+   * a worker stopping alone passes at once.
+   */
+  private reachStep(slot: Slot, worker: Worker, step: StopStep): void {
+    if (!this.stopping) {
+      send(worker, { leaf: "step", step });
+      return;
+    }
+    let reached = this.stepsReached.get(step);
+    if (reached === undefined) {
+      reached = new Set();
+      this.stepsReached.set(step, reached);
+    }
+    reached.add(slot.slot);
+    this.passSteps();
+  }
+
+  /** Passes every step all stopping workers reached (also when a worker exits meanwhile). */
+  private passSteps(): void {
+    for (const [step, reached] of this.stepsReached) {
+      const waiting = this.slots.filter((s) => s.worker !== undefined && !reached.has(s.slot));
+      if (waiting.length > 0) continue;
+      this.stepsReached.delete(step);
+      for (const s of this.slots) if (s.worker) send(s.worker, { leaf: "step", step });
     }
   }
 
@@ -301,6 +335,7 @@ class Primary {
     }
     if (this.stopping) {
       slot.state = "stopped";
+      this.passSteps();
       return;
     }
     slot.state = "restarting";

@@ -18,6 +18,7 @@ import {
   type GatherKind,
   isLeafMessage,
   receivedError,
+  type StopStep,
   type StoreOp,
   type WorkerAnswer,
 } from "./cluster-messages";
@@ -31,6 +32,8 @@ import { type LeafServer, startServer } from "./server";
 /** How long the primary waits for each worker's answer to a gather, and the requester for it. */
 const GATHER_WAIT_MS = 1000;
 const METRICS_WAIT_MS = 2000;
+/** Longest wait at a stop step for the siblings (they normally arrive within milliseconds). */
+const STEP_WAIT_MS = 2000;
 /** A lock of another PID namespace (a previous container) counts as stale once untouched this long. */
 const SLOT_LOCK_STALE_MS = 10_000;
 
@@ -67,6 +70,7 @@ export interface WorkersView {
 export class WorkerLink {
   private nextId = 1;
   private readonly pending = new Map<number, (message: FromPrimary) => void>();
+  private readonly steps = new Map<StopStep, () => void>();
   private ctx: AppContext | undefined;
 
   constructor(
@@ -215,12 +219,34 @@ export class WorkerLink {
     }));
   }
 
+  /**
+   * A step of a stop that every worker passes together (see {@link StopStep}): resolves once the
+   * primary says every stopping worker reached it, or after {@link STEP_WAIT_MS} (a paused sibling,
+   * a primary gone). When only this worker stops (SIGTERM to it alone), the primary lets it pass
+   * at once: its siblings keep serving the port.
+   */
+  async passStep(step: StopStep): Promise<void> {
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(finish, STEP_WAIT_MS);
+      timer.unref();
+      function finish() {
+        clearTimeout(timer);
+        resolve();
+      }
+      this.steps.set(step, finish);
+      if (!this.trySend({ leaf: "step", step })) finish();
+    });
+    this.steps.delete(step);
+  }
+
   /** Dispatches a message of the primary. */
   handle(message: FromPrimary): void {
     if (message.leaf === "gathered" || message.leaf === "store-result") {
       const resolve = this.pending.get(message.id);
       this.pending.delete(message.id);
       resolve?.(message);
+    } else if (message.leaf === "step") {
+      this.steps.get(message.step)?.();
     } else if (message.leaf === "collect") {
       void this.collect(message.what, message.arg).then(
         (value) => this.trySend({ leaf: "collected", id: message.id, value }),

@@ -250,7 +250,11 @@ async function shutdown(
     await Promise.race([
       (async () => {
         await connections.settled();
+        // Several worker processes share the port: they close it together (one closing early
+        // would send its clients, told to close their connections, to a sibling about to close).
+        await ctx.workers?.passStep("settled");
         await connections.closeListener();
+        await ctx.workers?.passStep("closed");
         ctx.portClosed = true;
         await connections.drained();
         ctx.modesClosing = true;

@@ -10,6 +10,7 @@ import { RedisSegmentStore } from "@leaf/segment-redis";
 import { startMysql, startPostgres, startRedis } from "@leaf/testkit";
 import { type BenchRow, report } from "./_report";
 import { BEYOND_NOTE, beyondLeafRows, switchRows } from "./_segment-beyond";
+import { RESIDUE_NOTE, residueRows } from "./_segment-residue";
 
 const ROUNDS = 5;
 const IN_PROCESS_IDS = 10_000_000;
@@ -376,6 +377,7 @@ async function main(): Promise<void> {
     );
     rows.push(...(await postgresRows()), ...(await redisRows()));
     rows.push(...(await switchRows()), ...(await beyondLeafRows(db, database)));
+    rows.push(...(await residueRows()));
   } finally {
     await db.dispose();
   }
@@ -391,7 +393,8 @@ async function main(): Promise<void> {
       `switch* columns are the calls that switched to the next range; syncMisses counts sync calls that found ` +
       `no id ready (then served by nextId, waiting for the load). Round trips include start-up.` +
       ` (${(2 * MYSQL_WARMUP_IDS).toLocaleString("en-US")} ids drawn first, unmeasured.)` +
-      BEYOND_NOTE,
+      BEYOND_NOTE +
+      RESIDUE_NOTE,
   );
   // Keeps the measured loops' results alive, so that no engine could drop them.
   if (sink === -1n || numberSink === -1) console.log("sink", sink, numberSink);

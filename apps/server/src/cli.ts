@@ -5,6 +5,7 @@ import cluster from "node:cluster";
 import { defineLayout, isLeafError, type Layout, layouts } from "@leaf/core";
 import { SequenceIdFormat } from "@leaf/redis-sequence";
 import { storeBackend } from "./backends/index";
+import { formResidueSetCommand } from "./backends/residue-store";
 import { servePrimary } from "./cluster-primary";
 import { serveWorker } from "./cluster-worker";
 import { loadConfig, type ServerConfig } from "./config";
@@ -21,6 +22,8 @@ const USAGE = `Usage:
                  [--config FILE] [--json]  take an id apart
   leaf store [NAME [VALUE]] [--config FILE]   the segment store's operator commands
                  (the Redis store: create-namespace, lift-fence RAISE_BY); without NAME: the list
+  leaf-server --form-residue-set [--config FILE]   form segment.store=residue's set of
+                 databases, or add the new ones listed (N to N+1); prints what it did
   leaf-server --help | --version
 
 The configuration comes from FILE (leaf.properties, .json, .yaml or .yml; also LEAF_CONFIG),
@@ -164,11 +167,13 @@ function sequenceFormat(timeZone: string, fromFlag: boolean): SequenceIdFormat {
 async function serve(args: string[]): Promise<number> {
   let file = process.env.LEAF_CONFIG || undefined;
   let check = false;
+  let formSet = false;
   for (let i = 0; i < args.length; i++) {
     const arg = args[i]!;
     if (arg === "--config" || arg === "-c") file = takeValue(args, i++, arg);
     else if (arg.startsWith("--config=")) file = arg.slice("--config=".length);
     else if (arg === "--check") check = true;
+    else if (arg === "--form-residue-set") formSet = true;
     else if (arg === "--workers" || arg.startsWith("--workers=")) {
       const raw = arg === "--workers" ? takeValue(args, i++, arg) : arg.slice("--workers=".length);
       try {
@@ -183,6 +188,7 @@ async function serve(args: string[]): Promise<number> {
     } else throw new UsageError(`unknown argument ${arg}`);
   }
   const config = loadConfig({ file });
+  if (formSet) return formResidueSetCommand(config);
   // A worker process of a server with several: started by the primary, with the same arguments.
   if (cluster.isWorker) return serveWorker(config);
   for (const warning of config.warnings) console.error(`[leaf] [server] warning: ${warning}`);

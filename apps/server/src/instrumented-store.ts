@@ -3,7 +3,7 @@
 // contract's optional calls (start, giveBack) pass through exactly when the store has them.
 import { performance } from "node:perf_hooks";
 import { isLeafError } from "@leaf/core";
-import type { NewTag, SegmentRange, SegmentStore, TagRecord } from "@leaf/segment";
+import type { NewTag, RangeResidue, SegmentRange, SegmentStore, TagRecord } from "@leaf/segment";
 
 /** The counters this store feeds (ServerMetrics has them; named here so the two files do not import each other). */
 export interface StoreMetrics {
@@ -32,19 +32,27 @@ export class InstrumentedStore implements SegmentStore {
   /** The store's own start-up work, when it has some (the embedded store opens its folder). */
   readonly start?: () => Promise<void>;
   /** Give-back on close, when the store offers it: without it a graceful stop would skip ids. */
-  readonly giveBack?: (tag: string, from: bigint, end: bigint) => Promise<boolean>;
+  readonly giveBack?: (
+    tag: string,
+    from: bigint,
+    end: bigint,
+    residue?: RangeResidue,
+  ) => Promise<boolean>;
+  /** Its ranges may be strided (a residue set): the generator refuses high-water marks then. */
+  readonly stridedRanges?: boolean;
 
   constructor(
     private readonly store: SegmentStore,
     private readonly metrics: StoreMetrics,
   ) {
     this.kind = store.kind;
+    this.stridedRanges = store.stridedRanges;
     // The optional parts of the contract are passed through only where the store has them.
     const { start, giveBack } = store;
     if (start) this.start = () => this.count("start", start.call(store));
     if (giveBack) {
-      this.giveBack = (tag, from, end) =>
-        this.count("giveBack", giveBack.call(store, tag, from, end));
+      this.giveBack = (tag, from, end, residue) =>
+        this.count("giveBack", giveBack.call(store, tag, from, end, residue));
     }
   }
 

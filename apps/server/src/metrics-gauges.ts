@@ -254,6 +254,33 @@ export function registerStateGauges(source: GaugeSource, registers: Registry[]):
     },
   });
   new Gauge({
+    name: "leaf_segment_store_member_up",
+    help: "A segment store of several databases (a residue set): 1 while a database answers (its residue read and checked, its last call successful), by member (its address, no secrets) and remainder (its residue class; empty until read).",
+    labelNames: ["member", "remainder"],
+    registers,
+    collect() {
+      this.reset();
+      for (const m of source.services()?.segment?.members?.() ?? []) {
+        this.set(
+          { member: m.name, remainder: m.remainder === null ? "" : String(m.remainder) },
+          m.up ? 1 : 0,
+        );
+      }
+    },
+  });
+  new Gauge({
+    name: "leaf_segment_store_member_ranges",
+    help: "A segment store of several databases (a residue set): ranges this node took from each database since it started.",
+    labelNames: ["member"],
+    registers,
+    collect() {
+      this.reset();
+      for (const m of source.services()?.segment?.members?.() ?? []) {
+        this.set({ member: m.name }, m.rangesTaken);
+      }
+    },
+  });
+  new Gauge({
     name: "leaf_backend_info",
     help: "1 for each backend the server uses: the segment store and the worker-id registry, with their kind, mode and address (no secrets), and whether other servers share them.",
     labelNames: ["role", "kind", "mode", "target", "shared"],

@@ -55,6 +55,8 @@ function segmentState(ctx: AppContext) {
     backend,
     /** The database (or embedded store) as the last operations saw it. */
     storeHealth: mode.store instanceof InstrumentedStore ? mode.store.health() : null,
+    /** A store of several databases (a residue set): each one's state, residue, ranges taken. */
+    members: mode.members?.() ?? null,
     status,
     tags: mode.generator.snapshots().map((s) => ({
       tag: s.tag,

@@ -25,6 +25,10 @@ const redisStore = load({
   segment: { redis: { url: "redis://127.0.0.1:6379" } },
   snowflake: { enabled: false },
 });
+const residue = load({
+  segment: { residue: { members: [DATABASE, "postgres://leaf:secret@127.0.0.1:5432/leaf"] } },
+  snowflake: { enabled: false },
+});
 const pod = loadConfig({
   values: { segment: { enabled: false }, snowflake: { statefulSet: true } },
   env: { HOSTNAME: "leaf-2" },
@@ -52,6 +56,8 @@ const WHERE: Record<string, () => unknown> = {
   "segment.mysql.createTable": () => store(mysql, "mysql")?.createTable,
   "segment.postgres.createTable": () => store(postgres, "postgres")?.createTable,
   "segment.redis.waitReplicas": () => store(redisStore, "redis")?.waitReplicas,
+  "segment.residue.createTable": () => store(residue, "residue")?.createTable,
+  "segment.residue.hedgeMs": () => store(residue, "residue")?.hedgeMs,
   "segment.demoTag": () => store(plain, "embedded")?.demoTag,
   "segment.refreshIntervalMs": () => plain.segment?.refreshIntervalMs,
   "segment.exhaustedWaitMs": () => plain.segment?.exhaustedWaitMs,
@@ -78,7 +84,7 @@ const WHERE: Record<string, () => unknown> = {
   "redisSequence.timeZone": () => redis.redisSequence?.timeZone,
 };
 
-function store<K extends "embedded" | "mysql" | "postgres" | "redis">(
+function store<K extends "embedded" | "mysql" | "postgres" | "redis" | "residue">(
   config: ServerConfig,
   kind: K,
 ) {

@@ -35,26 +35,28 @@ export interface ParsedDatabaseUrl {
 
 /**
  * The settings of the database at `given.url`; undefined (with the problems noted) when the URL
- * names no database, or the user or the password is neither set nor in the URL.
+ * names no database, or the user or the password is neither set nor in the URL. `given.which`
+ * names the database in the problems when a key lists several ("member 2 (db2:3306/leaf)").
  */
 export function databaseSettings(
   v: ConfigValues,
-  given: { url: string; user: string | undefined; password: string | undefined },
+  given: { url: string; user: string | undefined; password: string | undefined; which?: string },
   keys: DatabaseKeys,
   driver: { parse(url: string, key: string): ParsedDatabaseUrl; example: string },
 ): DatabaseSettings | undefined {
+  const of = given.which === undefined ? "" : ` for ${given.which}`;
   let parsed: ParsedDatabaseUrl;
   try {
     parsed = driver.parse(given.url, keys.url);
   } catch (error) {
-    v.problem(keys.url, `invalid ${v.label(keys.url)}: ${(error as Error).message}`);
+    v.problem(keys.url, `invalid ${v.label(keys.url)}${of}: ${(error as Error).message}`);
     return undefined;
   }
   let ok = true;
   if (parsed.database === undefined) {
     v.problem(
       keys.url,
-      `invalid ${v.label(keys.url)}: the URL names no database; expected ${driver.example} (the path is the database)`,
+      `invalid ${v.label(keys.url)}${of}: the URL names no database; expected ${driver.example} (the path is the database)`,
     );
     ok = false;
   }
@@ -62,7 +64,7 @@ export function databaseSettings(
   if (user === undefined) {
     v.problem(
       keys.user,
-      `missing ${v.label(keys.user)}: the database URL has no user, so the user name is needed`,
+      `missing ${v.label(keys.user)}${of}: the database URL has no user, so the user name is needed`,
     );
     ok = false;
   }
@@ -70,7 +72,7 @@ export function databaseSettings(
   if (password === undefined) {
     v.problem(
       keys.password,
-      `missing ${v.label(keys.password)}: a database is configured, so its password is needed (set it empty for a user without a password)`,
+      `missing ${v.label(keys.password)}${of}: a database is configured, so its password is needed (set it empty for a user without a password)`,
     );
     ok = false;
   }

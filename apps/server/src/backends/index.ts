@@ -12,10 +12,17 @@ import { postgresRegistry } from "./postgres-registry";
 import { postgresStore } from "./postgres-store";
 import { redisRegistry } from "./redis-registry";
 import { redisStore } from "./redis-store";
+import { residueStore } from "./residue-store";
 import { zkRegistry } from "./zk-registry";
 
 /** Segment stores, in the order the README lists them. */
-export const SEGMENT_STORES = [embeddedStore, mysqlStore, postgresStore, redisStore] as const;
+export const SEGMENT_STORES = [
+  embeddedStore,
+  mysqlStore,
+  postgresStore,
+  redisStore,
+  residueStore,
+] as const;
 
 /** Worker-id registries, in the order the README lists them. */
 export const REGISTRIES = [

@@ -11,6 +11,7 @@ import {
   databaseSettings,
   databaseTarget,
   explainDatabaseError,
+  type ParsedDatabaseUrl,
 } from "./database";
 
 const COMPONENT = "server";
@@ -18,7 +19,12 @@ const COMPONENT = "server";
 /** A MySQL database as the server connects to it. */
 export type MysqlSettings = DatabaseSettings;
 
-const EXAMPLE = "jdbc:mysql://host:3306/leaf";
+export const MYSQL_EXAMPLE = "jdbc:mysql://host:3306/leaf";
+
+/** Parses a MySQL URL (several hosts allowed), naming `key` in its error. */
+export function parseMysql(url: string, key: string): ParsedDatabaseUrl {
+  return parseMysqlUrl(url, { key, component: COMPONENT });
+}
 
 /**
  * The settings of the MySQL database at `url`; undefined (with the problems noted) when the URL
@@ -32,8 +38,8 @@ export function mysqlSettings(
   keys: DatabaseKeys,
 ): MysqlSettings | undefined {
   return databaseSettings(v, { url, user, password }, keys, {
-    parse: (u, key) => parseMysqlUrl(u, { key, component: COMPONENT }),
-    example: EXAMPLE,
+    parse: parseMysql,
+    example: MYSQL_EXAMPLE,
   });
 }
 

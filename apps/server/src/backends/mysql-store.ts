@@ -86,13 +86,15 @@ export const mysqlStore: StoreBackend<"mysql", MysqlStoreSettings, typeof MYSQL_
       createTable: v.get("segment.mysql.createTable"),
     };
   },
-  async open(settings) {
-    const store = new MysqlSegmentStore({
+  build: (settings) =>
+    new MysqlSegmentStore({
       url: settings.url,
       user: settings.user,
       password: settings.password,
       table: settings.table,
-    });
+    }),
+  async open(settings) {
+    const store = mysqlStore.build!(settings) as MysqlSegmentStore;
     try {
       if (settings.createTable) await store.createSchema();
       // A user without UPDATE, a missing table or a read-only server fails the start here rather

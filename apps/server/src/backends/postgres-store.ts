@@ -93,13 +93,15 @@ export const postgresStore: StoreBackend<
       createTable: v.get("segment.postgres.createTable"),
     };
   },
-  async open(settings) {
-    const store = new PostgresSegmentStore({
+  build: (settings) =>
+    new PostgresSegmentStore({
       url: settings.url,
       user: settings.user,
       password: settings.password,
       table: settings.table,
-    });
+    }),
+  async open(settings) {
+    const store = postgresStore.build!(settings) as PostgresSegmentStore;
     try {
       if (settings.createTable) await store.createSchema();
       // A user without UPDATE, a missing table or a standby fails the start here.

@@ -91,6 +91,10 @@ export const MONITOR_PAGE = `<!doctype html>
     <h2>Activity <span class="sub" id="activity-sub"></span></h2>
     <div class="tiles" id="activity-modes"></div>
   </section>
+  <section id="workers" data-testid="workers" hidden>
+    <h2>Worker processes <span class="sub" id="workers-sub"></span></h2>
+    <div id="workers-table"></div>
+  </section>
   <section id="errors" data-testid="errors">
     <h2>Errors <span class="sub" id="errors-sub"></span></h2>
     <div id="errors-table"></div>

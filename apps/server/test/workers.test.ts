@@ -3,7 +3,10 @@
 // registry (local, ZooKeeper normal mode, MySQL, Redis) and its own segment ranges (MySQL, and the
 // embedded store through the primary), every id counted; one server to look at (metrics, monitor,
 // readiness); an admin change seen by every worker at once.
+import { mkdtempSync, rmSync } from "node:fs";
 import { createRequire } from "node:module";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { MysqlSegmentStore } from "@leaf/segment-mysql";
 import {
   countRepeatedIds,
@@ -17,6 +20,7 @@ import {
   stopAll,
   type ZookeeperHandle,
 } from "@leaf/testkit";
+import { chromium } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   IdLoad,
@@ -132,6 +136,29 @@ async function zkChildren(path: string): Promise<string[]> {
   }
 }
 
+/** The monitor page's worker rows in a browser: worker, pid, state, worker id. */
+async function monitorRows(server: LeafServerProcess): Promise<string[][]> {
+  const profile = mkdtempSync(join(tmpdir(), "leaf-chromium-"));
+  const browser = await chromium.launchPersistentContext(profile, {
+    executablePath: "/usr/bin/chromium",
+    headless: true,
+    args: ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"],
+  });
+  try {
+    const page = await browser.newPage();
+    page.setDefaultTimeout(10_000);
+    await page.goto(`${server.url}/monitor`);
+    const rows = page.locator('[data-testid="worker-row"]');
+    await expect.poll(() => rows.count(), { timeout: 10_000 }).toBe(2);
+    return await rows.evaluateAll((trs) =>
+      trs.map((tr) => [...tr.querySelectorAll("td")].slice(0, 4).map((td) => td.textContent ?? "")),
+    );
+  } finally {
+    await browser.close();
+    rmSync(profile, { recursive: true, force: true });
+  }
+}
+
 describe("leaf-server --workers 2", () => {
   it("serves segment on MySQL and snowflake on ZooKeeper (normal mode): a node per worker, Java Leaf's names", async () => {
     const server = await started("zk", {
@@ -170,13 +197,17 @@ describe("leaf-server --workers 2", () => {
     expect(exit).toEqual({ code: 0, signal: null });
   }, 240_000);
 
-  it("serves the embedded store through the primary and the local registry's ids 0 and 1 by default", async () => {
+  it("serves the embedded store through the primary and the local registry's ids 0 and 1 by default; the monitor page lists both", async () => {
     const server = await started("embedded", {});
     const { workers } = await servesFromBoth(server, {
       segment: "leaf-segment-test",
       snowflake: true,
     });
     expect(workers.map((w) => w.summary!.workerId)).toEqual([0, 1]);
+    const rows = await monitorRows(server);
+    expect(rows).toEqual(
+      workers.map((w) => [String(w.slot), String(w.pid), "ready", String(w.summary!.workerId)]),
+    );
     expect(await server.stop()).toEqual({ code: 0, signal: null });
   }, 240_000);
 

@@ -12,6 +12,7 @@ type Capacity = MonitorState["capacity"];
 type TagCapacity = Capacity["tags"][number];
 type Snowflake = MonitorState["snowflake"];
 type RedisSequence = MonitorState["redisSequence"];
+type Workers = MonitorState["workers"];
 
 /** Attributes of `el`: text and cls set textContent and className, the others are attributes. */
 type Attrs = Record<string, string>;
@@ -295,6 +296,50 @@ function renderErrors(act: Activity): void {
     ]);
   });
   replace("errors-table", [el("table", {}, [el("thead", {}, [head]), el("tbody", {}, body)])]);
+}
+
+/** The worker processes of a server that runs several (server.workers); hidden for one. */
+function renderWorkers(workers: Workers): void {
+  const section = byId("workers");
+  section.hidden = workers === null;
+  if (workers === null) return;
+  byId("workers-sub").textContent =
+    `${workers.count} processes share the port, each with its own ids · this page is answered by worker ${workers.answeredBy}` +
+    (workers.stopping ? " · stopping" : "");
+  const head = headRow([
+    "worker",
+    "pid",
+    "state",
+    "worker id",
+    "node",
+    "ranges",
+    "ids/s",
+    "requests/s",
+    "restarts",
+    "last exit",
+  ]);
+  const body = workers.list.map((w) => {
+    const s = w.summary;
+    const state = s
+      ? chip(s.ready ? "ready" : s.state, s.ready ? "ok" : "warn")
+      : chip(w.missing ?? w.state, w.state === "running" ? "bad" : "warn");
+    const exit = w.lastExit
+      ? `${w.lastExit.signal ?? `code ${w.lastExit.code}`} at ${clock(w.lastExit.at)}`
+      : "";
+    return el("tr", { "data-testid": "worker-row", "data-worker": String(w.slot) }, [
+      el("td", { text: String(w.slot) }),
+      el("td", { text: w.pid === undefined ? "" : String(w.pid) }),
+      el("td", {}, [state]),
+      el("td", { text: s?.workerId == null ? "" : String(s.workerId) }),
+      el("td", { text: s?.node ?? "" }),
+      el("td", { text: s?.ranges == null ? "" : num(String(s.ranges)) }),
+      el("td", { text: s ? rate(s.idsPerSecond) : "" }),
+      el("td", { text: s ? rate(s.requestsPerSecond) : "" }),
+      el("td", { text: String(w.restarts) }),
+      el("td", { text: exit }),
+    ]);
+  });
+  replace("workers-table", [el("table", {}, [el("thead", {}, [head]), el("tbody", {}, body)])]);
 }
 
 function renderCapacity(cap: Capacity): void {
@@ -685,6 +730,7 @@ function render(data: MonitorState): void {
   const cfg = data.server.config;
   byId("config").textContent = `config ${cfg.sources.join(" + ")} · #${cfg.fingerprint}`;
   renderActivity(data.activity, data);
+  renderWorkers(data.workers);
   renderErrors(data.activity);
   renderCapacity(data.capacity);
   renderSegment(data.segment, data.now);

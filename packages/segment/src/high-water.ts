@@ -163,15 +163,18 @@ export class HighWaterMarks {
   /**
    * Lowers the mark of `tag` to `to` (the first id this node never handed out, before it gives the
    * rest of its ranges `[to, end)` back to the store), durably; no change when it is at or below
-   * already. The observed max id comes down to `to` as well when it is not above `end` (then it
-   * only saw this node's own ranges); one above `end` stays (the give-back will not match).
+   * already. `handedOut`, when below `to`, is where the mark goes instead: one past the highest id
+   * this node handed out, when the ids it gives back start at a range it never served. The
+   * observed max id comes down to `to` (never below) when it is not above `end` (then it only saw
+   * this node's own ranges); one above `end` stays (the give-back will not match).
    */
-  async lower(tag: string, to: bigint, end: bigint): Promise<void> {
+  async lower(tag: string, to: bigint, end: bigint, handedOut?: bigint): Promise<void> {
     const mark = this.marks.get(tag);
     const seen = this.seen.get(tag);
+    const markTo = handedOut !== undefined && handedOut < to ? handedOut : to;
     const lowerSeen = seen !== undefined && seen > to && seen <= end;
-    if ((mark === undefined || mark <= to) && !lowerSeen) return;
-    if (mark !== undefined && mark > to) this.marks.set(tag, to);
+    if ((mark === undefined || mark <= markTo) && !lowerSeen) return;
+    if (mark !== undefined && mark > markTo) this.marks.set(tag, markTo);
     if (lowerSeen) this.seen.set(tag, to);
     await this.persist();
   }

@@ -141,7 +141,14 @@ export class TagBuffer {
     floor: bigint,
   ) {
     this.floor = floor;
+    this.markBefore = floor;
   }
+
+  /**
+   * The floor this buffer started with (the node's stored mark, or the end of the ranges an
+   * earlier buffer of the tag took): ids below it may have been handed out before its ranges.
+   */
+  readonly markBefore: bigint;
 
   /** True when the current range has no id left. */
   currentEmpty(): boolean {

@@ -439,10 +439,18 @@ export class SegmentIdGenerator {
     await Promise.allSettled([...this.loader.inFlight, this.refreshing]);
     if (this.giveBackOnClose) {
       const marks = this.highWater;
+      // The mark comes down to one past the highest id this node handed out: the position in its
+      // current range (ranges ahead were never served), not the start of the ids given back. Two
+      // nodes stopping together can chain their give-backs (the one holding the later range first,
+      // then the one whose range ends where that began), and a mark left at the first one's `from`
+      // would then stand above the store's max id and refuse the tag at its next start.
+      const handedOut = new Map(
+        held.map((b) => [b.tag, b.initialized ? b.position() : b.markBefore] as const),
+      );
       this.givenBack = await giveBackAll(
         this.store,
         held,
-        marks && ((tag, from, end) => marks.lower(tag, from, end)),
+        marks && ((tag, from, end) => marks.lower(tag, from, end, handedOut.get(tag))),
       );
     }
     await this.highWater?.close();

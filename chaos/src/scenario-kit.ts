@@ -7,10 +7,11 @@ import type { ScenarioRun } from "./scenario-run";
 import type { RegistryKind, RegistryPlace } from "./server-configs";
 import type { SegmentDatabase, ServiceNeeds } from "./services";
 
-/** The kinds of fault; the short form runs one scenario of each of the first six. */
+/** The kinds of fault; the short form runs one scenario of each but PostgreSQL and disk. */
 export type FaultKind =
   | "process"
   | "MariaDB"
+  | "PostgreSQL"
   | "ZooKeeper"
   | "Redis"
   | "clock"

@@ -28,7 +28,7 @@ import {
 } from "./server-configs";
 
 /** What a group of loops must have answered during a phase. */
-interface Answered {
+export interface Answered {
   phase: string;
   /** Which loops (by label: "A segment:...", "B snowflake:..."), and who they are in the text. */
   loops: (label: string) => boolean;
@@ -38,7 +38,7 @@ interface Answered {
 }
 
 /** `who` got ids and no failure during `phase`. */
-const served = (phase: string, loops: Answered["loops"], who: string): Answered => ({
+export const served = (phase: string, loops: Answered["loops"], who: string): Answered => ({
   phase,
   loops,
   who,
@@ -46,7 +46,7 @@ const served = (phase: string, loops: Answered["loops"], who: string): Answered 
 });
 
 /** `who` was refused with `code` during `phase` (with `only`: and with nothing else). */
-const refused = (
+export const refused = (
   phase: string,
   loops: Answered["loops"],
   who: string,
@@ -55,7 +55,7 @@ const refused = (
 ): Answered => ({ phase, loops, who, answer: { refused: code, only } });
 
 /** A scenario's servers, fault and expectations, made once its stores are known. */
-interface OutagePlan {
+export interface OutagePlan {
   /** The fault's phases, in order (the fault, then e.g. the store starting again). */
   fault: Array<{ phase: string; run(): Promise<void> }>;
   /** The recovery phase: resolves with the ms until ids came again, or undefined. */
@@ -68,12 +68,12 @@ interface OutagePlan {
 }
 
 /** A store outage: a scenario whose `plan` sets up servers and load and returns the rest. */
-interface Outage extends Omit<Scenario, "run"> {
+export interface Outage extends Omit<Scenario, "run"> {
   plan(s: ScenarioRun): Promise<OutagePlan>;
 }
 
 /** Runs an outage: steady, the fault's phases, recovery, steady after, then every check. */
-function outage(o: Outage): Scenario {
+export function outage(o: Outage): Scenario {
   const { plan, ...scenario } = o;
   return {
     ...scenario,
@@ -533,7 +533,10 @@ export const slowNetwork = outage({
 });
 
 /** SIGSTOPs a store for `ms`, then SIGCONT (also when interrupted). */
-async function pauseFor(store: { pause(): void; resume(): void }, ms: number): Promise<void> {
+export async function pauseFor(
+  store: { pause(): void; resume(): void },
+  ms: number,
+): Promise<void> {
   store.pause();
   try {
     await sleep(ms);

@@ -11,6 +11,8 @@ import {
 import { fullDisk, mysqlSplitBrain, sharedFolder } from "./scenarios-data";
 import { etcdRegistry } from "./scenarios-etcd-registry";
 import { processPause, zookeeperPartition } from "./scenarios-fencing";
+import { postgresFailover, postgresKill, postgresSplitBrain } from "./scenarios-postgres";
+import { postgresPausePastLease, postgresRegistryFailover } from "./scenarios-postgres-registry";
 import { sigkillRestart } from "./scenarios-process";
 import { redisRegistry } from "./scenarios-redis-registry";
 import {
@@ -37,6 +39,11 @@ export const SCENARIOS: readonly Scenario[] = [
   mariadbPause,
   mariadbPausePastLease,
   mysqlSplitBrain,
+  postgresKill,
+  postgresPausePastLease,
+  postgresFailover,
+  postgresSplitBrain,
+  postgresRegistryFailover,
   zookeeperFault("kill", false),
   zookeeperFault("pause", true),
   zookeeperPartition,

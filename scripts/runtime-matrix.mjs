@@ -105,6 +105,7 @@ const TESTS = [
   { dirs: ["packages/client"], files: "no service" },
   { dirs: ["packages/mysql-support"], files: "no service", ifPresent: true },
   { dirs: ["packages/redis-support"], files: "no service", ifPresent: true },
+  { dirs: ["packages/postgres-support"], files: "no service", ifPresent: true },
   // Each driver against a real server (the test kit starts it): the adapter's conformance suite.
   { dirs: ["packages/registry-zk"], files: ["test/conformance.test.ts"] },
   { dirs: ["packages/registry-mysql"], files: ["test/conformance.test.ts"] },
@@ -112,6 +113,9 @@ const TESTS = [
   { dirs: ["packages/registry-etcd"], files: ["test/conformance.test.ts"] },
   { dirs: ["packages/redis-sequence"], files: ["test/allocation.test.ts"] },
   { dirs: ["packages/segment-mysql", "packages/segment"], files: ["test/mysql-store.test.ts"] },
+  { dirs: ["packages/registry-postgres"], files: ["test/conformance.test.ts"], ifPresent: true },
+  { dirs: ["packages/segment-postgres"], files: ["test/postgres-store.test.ts"], ifPresent: true },
+  { dirs: ["packages/segment-redis"], files: ["test/redis-store.test.ts"], ifPresent: true },
 ];
 
 // A package not in this checkout (`ifPresent`) is left out.
@@ -122,7 +126,7 @@ for (const suite of TESTS.filter((s) => s.ifPresent)) {
 
 /** A test file that starts a service through the test kit (or is pointed at one). */
 const STARTS_A_SERVICE =
-  /start(Mysql|MariaDb|Mariadb|Redis|ZooKeeper|Zookeeper|Zk|Etcd)[A-Za-z]*\(|LEAF_TEST_/;
+  /start(Mysql|MariaDb|Mariadb|Redis|ZooKeeper|Zookeeper|Zk|Etcd|Postgres)[A-Za-z]*\(|LEAF_TEST_/;
 
 /** Test files Deno does not run: their child processes are started with Node's own flags. */
 const DENO_NOT_RUN = {
@@ -260,7 +264,7 @@ function readmeExamples(packages) {
         (m) => !m.startsWith("node:") && !published.has(m.split("/").slice(0, 2).join("/")),
       );
       const service =
-        /\b(mysql|redis|rediss|etcd):\/\/|https?:\/\/(?!127\.0\.0\.1|localhost)[\w.-]+|\b[\w.-]+:(2181|2379|3306|6379)\b/.exec(
+        /\b(mysql|redis|rediss|etcd|postgres|postgresql):\/\/|https?:\/\/(?!127\.0\.0\.1|localhost)[\w.-]+|\b[\w.-]+:(2181|2379|3306|5432|6379)\b/.exec(
           code,
         );
       const needs =

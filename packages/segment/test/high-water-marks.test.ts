@@ -4,7 +4,7 @@
 // shared in-memory table stand for nodes on one database; each has its own data folder, and a
 // restart is a new generator (and store instance) on the same folder and table.
 import { execFileSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { ErrorCodes, isLeafError } from "@leaf/core";
@@ -270,7 +270,37 @@ describe("a full disk", () => {
       await g.close();
       expect(countDuplicates(ids).duplicates).toBe(0);
     } finally {
-      execFileSync("umount", [mount]);
+      await unmount(mount);
     }
   });
 });
+
+/**
+ * Unmounts `mount`, waiting up to 3 s for handles closed just now (a loaded machine can be slow to
+ * let the kernel see the last close); a handle still open then is a leak, and fails the test with
+ * this process's files inside the mount listed.
+ */
+async function unmount(mount: string): Promise<void> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      execFileSync("umount", [mount], { stdio: "pipe" });
+      return;
+    } catch (error) {
+      if (attempt >= 30) {
+        const open = readdirSync("/proc/self/fd")
+          .map((fd) => {
+            try {
+              return readlinkSync(`/proc/self/fd/${fd}`);
+            } catch {
+              return "";
+            }
+          })
+          .filter((target) => target.startsWith(mount));
+        throw new Error(
+          `umount ${mount} failed (${(error as Error).message.trim()}); this process's open files there: ${open.join(", ") || "none"}`,
+        );
+      }
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+  }
+}

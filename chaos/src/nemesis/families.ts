@@ -12,6 +12,7 @@ import {
   snowflakeOn,
 } from "../server-configs";
 import type { Cluster, ServerSpec, StoreKind } from "./cluster";
+import { workersFamily } from "./family-workers";
 import type { Mode } from "./history";
 
 /** One client of the load. */
@@ -55,13 +56,15 @@ export interface Family {
   mysqlReplica?: boolean;
   /** The servers a restart may be refused on while a worker id is still leased: retries. */
   restartAttempts: number;
+  /** Worker processes per server (server.workers); absent: one process. */
+  workers?: number;
 }
 
 /** The name every server serves under (the registries' worker-id space). */
-const NAME = "nem";
+export const NAME = "nem";
 
 /** Java and JSON clients on one server. */
-function httpClients(
+export function httpClients(
   label: string,
   mode: Mode,
   space: string,
@@ -84,7 +87,7 @@ function httpClients(
  * every 2 s (default 60 s), so that a tag refused for a row moved back is served again soon after
  * the row is fixed.
  */
-function segmentOnMysql(c: Cluster, label: string) {
+export function segmentOnMysql(c: Cluster, label: string) {
   const config = segmentOn(c.urlOf(label, "mysql"), { dynamicStep: false }) as {
     segment: Record<string, unknown>;
   };
@@ -350,6 +353,7 @@ export const FAMILIES: readonly Family[] = [
   zkEnsembleFamily(),
   redisSequenceFamily(),
   segmentReplicaFamily(),
+  workersFamily(),
 ];
 
 /** The families named in `only` (all when empty); an unknown name is an error listing them. */

@@ -2,7 +2,7 @@
 // runs), chosen so that the issue-24 and issue-32 faults are drawn: segment seed 5 sets max_id back
 // with a server restarted and starts a server with defaults next to the shared MariaDB;
 // snowflake-zk-recycle seed 10 steps a holder's clock forward and cuts its link while the standby
-// takes its worker id over.
+// takes its worker id over; workers seed 23 kills and pauses worker processes and primaries.
 
 /** One family run of the short form. */
 export interface ShortFormRun {
@@ -16,4 +16,21 @@ export const SHORT_FORM: readonly ShortFormRun[] = [
   { family: "segment", seed: 5, seconds: 45, exclude: [] },
   { family: "snowflake-zk-recycle", seed: 10, seconds: 40, exclude: [] },
   { family: "redis-sequence", seed: 3, seconds: 30, exclude: [] },
+  // Two worker processes per server: seed 23 kills and pauses a worker, kills two primaries and
+  // SIGTERMs two servers; the store and clock faults are left to the other families.
+  {
+    family: "workers",
+    seed: 23,
+    seconds: 35,
+    exclude: [
+      "clock-back",
+      "clock-forward",
+      "row-lock",
+      "max-id-back",
+      "store-kill",
+      "store-pause",
+      "server-pause",
+      "server-kill",
+    ],
+  },
 ];

@@ -7,6 +7,7 @@ import { defaultsStart } from "./defaults-start";
 import type { Fault } from "./fault";
 import { linkCut } from "./link-cut";
 import { maxIdBack } from "./max-id-back";
+import { primaryKill } from "./primary-kill";
 import { replicaPromoted } from "./replica-promoted";
 import { rowLock } from "./row-lock";
 import { secondPod } from "./second-pod";
@@ -16,6 +17,8 @@ import { serverTerm } from "./server-term";
 import { standby } from "./standby";
 import { storeKill } from "./store-kill";
 import { storePause } from "./store-pause";
+import { workerKill } from "./worker-kill";
+import { workerPause } from "./worker-pause";
 import { zkFollowerPartition } from "./zk-follower-partition";
 
 /** Every fault, by name. */
@@ -37,6 +40,9 @@ export const CATALOGUE: readonly Fault[] = [
   defaultsStart,
   zkFollowerPartition,
   replicaPromoted,
+  workerKill,
+  workerPause,
+  primaryKill,
 ];
 
 /** The fault named `name`, or an error listing the catalogue. */

@@ -13,6 +13,8 @@ type Config = Record<string, unknown>;
 
 /** A segment database on PostgreSQL; its max ids are read from one server, chosen by `readFrom`. */
 export interface PostgresDatabase extends SegmentDatabase {
+  /** The database through `port` (a proxy) alone: the registry names one host. */
+  oneHostVia(port: number): string;
   /** Reads max ids (and describes tags) from `server` from now on (a promoted replica). */
   readFrom(server: PostgresHandle): void;
 }
@@ -55,6 +57,7 @@ export async function postgresDatabase(
     database,
     url: postgresUrl(primary.user, [primary.port, ...others], database),
     urlVia: (port) => postgresUrl(primary.user, [port, ...others], database),
+    oneHostVia: (port) => postgresUrl(primary.user, [port], database),
     describe: () => reader.describeTags(),
     async maxId(tag) {
       const row = (await reader.describeTags()).find((r) => r.tag === tag);

@@ -7,10 +7,13 @@ import {
   FakeClock,
   freePort,
   type MysqlReplicaPair,
+  type PostgresReplicaPair,
   type ServiceHandle,
   startEtcd,
   startMysql,
   startMysqlReplicaPair,
+  startPostgres,
+  startPostgresReplicaPair,
   startRedis,
   startZookeeper,
   startZookeeperEnsemble,
@@ -18,12 +21,13 @@ import {
   type ZookeeperEnsembleHandle,
 } from "@leaf/testkit";
 import { LeafProcess, serverCli } from "../leaf-process";
+import { type PostgresDatabase, postgresDatabase } from "../postgres-kit";
 import { type SegmentDatabase, segmentDatabaseOn } from "../services";
 import type { History } from "./history";
 import { stallWatchEnv } from "./stalls";
 
 /** The stores a family can use. */
-export type StoreKind = "mysql" | "zookeeper" | "redis" | "etcd";
+export type StoreKind = "mysql" | "zookeeper" | "redis" | "etcd" | "postgres";
 
 type Config = Record<string, unknown>;
 
@@ -69,6 +73,13 @@ export class Cluster {
    */
   replicaPair: MysqlReplicaPair | undefined;
   /**
+   * The PostgreSQL primary and its streaming replica of a family with `postgresReplica`: "postgres"
+   * is the primary until a fault promotes the replica (then "postgres" is the replica).
+   */
+  postgresPair: PostgresReplicaPair | undefined;
+  /** The PostgreSQL database (segment and registry tables; a host list with the replica). */
+  pgDb: PostgresDatabase | undefined;
+  /**
    * Servers left down because every restart was refused (a documented start-up check): from when,
    * until a later start (Infinity while still down).
    */
@@ -86,6 +97,7 @@ export class Cluster {
     tags: Array<{ tag: string; step: number }>,
     zkEnsemble = false,
     mysqlReplica = false,
+    postgresReplica = false,
   ): Promise<void> {
     const handles = await Promise.all(
       stores.map(async (kind): Promise<[StoreKind, ServiceHandle]> => {
@@ -106,6 +118,12 @@ export class Cluster {
             return [kind, await startRedis({ useEnv: false })];
           case "etcd":
             return [kind, await startEtcd({ useEnv: false })];
+          case "postgres":
+            if (postgresReplica) {
+              this.postgresPair = await startPostgresReplicaPair();
+              return [kind, this.postgresPair.primary];
+            }
+            return [kind, await startPostgres({ useEnv: false })];
         }
       }),
     );
@@ -113,6 +131,11 @@ export class Cluster {
     const mysql = this.stores.get("mysql");
     if (mysql) this.db = await segmentDatabaseOn(mysql as never, tags);
     await this.replicaPair?.waitForReplica();
+    const postgres = this.stores.get("postgres");
+    if (postgres) {
+      this.pgDb = await postgresDatabase(postgres as never, tags, this.postgresPair?.replica);
+      await this.postgresPair?.waitForReplica();
+    }
   }
 
   /** Makes each server's proxies, clock and process (not started). */
@@ -193,6 +216,8 @@ export class Cluster {
         return `redis://127.0.0.1:${port}`;
       case "etcd":
         return `http://127.0.0.1:${port}`;
+      case "postgres":
+        return this.pgDb!.urlVia(port);
     }
   }
 
@@ -278,6 +303,11 @@ export class Cluster {
     if (this.replicaPair) {
       await this.replicaPair.dispose().catch(() => undefined);
       this.stores.delete("mysql");
+    }
+    await this.pgDb?.close().catch(() => undefined);
+    if (this.postgresPair) {
+      await this.postgresPair.dispose().catch(() => undefined);
+      this.stores.delete("postgres");
     }
     await Promise.all([...this.stores.values()].map((s) => s.dispose().catch(() => undefined)));
   }

@@ -12,6 +12,7 @@ import {
   snowflakeOn,
 } from "../server-configs";
 import type { Cluster, ServerSpec, StoreKind } from "./cluster";
+import { postgresRegistryOf, segmentPostgresFamily } from "./family-postgres";
 import { workersFamily } from "./family-workers";
 import type { Mode } from "./history";
 
@@ -54,6 +55,10 @@ export interface Family {
   zkEnsemble?: boolean;
   /** MariaDB as a primary with an asynchronous replica, for promotions (`cluster.replicaPair`). */
   mysqlReplica?: boolean;
+  /** Segment tag served by the PostgreSQL servers (`postgres-promoted` checks and fixes it). */
+  postgresTag?: string;
+  /** PostgreSQL as a primary with a streaming replica, for promotions (`cluster.postgresPair`). */
+  postgresReplica?: boolean;
   /** The servers a restart may be refused on while a worker id is still leased: retries. */
   restartAttempts: number;
   /** Worker processes per server (server.workers); absent: one process. */
@@ -161,6 +166,7 @@ export const SNOWFLAKE_REGISTRIES = [
   "etcd",
   "local",
   "statefulset",
+  "postgres",
 ] as const;
 type SnowflakeRegistry = (typeof SNOWFLAKE_REGISTRIES)[number];
 
@@ -174,6 +180,7 @@ const LEASED: readonly SnowflakeRegistry[] = [
   "redis",
   "etcd",
   "statefulset",
+  "postgres",
 ];
 
 function snowflakeConfig(c: Cluster, label: string, registry: SnowflakeRegistry, index: number) {
@@ -197,6 +204,8 @@ function snowflakeConfig(c: Cluster, label: string, registry: SnowflakeRegistry,
           etcd: { url: c.urlOf(label, "etcd"), leaseTtlSeconds: LEASE_MS / 1000 },
         },
       };
+    case "postgres":
+      return { snowflake: { ...common, ...postgresRegistryOf(c, label, LEASE_MS) } };
     case "statefulset":
       // The safe way to run ordinals: the pod's ordinal is the id the Redis registry leases, or
       // refuses while another pod holds it (the local registry guards an ordinal by its volume only).
@@ -236,7 +245,9 @@ function snowflakeFamily(registry: SnowflakeRegistry): Family {
         ? "etcd"
         : registry === "redis" || registry === "statefulset"
           ? "redis"
-          : undefined;
+          : registry === "postgres"
+            ? "postgres"
+            : undefined;
   const leased = LEASED.includes(registry);
   const labels = ["A", "B", "C"];
   const servers: ServerSpec[] = labels.map((label, index) => ({
@@ -292,6 +303,8 @@ function snowflakeFamily(registry: SnowflakeRegistry): Family {
     clockCodes: ["CLOCK_MOVED_BACKWARDS", "CLOCK_BEHIND", "LEASE_LOST"],
     recoveryMs: leased ? 4 * LEASE_MS + 4000 : 4000,
     leaseStore: leased ? store : undefined,
+    // The postgres registry on a pair whose replica `postgres-promoted` promotes.
+    postgresReplica: registry === "postgres" || undefined,
     restartAttempts: leased ? 6 : 2,
   };
 }
@@ -353,6 +366,7 @@ export const FAMILIES: readonly Family[] = [
   zkEnsembleFamily(),
   redisSequenceFamily(),
   segmentReplicaFamily(),
+  segmentPostgresFamily(),
   workersFamily(),
 ];
 

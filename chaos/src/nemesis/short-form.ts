@@ -33,4 +33,7 @@ export const SHORT_FORM: readonly ShortFormRun[] = [
       "server-kill",
     ],
   },
+  // PostgreSQL: seed 13 promotes a replica that missed A, B and C's ranges (they must refuse it,
+  // the restarted ones by their marks), then kills a server, cuts links, kills the promoted one.
+  { family: "segment-postgres", seed: 13, seconds: 35, exclude: [] },
 ];

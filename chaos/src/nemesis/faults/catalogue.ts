@@ -7,6 +7,7 @@ import { defaultsStart } from "./defaults-start";
 import type { Fault } from "./fault";
 import { linkCut } from "./link-cut";
 import { maxIdBack } from "./max-id-back";
+import { postgresPromoted } from "./postgres-promoted";
 import { primaryKill } from "./primary-kill";
 import { replicaPromoted } from "./replica-promoted";
 import { rowLock } from "./row-lock";
@@ -40,6 +41,7 @@ export const CATALOGUE: readonly Fault[] = [
   defaultsStart,
   zkFollowerPartition,
   replicaPromoted,
+  postgresPromoted,
   workerKill,
   workerPause,
   primaryKill,

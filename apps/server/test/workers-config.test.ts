@@ -1,16 +1,17 @@
 // server.workers (`--workers N`) in the configuration: what it accepts, and what it refuses before
 // anything starts because it cannot be made safe (several worker processes must never share a
 // worker id), each refusal naming the key to change.
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
 import { isLeafError } from "@leaf/core";
 import { runNode } from "@leaf/testkit";
-import { describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../src/index";
 import { CLI } from "./cli-process";
 
 const dir = mkdtempSync(join(tmpdir(), "leaf-workers-config-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
 const load = (values: Record<string, unknown>, env: Record<string, string> = {}) =>
   loadConfig({ values, env, cwd: dir });
 
@@ -60,7 +61,9 @@ describe("server.workers", () => {
     expect(map).toContain("snowflake.local.workIdMap (options) gives one worker id per ip:port");
     expect(
       refusal({ server: { workers: 3 }, snowflake: { local: { workerIds: "5,6" } } }),
-    ).toContain("snowflake.local.workerIds (options) lists 2 worker id(s) (5, 6) but server.workers (options) runs 3");
+    ).toContain(
+      "snowflake.local.workerIds (options) lists 2 worker id(s) (5, 6) but server.workers (options) runs 3",
+    );
     expect(
       refusal({ server: { workers: 2 }, snowflake: { local: { workerIds: "5,5" } } }),
     ).toContain("lists a worker id twice");
@@ -86,7 +89,9 @@ describe("server.workers", () => {
       },
       { HOSTNAME: "leaf-1" },
     );
-    expect(message).toContain("snowflake.statefulSet (options) makes the pod's ordinal its one worker id");
+    expect(message).toContain(
+      "snowflake.statefulSet (options) makes the pod's ordinal its one worker id",
+    );
   });
 
   it("takes --workers on the command line, over the file and the environment", async () => {

@@ -20,7 +20,14 @@ import {
   type ZookeeperHandle,
 } from "@leaf/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { alive, IdLoad, leafWorkerId, listWorkers, workersServer } from "./workers-process";
+import {
+  alive,
+  IdLoad,
+  leafWorkerId,
+  listWorkers,
+  removeServerFolders,
+  workersServer,
+} from "./workers-process";
 
 const NAME = "faults";
 
@@ -40,6 +47,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await Promise.all(servers.map((s) => s.kill().catch(() => undefined)));
   await stopAll();
+  removeServerFolders();
 });
 
 async function mysqlSegment(): Promise<Record<string, unknown>> {

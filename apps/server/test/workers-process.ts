@@ -1,7 +1,7 @@
 // Shared by the tests of servers with several worker processes (server.workers): such a server as a
 // real process (the CLI from source, through tsx), its workers as the monitor lists them, and load
 // on keep-alive connections that keeps every id it receives.
-import { mkdtempSync, readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import type { Agent } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -31,6 +31,13 @@ export interface ListedWorker {
   } | null;
 }
 
+const dirs: string[] = [];
+
+/** Removes the folders of every server {@link workersServer} made (call once they stopped). */
+export function removeServerFolders(): void {
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+}
+
 /** A server of `workers` worker processes on a free port, its data in a new folder (not started). */
 export async function workersServer(
   label: string,
@@ -44,6 +51,7 @@ export async function workersServer(
   } = {},
 ): Promise<LeafServerProcess> {
   const dir = options.dir ?? mkdtempSync(join(tmpdir(), "leaf-workers-"));
+  if (options.dir === undefined) dirs.push(dir);
   const server = (config.server ?? {}) as Record<string, unknown>;
   return new LeafServerProcess({
     cli: CLI,

@@ -27,6 +27,7 @@ import {
   type ListedWorker,
   leafWorkerId,
   listWorkers,
+  removeServerFolders,
   workersServer,
 } from "./workers-process";
 
@@ -49,6 +50,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await Promise.all(servers.map((s) => s.stop().catch(() => undefined)));
   await stopAll();
+  removeServerFolders();
 });
 
 /** A database with the `leaf_alloc` table and tag `t` (step 500), as segment settings. */

@@ -26,6 +26,8 @@ export interface KeyDef<T = unknown> {
   doc: string;
   /** Hidden in messages and logs. */
   secret?: boolean;
+  /** The value as messages may show it (a URL with its password replaced); as written otherwise. */
+  redact?(raw: unknown): unknown;
   /** Reads a raw value (a string from .properties or the environment, or a JSON/YAML value). */
   read(raw: unknown): T;
 }
@@ -73,4 +75,12 @@ export function def<K extends string, T>(
     aliases: options.aliases ?? [],
     defaultText: options.defaultText ?? showDefault(options.default),
   };
+}
+
+/**
+ * `text` with the password of every URL in it replaced by "***" (`mysql://u:pw@h/db` ->
+ * `mysql://u:***@h/db`), for messages and fingerprints; other values as they are.
+ */
+export function hideUrlPasswords(value: unknown): unknown {
+  return typeof value === "string" ? value.replace(/(\/\/[^:@/\s]*:)[^@/\s]*@/g, "$1***@") : value;
 }

@@ -153,7 +153,7 @@ export const CONFIG_KEYS = [
   def("segment.store", {
     type: STORE_KINDS.join(" | "),
     defaultText: `the store whose address is set (${SEGMENT_STORES.flatMap((s) => s.addressKeys).join(", ")}), else embedded (loopback only)`,
-    doc: "Where segment ranges come from: Java Leaf's `leaf_alloc` table in MySQL, the same table in PostgreSQL, or the embedded store in `dataDir/segments` (one single node). With a Java Leaf file or a non-loopback `server.host`, `embedded` must be set explicitly.",
+    doc: "Where segment ranges come from: Java Leaf's `leaf_alloc` table in MySQL, the same table in PostgreSQL, or the embedded store in `dataDir/segments` (one single node). With a Java Leaf file or a non-loopback `server.host`, `embedded` must be set explicitly. Another store's address beside it is refused (unless the registry reads it: its database defaults to the segment store's).",
     read: oneOf(STORE_KINDS),
   }),
   ...SEGMENT_STORES.flatMap((store): readonly StoreKey[] => store.keys),

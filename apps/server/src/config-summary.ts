@@ -2,6 +2,7 @@
 // see at a glance (monitor page, metrics) whether two nodes run the same settings.
 import { createHash } from "node:crypto";
 import type { ServerConfig } from "./config";
+import { hideUrlPasswords } from "./config-def";
 
 /** What the monitor and the `leaf_server_info` metric show of the configuration. */
 export interface ConfigSummary {
@@ -24,6 +25,8 @@ export function configSummary(config: ServerConfig): ConfigSummary {
     const { sources, warnings: _warnings, ...settings } = config;
     const text = JSON.stringify(settings, (key, value: unknown) => {
       if (SECRET.test(key)) return value === undefined ? undefined : "(secret)";
+      // A URL's password is a secret too: two nodes differing only in it fingerprint the same.
+      if (typeof value === "string") return hideUrlPasswords(value);
       if (value instanceof Map) return Object.fromEntries(value);
       return value;
     });

@@ -4,13 +4,15 @@
 // section is built in its own file (config-server, -segment, -snowflake, -redis).
 import { extname, resolve } from "node:path";
 import { describeValue, ErrorCodes, LeafError } from "@leaf/core";
+import { registryBackend, SEGMENT_STORES } from "./backends/index";
+import type { ConfigKey } from "./config-keys";
 import { Expected } from "./config-readers";
 import { redisSequenceEnabled, redisSequenceSettings } from "./config-redis";
 import { segmentSettings } from "./config-segment";
 import { isLoopbackHost, serverSettings } from "./config-server";
 import { snowflakeSettings } from "./config-snowflake";
 import { envEntries, objectEntries, readFileEntries } from "./config-sources";
-import type { ServerConfig } from "./config-types";
+import type { SegmentSettings, ServerConfig, SnowflakeSettings } from "./config-types";
 import { ConfigValues, type Entry, nameOf, type Problem } from "./config-values";
 
 export type {
@@ -97,9 +99,9 @@ export function loadConfig(options: LoadConfigOptions = {}): ServerConfig {
       problems.push({
         key: entry.name,
         source: entry.source,
-        value: entry.def.secret ? "***" : entry.raw,
+        value: entry.def.secret ? "***" : shown(entry),
         expected: error.expected,
-        message: `invalid ${nameOf(entry)}: ${entry.def.secret ? "(hidden)" : describeValue(entry.raw)}; expected ${error.expected}`,
+        message: `invalid ${nameOf(entry)}: ${entry.def.secret ? "(hidden)" : describeValue(shown(entry))}; expected ${error.expected}`,
       });
     }
   }
@@ -135,8 +137,39 @@ function configProblems(problems: Problem[]): LeafError {
   });
 }
 
+/** The value of `entry` as a message may show it (a URL's password hidden). */
+function shown(entry: Entry): unknown {
+  return entry.def.redact ? entry.def.redact(entry.raw) : entry.raw;
+}
+
 function sameValue(a: unknown, b: unknown): boolean {
   return JSON.stringify(a) === JSON.stringify(b);
+}
+
+/**
+ * Another store's address named beside the store in use would be ignored, and two servers each
+ * believing they share that store would hand out the same ids from their own: refused, as two
+ * registries' addresses are. An address the registry reads (its database defaulting to the segment
+ * store's) is not ignored.
+ */
+function refuseIgnoredStores(
+  v: ConfigValues,
+  segment: SegmentSettings,
+  snowflake: SnowflakeSettings | undefined,
+): void {
+  const borrowed = snowflake ? (registryBackend(snowflake.registry.kind).borrows ?? []) : [];
+  const ignored = SEGMENT_STORES.filter((store) => store.kind !== segment.store)
+    .flatMap((store) => store.addressKeys as readonly ConfigKey[])
+    .filter((key) => v.named(key) && !borrowed.includes(key));
+  if (ignored.length === 0) return;
+  const chosen = v.named("segment.store")
+    ? `${v.label("segment.store")} chooses the ${segment.store} store`
+    : `the configuration chooses the ${segment.store} store`;
+  v.problem(
+    ignored[0]!,
+    `${chosen}, but ${ignored.map((k) => v.label(k)).join(", ")} names another store, which would be ignored (two servers configured like this would each serve the same ids from their own store); ` +
+      `remove ${ignored.length > 1 ? "them" : "it"}, or choose that store with segment.store`,
+  );
 }
 
 /** The checked configuration from the read values; problems are noted in `v`. */
@@ -150,6 +183,7 @@ function build(v: ConfigValues): ServerConfig {
   const segment = wantSegment ? segmentSettings(v, at) : undefined;
   const snowflake = wantSnowflake ? snowflakeSettings(v, at) : undefined;
   const redisSequence = wantRedis ? redisSequenceSettings(v, base.name) : undefined;
+  if (segment && (snowflake || !wantSnowflake)) refuseIgnoredStores(v, segment, snowflake);
   if (!wantSegment && !wantSnowflake && !wantRedis) {
     v.problem(
       "segment.enabled",

@@ -164,6 +164,11 @@ export interface RegistryBackend<
   S extends { kind: Kind } = { kind: Kind },
   Keys extends readonly KeyDef[] = readonly KeyDef[],
 > extends BackendBase<Kind, S, Keys> {
+  /**
+   * Other backends' address keys it reads when its own is not set (the MySQL registry's database
+   * defaults to the segment store's): naming one of them is not an address ignored.
+   */
+  readonly borrows?: readonly string[];
   /** Other values snowflake.registry accepts for it (the fork's zk_normal, zk_recycle). */
   readonly variants?: readonly string[];
   /** The registry used when snowflake.registry is not set and no registry's address is named. */

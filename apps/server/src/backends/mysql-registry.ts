@@ -1,6 +1,6 @@
 // The MySQL registry: the fork's leaf_workerid_alloc table (fixed mode: an id per ip:port, never
 // given back) or leased, recycled ids (lease mode). Its database defaults to the segment store's.
-import { def } from "../config-def";
+import { def, hideUrlPasswords } from "../config-def";
 import { anyText, boolean, integer, nonEmpty, oneOf } from "../config-readers";
 import type { RegistryBackend } from "./backend";
 import {
@@ -16,6 +16,7 @@ export const MYSQL_REGISTRY_KEYS = [
     type: "jdbc:mysql:// or mysql:// URL",
     defaultText: "segment.mysql.url",
     doc: "MySQL registry: database of `leaf_workerid_alloc` (the fork's table).",
+    redact: hideUrlPasswords,
     read: mysqlUrl,
   }),
   def("snowflake.mysql.username", {
@@ -67,9 +68,10 @@ export const mysqlRegistry: RegistryBackend<
   keys: MYSQL_REGISTRY_KEYS,
   addressKeys: ["snowflake.mysql.url"],
   shared: true,
+  borrows: ["segment.mysql.url"],
   settings(v) {
     // Its own database keys, else the segment store's.
-    const urlKey = v.has("snowflake.mysql.url") ? "snowflake.mysql.url" : "segment.mysql.url";
+    const urlKey = v.named("snowflake.mysql.url") ? "snowflake.mysql.url" : "segment.mysql.url";
     const url = v.optional(urlKey);
     if (url === undefined) {
       if (!v.named(urlKey)) {
@@ -88,7 +90,7 @@ export const mysqlRegistry: RegistryBackend<
       : "segment.mysql.password";
     const settings = mysqlSettings(v, url, v.optional(userKey), v.optional(passwordKey), {
       url: urlKey,
-      user: userKey,
+      user: v.has(userKey) ? userKey : "snowflake.mysql.username",
       password: "snowflake.mysql.password",
     });
     if (!settings) return undefined;

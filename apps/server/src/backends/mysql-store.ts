@@ -1,7 +1,7 @@
 // The MySQL segment store: Java Leaf's leaf_alloc table (leaf.jdbc.url and its user and password),
 // shared by every server of the deployment.
 import { DEFAULT_TABLE, MysqlSegmentStore, parseMysqlUrl } from "@leaf/segment-mysql";
-import { def } from "../config-def";
+import { def, hideUrlPasswords } from "../config-def";
 import { anyText, boolean, nonEmpty, table } from "../config-readers";
 import type { StoreBackend } from "./backend";
 import {
@@ -18,6 +18,7 @@ export const MYSQL_STORE_KEYS = [
     type: "jdbc:mysql:// or mysql:// URL",
     defaultText: "(none)",
     doc: "Database of the `leaf_alloc` table. A JDBC URL is accepted (its parameters are ignored).",
+    redact: hideUrlPasswords,
     read: mysqlUrl,
   }),
   def("segment.mysql.username", {

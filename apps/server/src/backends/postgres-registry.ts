@@ -1,7 +1,7 @@
 // The PostgreSQL registry: worker ids leased for a time judged by the database's clock (now()),
 // a fencing token per grant, recycled when their holder stops renewing. Its database defaults to
 // the PostgreSQL segment store's.
-import { def } from "../config-def";
+import { def, hideUrlPasswords } from "../config-def";
 import { anyText, boolean, integer, nonEmpty, table } from "../config-readers";
 import type { RegistryBackend } from "./backend";
 import {
@@ -17,6 +17,7 @@ export const POSTGRES_REGISTRY_KEYS = [
     type: "postgres:// or jdbc:postgresql:// URL",
     defaultText: "segment.postgres.url",
     doc: "PostgreSQL registry: database of its lease table (one host: put a proxy or a virtual IP in front of a failover pair).",
+    redact: hideUrlPasswords,
     read: postgresUrl,
   }),
   def("snowflake.postgres.username", {
@@ -67,10 +68,13 @@ export const postgresRegistry: RegistryBackend<
   keys: POSTGRES_REGISTRY_KEYS,
   addressKeys: ["snowflake.postgres.url"],
   shared: true,
+  borrows: ["segment.postgres.url"],
   settings(v) {
-    // Its own database keys, else the segment store's.
-    const own = v.has("snowflake.postgres.url");
-    const urlKey = own ? "snowflake.postgres.url" : "segment.postgres.url";
+    // Its own database keys, else the segment store's; problems name its own keys unless the
+    // value came from the segment store's.
+    const urlKey = v.named("snowflake.postgres.url")
+      ? "snowflake.postgres.url"
+      : "segment.postgres.url";
     const url = v.optional(urlKey);
     if (url === undefined) {
       if (!v.named(urlKey)) {
@@ -90,9 +94,23 @@ export const postgresRegistry: RegistryBackend<
     const database = databaseSettings(
       v,
       { url, user: v.optional(userKey), password: v.optional(passwordKey) },
-      { url: urlKey, user: userKey, password: "snowflake.postgres.password" },
+      {
+        url: urlKey,
+        user: v.has(userKey) ? userKey : "snowflake.postgres.username",
+        password: "snowflake.postgres.password",
+      },
       { parse: parsePostgres, example: POSTGRES_EXAMPLE },
     );
+    const hosts = database ? parsePostgres(url, urlKey).hosts : [];
+    if (hosts.length > 1) {
+      // Failover between listed hosts is the segment store's; a lease table must be one database.
+      v.problem(
+        urlKey,
+        `invalid ${v.label(urlKey)} for the PostgreSQL registry: ${hosts.length} hosts (${hosts.map((h) => `${h.host}:${h.port}`).join(", ")}); the registry takes one host: put a proxy or a virtual IP in front of a failover pair` +
+          (urlKey === "segment.postgres.url" ? ", and give it with snowflake.postgres.url" : ""),
+      );
+      return undefined;
+    }
     if (!database) return undefined;
     return {
       kind: "postgres",

@@ -1,7 +1,7 @@
 // The PostgreSQL segment store: a leaf_alloc table on PostgreSQL, a range taken in one
 // UPDATE ... RETURNING, shared by every server of the deployment.
 import { DEFAULT_TABLE, PostgresSegmentStore, parsePostgresUrl } from "@leaf/segment-postgres";
-import { def } from "../config-def";
+import { def, hideUrlPasswords } from "../config-def";
 import { anyText, boolean, nonEmpty, table } from "../config-readers";
 import type { StoreBackend } from "./backend";
 import {
@@ -17,6 +17,7 @@ export const POSTGRES_STORE_KEYS = [
     type: "postgres:// or jdbc:postgresql:// URL",
     defaultText: "(none)",
     doc: "PostgreSQL database of the `leaf_alloc` table; several comma-separated hosts fail over (a second writable one is refused as a split brain). Query parameters are ignored.",
+    redact: hideUrlPasswords,
     read: postgresUrl,
   }),
   def("segment.postgres.username", {

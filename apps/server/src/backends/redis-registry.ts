@@ -45,7 +45,7 @@ export const redisRegistry: RegistryBackend<
   shared: true,
   settings(v) {
     // Its own URL, else the redis sequence's Redis.
-    const urlKey = v.has("snowflake.redis.url") ? "snowflake.redis.url" : "redisSequence.url";
+    const urlKey = v.named("snowflake.redis.url") ? "snowflake.redis.url" : "redisSequence.url";
     const url = v.optional(urlKey);
     if (url === undefined) {
       if (!v.named(urlKey)) {

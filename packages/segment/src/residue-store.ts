@@ -39,9 +39,9 @@ import {
 export interface ResidueSegmentStoreOptions {
   /**
    * The databases of the set, each a store that keeps a residue record (`readResidue` and
-   * `writeResidue`): `MysqlSegmentStore`, `MemorySegmentStore`, mixed as you like. Formed into a
-   * set once with `formResidueSet` (which writes each one's residue). Their order is the order a
-   * tag's first range is asked in.
+   * `writeResidue`): `MysqlSegmentStore`, `PostgresSegmentStore`, `MemorySegmentStore`, mixed as
+   * you like. Formed into a set once with `formResidueSet` (which writes each one's residue).
+   * Their order is the order a tag's first range is asked in.
    */
   members: readonly SegmentStore[];
   /** Names in messages, metrics and `status()` (default `${kind}#${index}`), one per member. */
@@ -215,7 +215,7 @@ export class ResidueSegmentStore implements SegmentStore {
           COMPONENT,
           `members[${i}]`,
           store?.kind ?? store,
-          "a segment store that keeps a residue record (readResidue, writeResidue): MysqlSegmentStore, MemorySegmentStore",
+          "a segment store that keeps a residue record (readResidue, writeResidue): MysqlSegmentStore, PostgresSegmentStore, MemorySegmentStore",
         );
       }
     });

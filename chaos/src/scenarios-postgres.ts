@@ -9,10 +9,10 @@ import {
   startPostgres,
   startPostgresReplicaPair,
 } from "@leaf/testkit";
+import { highWaterOf } from "./high-water";
 import type { LeafProcess, StartOutcome } from "./leaf-process";
 import { NO_ANSWER } from "./nemesis/faults/fault";
 import {
-  highWaterOf,
   type PostgresDatabase,
   postgresDatabase,
   segmentOnPostgres,

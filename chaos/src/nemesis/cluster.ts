@@ -8,6 +8,8 @@ import {
   freePort,
   type MysqlReplicaPair,
   type PostgresReplicaPair,
+  type RedisReplicaSet,
+  redisCommand,
   type ServiceHandle,
   startEtcd,
   startMysql,
@@ -15,6 +17,7 @@ import {
   startPostgres,
   startPostgresReplicaPair,
   startRedis,
+  startRedisReplicaSet,
   startZookeeper,
   startZookeeperEnsemble,
   TcpProxy,
@@ -23,7 +26,9 @@ import {
 import { LeafProcess, serverCli } from "../leaf-process";
 import { type PostgresDatabase, postgresDatabase } from "../postgres-kit";
 import { type SegmentDatabase, segmentDatabaseOn } from "../services";
+import type { Family } from "./families";
 import type { History } from "./history";
+import { createRedisNamespace } from "./redis-segment";
 import { stallWatchEnv } from "./stalls";
 
 /** The stores a family can use. */
@@ -80,6 +85,11 @@ export class Cluster {
   /** The PostgreSQL database (segment and registry tables; a host list with the replica). */
   pgDb: PostgresDatabase | undefined;
   /**
+   * The Redis master and its replica of a family with `redisReplica`: "redis" is the master until a
+   * fault promotes the replica (then "redis" is the replica).
+   */
+  redisSet: RedisReplicaSet | undefined;
+  /**
    * Servers left down because every restart was refused (a documented start-up check): from when,
    * until a later start (Infinity while still down).
    */
@@ -91,14 +101,19 @@ export class Cluster {
     private readonly log: (line: string) => void,
   ) {}
 
-  /** Starts `stores` (in parallel), creates `tags` in a new database when MariaDB is one. */
+  /**
+   * Starts `stores` (in parallel), creates `tags` in a new database when MariaDB or PostgreSQL is
+   * one, or in the Redis segment store's namespace with `redisSegment`.
+   */
   async startStores(
     stores: StoreKind[],
     tags: Array<{ tag: string; step: number }>,
-    zkEnsemble = false,
-    mysqlReplica = false,
-    postgresReplica = false,
+    options: Pick<
+      Family,
+      "zkEnsemble" | "mysqlReplica" | "postgresReplica" | "redisReplica" | "redisSegment"
+    > = {},
   ): Promise<void> {
+    const { zkEnsemble, mysqlReplica, postgresReplica, redisReplica } = options;
     const handles = await Promise.all(
       stores.map(async (kind): Promise<[StoreKind, ServiceHandle]> => {
         switch (kind) {
@@ -115,6 +130,10 @@ export class Cluster {
             }
             return [kind, await startZookeeper({ useEnv: false })];
           case "redis":
+            if (redisReplica) {
+              this.redisSet = await startRedisReplicaSet({ replicas: 1 });
+              return [kind, this.redisSet.master];
+            }
             return [kind, await startRedis({ useEnv: false })];
           case "etcd":
             return [kind, await startEtcd({ useEnv: false })];
@@ -131,6 +150,10 @@ export class Cluster {
     const mysql = this.stores.get("mysql");
     if (mysql) this.db = await segmentDatabaseOn(mysql as never, tags);
     await this.replicaPair?.waitForReplica();
+    if (options.redisSegment) {
+      await createRedisNamespace(this.store("redis").url, options.redisSegment, tags);
+      await this.redisSet?.waitInSync();
+    }
     const postgres = this.stores.get("postgres");
     if (postgres) {
       this.pgDb = await postgresDatabase(postgres as never, tags, this.postgresPair?.replica);
@@ -187,6 +210,11 @@ export class Cluster {
     const pair = this.replicaPair;
     if (kind === "mysql" && pair && this.store("mysql") === pair.replica) {
       await pair.query(pair.replica, "SET GLOBAL read_only = OFF");
+    }
+    // A promoted Redis replica is started with --replicaof again: a master once more.
+    const redis = this.stores.get("redis");
+    if (kind === "redis" && redis && this.redisSet?.replicas.includes(redis as never)) {
+      await redisCommand(redis.port, "REPLICAOF", "NO", "ONE");
     }
   }
 
@@ -305,6 +333,10 @@ export class Cluster {
       this.stores.delete("mysql");
     }
     await this.pgDb?.close().catch(() => undefined);
+    if (this.redisSet) {
+      await this.redisSet.dispose().catch(() => undefined);
+      this.stores.delete("redis");
+    }
     if (this.postgresPair) {
       await this.postgresPair.dispose().catch(() => undefined);
       this.stores.delete("postgres");

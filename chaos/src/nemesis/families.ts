@@ -13,6 +13,7 @@ import {
 } from "../server-configs";
 import type { Cluster, ServerSpec, StoreKind } from "./cluster";
 import { postgresRegistryOf, segmentPostgresFamily } from "./family-postgres";
+import { segmentRedisFamily } from "./family-redis-segment";
 import { workersFamily } from "./family-workers";
 import type { Mode } from "./history";
 
@@ -59,6 +60,12 @@ export interface Family {
   postgresTag?: string;
   /** PostgreSQL as a primary with a streaming replica, for promotions (`cluster.postgresPair`). */
   postgresReplica?: boolean;
+  /** Redis as a master with a replica, for promotions (`cluster.redisSet`). */
+  redisReplica?: boolean;
+  /** The Redis segment store's namespace, created with `tags` before the servers start. */
+  redisSegment?: string;
+  /** Its own faults restart the family's store (with an operator's recovery): not `store-kill`. */
+  ownStoreRestart?: boolean;
   /** The servers a restart may be refused on while a worker id is still leased: retries. */
   restartAttempts: number;
   /** Worker processes per server (server.workers); absent: one process. */
@@ -367,6 +374,7 @@ export const FAMILIES: readonly Family[] = [
   redisSequenceFamily(),
   segmentReplicaFamily(),
   segmentPostgresFamily(),
+  segmentRedisFamily(),
   workersFamily(),
 ];
 

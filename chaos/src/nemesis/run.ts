@@ -52,13 +52,7 @@ export async function runSchedule(
   const own = new OwnStalls((hr) => history.msAtHr(hr));
   let stalls: Stall[] = [];
   try {
-    await cluster.startStores(
-      family.stores,
-      family.tags,
-      family.zkEnsemble,
-      family.mysqlReplica,
-      family.postgresReplica,
-    );
+    await cluster.startStores(family.stores, family.tags, family);
     await cluster.prepare(family.servers);
     const labels = family.servers.filter((s) => !s.spare).map((s) => s.label);
     const startedAll = await Promise.all(

@@ -9,6 +9,8 @@ import { linkCut } from "./link-cut";
 import { maxIdBack } from "./max-id-back";
 import { postgresPromoted } from "./postgres-promoted";
 import { primaryKill } from "./primary-kill";
+import { redisPromoted } from "./redis-promoted";
+import { redisRestartEmpty } from "./redis-restart-empty";
 import { replicaPromoted } from "./replica-promoted";
 import { rowLock } from "./row-lock";
 import { secondPod } from "./second-pod";
@@ -42,6 +44,8 @@ export const CATALOGUE: readonly Fault[] = [
   zkFollowerPartition,
   replicaPromoted,
   postgresPromoted,
+  redisRestartEmpty,
+  redisPromoted,
   workerKill,
   workerPause,
   primaryKill,

@@ -12,7 +12,7 @@
 //   replication loses leases). Skipped while a server's clock runs ahead: the README's clock-step row
 //   (a failover that lost rows while a holder's clock runs ahead is not covered).
 import type { PostgresReplicaPair } from "@leaf/testkit";
-import { highWaterOf } from "../../postgres-kit";
+import { highWaterOf } from "../../high-water";
 import { type Cluster, sleep } from "../cluster";
 import type { Family } from "../families";
 import { type Fault, mainServers, NO_ANSWER, type Params } from "./fault";

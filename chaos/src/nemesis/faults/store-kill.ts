@@ -7,7 +7,8 @@ import type { Fault } from "./fault";
 export const storeKill: Fault = {
   name: "store-kill",
   title: "SIGKILL of a store, restart after 1-6 s (Redis empty)",
-  targets: (family) => family.stores,
+  // A family whose store needs an operator after a loss restarts it by its own faults.
+  targets: (family) => (family.ownStoreRestart ? [] : family.stores),
   resources: (target) => [`store:${target}`],
   durationMs: [1000, 6000],
   async start(c, _family, target) {

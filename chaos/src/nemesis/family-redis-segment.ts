@@ -1,0 +1,47 @@
+// The Redis segment store's family: A, B, C on one namespace of a Redis master with a replica (no
+// persistence), each through its proxy. Its store is restarted only by its own faults, which end
+// with the operator's steps the store needs after a loss (redis-restart-empty.ts: the namespace
+// created again and the tag above every id handed out; redis-promoted.ts: the fence lifted).
+import { adminOn, serverConfig, snowflakeOff } from "../server-configs";
+import type { Cluster, ServerSpec } from "./cluster";
+import { type Family, httpClients, NAME } from "./families";
+import { segmentOnRedis } from "./redis-segment";
+
+export function segmentRedisFamily(): Family {
+  const tag = "nem";
+  const labels = ["A", "B", "C"];
+  const servers: ServerSpec[] = labels.map((label) => ({
+    label,
+    links: ["redis"],
+    config: (c: Cluster) =>
+      serverConfig(NAME, segmentOnRedis(c.urlOf(label, "redis"), NAME), snowflakeOff(), adminOn()),
+  }));
+  const space = `segment:${tag}`;
+  return {
+    name: "segment-redis",
+    title:
+      "segment: A, B, C on the Redis segment store (namespace nem, tag nem, step 500), a Redis master with a replica, no persistence",
+    stores: ["redis"],
+    tags: [{ tag, step: 500 }],
+    servers,
+    clients: [
+      ...labels.flatMap((label) => httpClients(label, "segment", space, true, { tag })),
+      ...[1, 2].map((n) => ({
+        name: `client-${n} segment`,
+        kind: "pool" as const,
+        mode: "segment" as const,
+        servers: labels,
+        tag,
+        space,
+        increasing: false,
+      })),
+    ],
+    storeCodes: ["SEGMENTS_EXHAUSTED", "NOT_INITIALIZED"],
+    clockCodes: [],
+    recoveryMs: 5000,
+    redisReplica: true,
+    redisSegment: NAME,
+    ownStoreRestart: true,
+    restartAttempts: 2,
+  };
+}

@@ -1,0 +1,75 @@
+// The Redis segment store's Redis SIGKILLed and restarted without persistence, on the family of that
+// store: back empty (the marker gone), or, for a promoted replica, from the snapshot of its last full
+// sync (older writes: the namespace fenced as `restarted`). Every server must refuse the namespace
+// and hand out nothing until the operator acts, as the store's README says: `leaf store
+// create-namespace` and the tag created again (the admin API) at the highest high-water mark the
+// servers list, or, when the namespace still exists, `leaf store lift-fence RAISE_BY` with that
+// mark. Held while every server runs, so that every node's mark is read.
+import { sleep } from "../cluster";
+import type { Family } from "../families";
+import { createTagAt, highestMark, operatorCommand, untilAllServe } from "../redis-segment";
+import { type Fault, mainServers } from "./fault";
+
+/** The codes of a namespace lost or fenced (the store README), and of the tag not created yet. */
+export const LOSS_CODES = ["CORRUPT_DATA", "UNKNOWN_TAG"];
+
+/** What a Redis segment fault holds: the store, and every server's process and link. */
+export function redisSegmentResources(family: Family): string[] {
+  return [
+    "store:redis",
+    ...family.servers.flatMap((s) => [`process:${s.label}`, `link:${s.label}~redis`]),
+  ];
+}
+
+export const redisRestartEmpty: Fault = {
+  name: "redis-restart-empty",
+  title:
+    "the Redis segment store's Redis SIGKILLed, restarted without persistence after 1-6 s (empty, or a promoted replica from its last sync's snapshot); the operator creates the namespace and the tag again at the highest mark, or lifts the fence by it",
+  targets: (family) => (family.redisSegment ? ["redis"] : []),
+  resources: (_target, family) => redisSegmentResources(family),
+  durationMs: [1000, 6000],
+  async start(c, family) {
+    const store = c.store("redis");
+    if (!store.running) return false;
+    if (mainServers(family).some((label) => !c.server(label).running)) return false;
+    await store.kill();
+    return true;
+  },
+  async stop(c, family) {
+    const store = c.store("redis");
+    if (!store.running) {
+      await store.start();
+      await c.storeRestarted("redis");
+    }
+    c.note("Redis back without its writes: the servers must refuse the namespace");
+    // Refusals first, then the operator.
+    await sleep(2000);
+    const namespace = family.redisSegment!;
+    const labels = mainServers(family);
+    const created = await operatorCommand(c, namespace, ["create-namespace"]);
+    c.note(`operator: ${created}`);
+    for (const { tag, step } of family.tags) {
+      const highest = await highestMark(c, labels, tag);
+      if (/exists already/.test(created)) {
+        // A snapshot: the tags are there, behind; the namespace is fenced.
+        const lifted = await operatorCommand(c, namespace, ["lift-fence", highest.toString()]);
+        c.note(`operator: ${lifted}`);
+      } else {
+        const made = await createTagAt(c, labels[0]!, tag, step, highest);
+        c.note(`operator: tag ${tag} created again at ${highest}, the highest mark: ${made}`);
+      }
+    }
+    const actedAt = c.history.now();
+    const waiting = await untilAllServe(c, labels, actedAt, 15_000);
+    c.note(
+      waiting.length === 0
+        ? `every server serves again ${((c.history.now() - actedAt) / 1000).toFixed(1)} s after the operator's step`
+        : `${waiting.join(", ")} served nothing within 15 s of the operator's step`,
+    );
+  },
+  effects: (family) => ({
+    effects: [{ servers: ["*"], codes: [...family.storeCodes, ...LOSS_CODES] }],
+    // The tag list is re-read every 2 s: the other servers find the tag on the next read.
+    settleMs: family.recoveryMs + 2000,
+  }),
+};

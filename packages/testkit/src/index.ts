@@ -48,7 +48,7 @@ export {
 } from "./node-process";
 export { type PipelinedAnswer, PipelinedConnection } from "./pipelined";
 export { freePort } from "./ports";
-export { startPostgres } from "./postgres";
+export { connectPostgres, startPostgres } from "./postgres";
 export {
   type PostgresReplicaPair,
   type PostgresReplicaPairOptions,

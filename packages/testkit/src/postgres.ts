@@ -4,7 +4,15 @@
 // setpriv, which execs: the pid the kit signals is the postmaster's own. Its backends each start a
 // session of their own, so faults reach them through the process tree, not the process group.
 import { createHash, randomBytes } from "node:crypto";
-import { chownSync, existsSync, readdirSync, readFileSync, realpathSync, statSync } from "node:fs";
+import {
+  chownSync,
+  existsSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { dirname, join } from "node:path";
 import type { Client, ClientConfig } from "pg";
 import { findProgram } from "./binaries";
@@ -44,6 +52,18 @@ const SERVER_SETTINGS = [
   "max_wal_senders=10",
   "wal_level=replica",
 ];
+
+/**
+ * pg_hba.conf of a server that checks passwords: the kit's superuser, and replication (a replica's
+ * base backup and stream), without one; every other role with its password, also on the socket.
+ */
+const PASSWORD_HBA = `local all ${SUPERUSER} trust
+host all ${SUPERUSER} ${LOOPBACK}/32 trust
+local replication all trust
+host replication all ${LOOPBACK}/32 trust
+local all all scram-sha-256
+host all all ${LOOPBACK}/32 scram-sha-256
+`;
 
 type PostgresConnectionOptions = ReturnType<PostgresHandle["connectionOptions"]>;
 
@@ -347,6 +367,8 @@ export async function startLocalPostgres(
     throw error;
   }
   const realDatadir = realpathSync(datadir);
+  const hbaFile = join(dir, "pg_hba.conf");
+  if (options.checkPasswords) writeFileSync(hbaFile, PASSWORD_HBA, { mode: 0o644 });
   const server = new ServerProcess({
     kind: "postgres",
     dir,
@@ -361,6 +383,7 @@ export async function startLocalPostgres(
         "-c",
         `unix_socket_directories=${dir}`,
         ...SERVER_SETTINGS.flatMap((setting) => ["-c", setting]),
+        ...(options.checkPasswords ? ["-c", `hba_file=${hbaFile}`] : []),
         ...(options.args ?? []),
       ]),
     probe: async (port) => {
@@ -395,11 +418,13 @@ export async function startLocalPostgres(
 /**
  * Starts a private PostgreSQL on a free loopback port (a copy of a per-machine initdb template,
  * built once), or returns the server named by LEAF_TEST_PG_URL
- * (postgres://user:pass@host:port/database) when it is set and `useEnv` is not false. Connect as
- * "postgres" without a password; use createDatabase() for a database of your own.
+ * (postgres://user:pass@host:port/database) when it is set, `useEnv` is not false and
+ * `checkPasswords` is not set. Connect as "postgres" without a password; use createDatabase() for a
+ * database of your own.
  */
 export async function startPostgres(options: PostgresOptions = {}): Promise<PostgresHandle> {
-  const setting = options.useEnv === false ? undefined : externalSetting("postgres");
+  const setting =
+    options.useEnv === false || options.checkPasswords ? undefined : externalSetting("postgres");
   if (setting !== undefined) return useExternalPostgres(setting);
   return startLocalPostgres(options, postgresTools(options));
 }

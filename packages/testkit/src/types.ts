@@ -162,6 +162,13 @@ export interface PostgresOptions extends StartOptions {
    * run as root); default "postgres", the user Debian's package creates. Ignored when not root.
    */
   osUser?: string;
+  /**
+   * Check passwords (default false: every role logs in without one). When true, the superuser
+   * "postgres" still logs in without a password (the kit creates databases and roles as it), and
+   * every other role must give its own (scram-sha-256; create it with `CREATE ROLE name LOGIN
+   * PASSWORD '...'`). Always a private server: LEAF_TEST_PG_URL is not used.
+   */
+  checkPasswords?: boolean;
 }
 
 /** Options of startRedis(). */

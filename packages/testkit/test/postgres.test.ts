@@ -180,6 +180,44 @@ describe("startPostgres", () => {
   });
 });
 
+describe("startPostgres({ checkPasswords: true })", () => {
+  let postgres: PostgresHandle;
+
+  beforeAll(async () => {
+    postgres = await startPostgres({ checkPasswords: true });
+    await query(postgres, "CREATE ROLE kit_pw LOGIN PASSWORD 'right'");
+  });
+
+  afterAll(async () => {
+    await postgres?.dispose();
+  });
+
+  const loginAs = async (password: string | undefined) => {
+    const client = new Client({
+      ...postgres.connectionOptions(),
+      user: "kit_pw",
+      ...(password === undefined ? {} : { password }),
+    });
+    client.on("error", () => {});
+    try {
+      await client.connect();
+      return (await client.query<{ who: string }>("SELECT current_user AS who")).rows[0]?.who;
+    } catch (error) {
+      return (error as { code?: string }).code;
+    } finally {
+      await client.end().catch(() => {});
+    }
+  };
+
+  it("refuses a role's wrong password (28P01), takes the right one, and lets the superuser in without one", async () => {
+    expect(postgres.external).toBe(false);
+    expect(await loginAs("wrong")).toBe("28P01");
+    expect(await loginAs("right")).toBe("kit_pw");
+    const [row] = await query<{ who: string }>(postgres, "SELECT current_user AS who");
+    expect(row?.who).toBe("postgres");
+  });
+});
+
 describe("LEAF_TEST_PG_URL", () => {
   const saved = process.env.LEAF_TEST_PG_URL;
   let real: PostgresHandle;

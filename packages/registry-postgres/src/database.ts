@@ -18,7 +18,7 @@ export const COMPONENT = "registry-postgres";
 
 /** How an operator fixes the registry's configuration, in its option names. */
 const FIXES = {
-  credentials: "the user and password in url",
+  credentials: "the user and password (the options user and password, else those in url)",
   database: "the database in url",
   createTable: "createSchema() (or the package's sql/ file) first",
   server: "url",
@@ -120,33 +120,68 @@ const ONE_HOST =
 
 /** A checked URL: what pg connects with, and the server for messages. */
 export interface CheckedUrl {
-  /** The URL as pg reads it (JDBC's `jdbc:` dropped; query parameters left to pg). */
+  /**
+   * The URL as pg reads it (JDBC's `jdbc:` dropped; query parameters left to pg), with the given
+   * user and password in place of its own.
+   */
   connectionString: string;
   /** "host:port". */
   host: string;
 }
 
+/** A user and a password that replace a URL's (undefined: the URL's is kept). */
+export interface Credentials {
+  user?: string;
+  password?: string;
+}
+
 /**
- * Checks a postgres:// URL (also postgresql:// and jdbc:postgresql://) naming one server. Throws
- * INVALID_CONFIG naming `url`, the password hidden.
+ * Checks a postgres:// URL (also postgresql:// and jdbc:postgresql://) naming one server, and
+ * writes `credentials` into it. pg reads every field of a connection string over its pool options
+ * (an explicit user would lose to the URL's), so the given user and password are put in the URL
+ * itself, and pg's `user` and `password` query parameters, which it reads over the URL's user
+ * information, are dropped. Throws INVALID_CONFIG naming `url`, the password hidden.
  */
-export function checkUrl(url: string): CheckedUrl {
+export function checkUrl(url: string, credentials: Credentials = {}): CheckedUrl {
   const parsed = parsePostgresUrl(url, { component: COMPONENT, key: "url", expected: ONE_HOST });
   const [first, ...others] = parsed.hosts;
   if (!first || others.length > 0) {
     throw configError(COMPONENT, "url", redactPostgresUrl(url), ONE_HOST);
   }
+  const connectionString = url.trim().replace(/^jdbc:/i, "");
   return {
-    connectionString: url.trim().replace(/^jdbc:/i, ""),
+    connectionString: withCredentials(connectionString, credentials),
     host: `${first.host.includes(":") ? `[${first.host}]` : first.host}:${first.port}`,
   };
+}
+
+/** `url` with `credentials` as its user information (pg decodes it, so it is encoded here). */
+function withCredentials(url: string, { user, password }: Credentials): string {
+  if (user === undefined && password === undefined) return url;
+  let target: URL;
+  try {
+    target = new URL(url);
+  } catch {
+    throw configError(COMPONENT, "url", redactPostgresUrl(url), ONE_HOST);
+  }
+  if (user !== undefined) {
+    if (target.searchParams.has("user")) target.searchParams.delete("user");
+    target.username = encodeURIComponent(user);
+  }
+  if (password !== undefined) {
+    if (target.searchParams.has("password")) target.searchParams.delete("password");
+    target.password = encodeURIComponent(password);
+  }
+  return target.href;
 }
 
 /** Settings of {@link Database}: a URL it makes a pool from (checked by {@link checkUrl}), or a pool. */
 export interface DatabaseSettings {
   url?: string;
   client?: pg.Pool;
-  /** pg pool options laid over those of the URL (ssl, ...). */
+  /** A user and a password over the URL's. */
+  credentials?: Credentials;
+  /** pg pool options beside those of the URL (ssl, ...); the URL's fields win. */
   poolOptions?: pg.PoolConfig;
   /** Time limit of every statement and connection attempt, ms. */
   timeoutMs: number;
@@ -172,7 +207,7 @@ export class Database {
       this.ownsPool = false;
       this.host = "the given pool's server";
     } else {
-      const { connectionString, host } = checkUrl(settings.url!);
+      const { connectionString, host } = checkUrl(settings.url!, settings.credentials);
       this.host = host;
       this.pool = new pg.Pool({
         connectionString,

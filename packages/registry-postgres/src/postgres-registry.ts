@@ -17,7 +17,7 @@ import {
   positiveMs,
 } from "@leaf/core/adapter";
 import type pg from "pg";
-import { COMPONENT, Database, isPool } from "./database";
+import { COMPONENT, type Credentials, Database, isPool } from "./database";
 import { acquireLeased, type PostgresLease } from "./postgres-lease";
 import { checkTableName, DEFAULT_TABLE, grantSequence, schemaSql } from "./schema";
 
@@ -44,9 +44,22 @@ export interface PostgresRegistryOptions {
   url?: string;
   /** A pg Pool you made and keep (`close()` leaves it open). Or give `url`. */
   client?: pg.Pool;
-  /** pg pool options laid over those of `url` (ssl, ...). */
+  /** The user to log in as, over the one in `url` (with `url` only). */
+  user?: string;
+  /** The password, over the one in `url` (with `url` only; "" logs in without one). */
+  password?: string;
+  /**
+   * pg pool options beside `url`'s (ssl, application_name, ...). What the URL decides is refused
+   * here (host, port, database, user, password, connectionString): pg would read the URL's over
+   * it. Give `user` and `password` instead.
+   */
   poolOptions?: pg.PoolConfig;
-  /** Table name (default leaf_worker_lease); its sequence is `<table>_grant_seq`. */
+  /**
+   * Table name, optionally `schema.table` (default leaf_worker_lease); its sequence is
+   * `<table>_grant_seq`, in the same schema. A name without a schema is in `public`, whoever logs
+   * in: never the user's search_path, which puts a schema named after the user first, so that nodes
+   * logging in as different users share one table.
+   */
   table?: string;
   /**
    * How long a lease lasts without renewal, in ms, judged by the database's clock (default 60,000).
@@ -76,6 +89,56 @@ export interface PostgresRegistryOptions {
   clock?: Clock;
 }
 
+/** Pool options the URL decides: pg reads the URL's over them, even one the URL leaves out. */
+const SET_BY_URL = ["connectionString", "host", "port", "database", "user", "password"] as const;
+
+/** What an error shows of a value that may be secret: its type only. */
+const hidden = (value: unknown) => `(a ${typeof value}, hidden)`;
+
+/** Checks `poolOptions`: an object, without what the URL decides. */
+function checkPoolOptions(poolOptions: unknown): void {
+  if (poolOptions === undefined) return;
+  if (typeof poolOptions !== "object" || poolOptions === null) {
+    throw configError(COMPONENT, "poolOptions", poolOptions, "pg pool options");
+  }
+  const given = poolOptions as Record<string, unknown>;
+  for (const key of SET_BY_URL) {
+    const value = given[key];
+    if (value === undefined) continue;
+    throw configError(
+      COMPONENT,
+      `poolOptions.${key}`,
+      key === "user" || key === "host" || key === "port" || key === "database"
+        ? value
+        : hidden(value),
+      key === "user" || key === "password"
+        ? `no ${key} in poolOptions (pg would log in with the URL's instead): give the ${key} option, which overrides the URL's`
+        : `no ${key} in poolOptions (pg would use the URL's instead): set it in url`,
+    );
+  }
+}
+
+/** Checks the `user` and `password` options: strings (the user not empty), with `url` only. */
+function checkCredentials(options: PostgresRegistryOptions, withClient: boolean): Credentials {
+  const { user, password } = options;
+  if (user !== undefined && (typeof user !== "string" || user === "")) {
+    throw configError(COMPONENT, "user", user, "a non-empty user name");
+  }
+  if (password !== undefined && typeof password !== "string") {
+    throw configError(COMPONENT, "password", hidden(password), "a string");
+  }
+  if (withClient && (user !== undefined || password !== undefined)) {
+    const key = user !== undefined ? "user" : "password";
+    throw configError(
+      COMPONENT,
+      key,
+      key === "user" ? user : hidden(password),
+      "no user or password beside client (a pool you give logs in as it was made): give url instead of client",
+    );
+  }
+  return { user, password };
+}
+
 /**
  * A {@link WorkerIdRegistry} backed by PostgreSQL: worker ids leased for a time judged by the
  * database's clock and recycled when their holder stops renewing. Create the table first with
@@ -83,6 +146,7 @@ export interface PostgresRegistryOptions {
  */
 export class PostgresRegistry implements WorkerIdRegistry {
   readonly kind = "postgres";
+  /** The table, `schema.table` (`public.leaf_worker_lease` by default). */
   readonly table: string;
   /** The timings after defaults, ms. */
   readonly timings: {
@@ -118,14 +182,10 @@ export class PostgresRegistry implements WorkerIdRegistry {
       url: "postgres://user:password@host:5432/leaf",
       client: { what: "a pg Pool", is: isPool },
     });
-    if (
-      options.poolOptions !== undefined &&
-      (typeof options.poolOptions !== "object" || options.poolOptions === null)
-    ) {
-      throw configError(COMPONENT, "poolOptions", options.poolOptions, "pg pool options");
-    }
+    checkPoolOptions(options.poolOptions);
+    const credentials = checkCredentials(options, backend.client !== undefined);
     this.db = new Database({
-      ...(backend.client ? { client: backend.client } : { url: backend.url }),
+      ...(backend.client ? { client: backend.client } : { url: backend.url, credentials }),
       poolOptions: options.poolOptions,
       timeoutMs: queryTimeoutMs,
       table: this.table,

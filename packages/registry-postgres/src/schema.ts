@@ -1,30 +1,37 @@
 // The table leaf_worker_lease (one row per worker id of a service, leased for a time judged by the
-// database's clock) and the sequence of fencing tokens. sql/leaf_worker_lease.sql holds the same
-// statements for the default table name.
+// database's clock) and the sequence of fencing tokens, in `public` unless the name gives a schema.
+// sql/leaf_worker_lease.sql holds the same statements for the default table name.
 import { configError } from "@leaf/core";
+import { qualifyPostgresTable } from "@leaf/postgres-support";
 import type pg from "pg";
 import { COMPONENT, Database, isPool } from "./database";
 
-/** The default table. */
+/** The default table (in `public`). */
 export const DEFAULT_TABLE = "leaf_worker_lease";
 
 /**
- * Checks a table name (lower-case letters, digits, underscores, starting with a letter or _; at
- * most 53 characters, so that its sequence's name fits PostgreSQL's 63) and returns it.
+ * Checks a table name, `table` or `schema.table` (lower-case letters, digits, underscores, each
+ * part starting with a letter or _; the schema at most 63 characters, the table at most 53, so that
+ * its sequence's name fits PostgreSQL's 63), and returns it with its schema: `public` when it names
+ * none. The registry's statements name that schema, so every node uses the same table whatever
+ * user it logs in as (the search_path would put a schema named after the user first).
  */
 export function checkTableName(table: unknown, key = "table"): string {
-  if (typeof table !== "string" || !/^[a-z_][a-z0-9_]{0,52}$/.test(table)) {
+  if (
+    typeof table !== "string" ||
+    !/^(?:[a-z_][a-z0-9_]{0,62}\.)?[a-z_][a-z0-9_]{0,52}$/.test(table)
+  ) {
     throw configError(
       COMPONENT,
       key,
       table,
-      "a table name of lower-case letters, digits and _ (at most 53, not starting with a digit)",
+      "a table name of lower-case letters, digits and _ (at most 53, not starting with a digit), optionally schema.table (public when no schema is named)",
     );
   }
-  return table;
+  return qualifyPostgresTable(table);
 }
 
-/** The sequence that numbers the grants of `table`: each acquire's fencing token. */
+/** The sequence that numbers the grants of `table` (`schema.table`), in the same schema. */
 export function grantSequence(table: string): string {
   return `${table}_grant_seq`;
 }
@@ -38,7 +45,8 @@ export function schemaSql(table: string = DEFAULT_TABLE): string {
   return `-- @leaf/registry-postgres: worker ids leased for a time judged by the database's clock.
 -- One row per worker id ever used in a service; a free or expired row is taken by one guarded
 -- UPDATE, a never-used id by an INSERT that the primary key decides. Every grant takes a fencing
--- token from the sequence; renewals and the release match it.
+-- token from the sequence; renewals and the release match it. The schema is named (public unless
+-- the table option gives one): every node uses this table, whatever user it logs in as.
 CREATE SEQUENCE IF NOT EXISTS ${grantSequence(name)};
 CREATE TABLE IF NOT EXISTS ${name} (
   leaf_name varchar(128) NOT NULL,
@@ -66,7 +74,7 @@ COMMENT ON COLUMN ${name}.issue_horizon IS 'holder clock (ms) + lease at its las
 
 /** Options of {@link createSchema}. */
 export interface CreateSchemaOptions {
-  /** Table name (default leaf_worker_lease). */
+  /** Table name, optionally `schema.table` (default leaf_worker_lease; no schema: `public`). */
   table?: string;
   /** Statement time limit, ms (default 10,000). */
   timeoutMs?: number;

@@ -50,6 +50,9 @@ describe("PostgresRegistry", () => {
     expect(() => new PostgresRegistry({ url: postgres.urlFor(db), table: "Leaf-Lease" })).toThrow(
       /table.*Leaf-Lease.*lower-case letters/,
     );
+    expect(() => new PostgresRegistry({ url: postgres.urlFor(db), table: "a.b.c" })).toThrow(
+      /table.*a\.b\.c.*optionally schema\.table/,
+    );
     expect(() => new PostgresRegistry({ url: postgres.urlFor(db), leaseMs: 100 })).toThrow(
       /leaseMs.*at least 500/,
     );
@@ -171,7 +174,7 @@ describe("PostgresRegistry", () => {
       expect(isLeafError(error, ErrorCodes.INVALID_CONFIG)).toBe(true);
       expect((error as Error).message).toMatch(/missing privilege on .*permission denied/);
       expect(isLeafError(error) && error.details.fix).toBe(
-        "grant it (GRANT SELECT, INSERT, UPDATE, DELETE ON leaf_worker_lease TO the user; USAGE on its schema and on the sequence leaf_worker_lease_grant_seq), or check the user and password in url",
+        "grant it (GRANT SELECT, INSERT, UPDATE, DELETE ON public.leaf_worker_lease TO the user; USAGE on its schema and on the sequence public.leaf_worker_lease_grant_seq), or check the user and password (the options user and password, else those in url)",
       );
     } finally {
       await registry.close();
@@ -199,6 +202,28 @@ describe("PostgresRegistry", () => {
     } finally {
       await registry.close();
       await holder.end();
+    }
+  });
+
+  it("uses a schema-qualified table as written, its sequence in the same schema", async () => {
+    await sql("CREATE SCHEMA leafs");
+    await createSchema(postgres.urlFor(db), { table: "leafs.lease" });
+    const registry = new PostgresRegistry({ url: postgres.urlFor(db), table: "leafs.lease" });
+    expect(registry.table).toBe("leafs.lease");
+    try {
+      const name = `reg${services++}`;
+      const lease = await registry.acquire({ node: node(name), maxWorkerId: 3 });
+      expect(
+        await sql(
+          "SELECT worker_id, grant_token::text AS token, (SELECT last_value::text FROM leafs.lease_grant_seq) AS last FROM leafs.lease WHERE leaf_name = $1",
+          [name],
+        ),
+      ).toEqual([
+        { worker_id: 0, token: lease.fencingToken.toString(), last: lease.fencingToken.toString() },
+      ]);
+      await lease.release();
+    } finally {
+      await registry.close();
     }
   });
 

@@ -4,7 +4,7 @@
 -- and read after every range the set's store takes. The PostgreSQL store creates it on the first
 -- write of the record; create it by hand when the store's user may not create tables. Named after
 -- the tag table.
-CREATE TABLE IF NOT EXISTS "leaf_alloc_residue" (
+CREATE TABLE IF NOT EXISTS "public"."leaf_alloc_residue" (
   "id" smallint NOT NULL DEFAULT 1,
   "set_id" varchar(64) NOT NULL,
   "member_id" varchar(64) NOT NULL,

@@ -4,6 +4,7 @@ export {
   type ParsedPostgresUrl,
   type PostgresHost,
   parsePostgresUrl,
+  qualifyPostgresTable,
 } from "@leaf/postgres-support";
 export {
   DEFAULT_TABLE,

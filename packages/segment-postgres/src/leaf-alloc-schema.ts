@@ -1,6 +1,8 @@
 // The leaf_alloc table on PostgreSQL: Java Leaf's columns (biz_tag, max_id, step, description,
-// update_time) in PostgreSQL's types, and the deleted tags' and residue tables beside it. The same
-// text ships as sql/leaf_alloc.sql, sql/leaf_alloc_deleted.sql and sql/leaf_alloc_residue.sql.
+// update_time) in PostgreSQL's types, and the deleted tags' and residue tables beside it, all in
+// `public` unless the name gives a schema. The same text ships as sql/leaf_alloc.sql,
+// sql/leaf_alloc_deleted.sql and sql/leaf_alloc_residue.sql.
+import { qualifyPostgresTable } from "@leaf/postgres-support";
 import {
   checkTableName,
   deletedTableName as sharedDeletedTableName,
@@ -86,9 +88,13 @@ export const LEAF_ALLOC_SCHEMA: string = leafAllocSchema();
 /**
  * Quotes a table name (`name` or `schema.name`) for SQL, refusing anything but letters, digits, `_`
  * and `$` (see `checkTableName`). Quoted, the name keeps its case: `Leaf_Alloc` is not `leaf_alloc`.
+ * An unqualified name is quoted in `public` (`"public"."leaf_alloc"`), whatever the connecting
+ * user's search_path: nodes logging in as different users use one table.
  */
 export function quoteTable(table: string): string {
-  return checkTableName(table, POSTGRES_NAMING)
+  checkTableName(table, POSTGRES_NAMING);
+  return qualifyPostgresTable(table)
+    .split(".")
     .map((part) => `"${part}"`)
     .join(".");
 }

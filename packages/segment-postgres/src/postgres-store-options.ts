@@ -1,6 +1,11 @@
 // The PostgreSQL store's options: their checks (each bad value named, with what is expected) and the
 // pools they describe, one pg Pool per host in failover order.
-import { type PostgresHost, parsePostgresUrl, redactPostgresUrl } from "@leaf/postgres-support";
+import {
+  type PostgresHost,
+  parsePostgresUrl,
+  qualifyPostgresTable,
+  redactPostgresUrl,
+} from "@leaf/postgres-support";
 import {
   COMPONENT,
   checkStoreOptions,
@@ -26,7 +31,11 @@ export interface PostgresSegmentStoreOptions extends StoreOptions<PostgresHost> 
   password?: string;
   /** Overrides the URL's database. */
   database?: string;
-  /** Table name, optionally `schema.table` (default "leaf_alloc", in the user's search_path). */
+  /**
+   * Table name, optionally `schema.table` (default "leaf_alloc"). A name without a schema is in
+   * `public`, whoever logs in: never the user's search_path, which puts a schema named after the
+   * user first, so that nodes logging in as different users share one table.
+   */
   table?: string;
   /** Further pg pool options (ssl, application_name, ...). The store's own settings win. */
   poolOptions?: pg.PoolConfig;
@@ -41,6 +50,7 @@ export interface HostPools {
   /** "host:port" of each host, in failover order. */
   hostNames: string[];
   database: string;
+  /** `schema.table`: an unqualified name in `public`. */
   tableName: string;
 }
 
@@ -55,7 +65,8 @@ export function hostPools(options: PostgresSegmentStoreOptions): HostPools {
     checkTable: quoteTable,
     tableNamesDatabase: false,
   });
-  const { hosts, tableName } = checked;
+  const { hosts } = checked;
+  const tableName = qualifyPostgresTable(checked.tableName);
   const database = checked.database!;
   const pools = hosts.map((h) => {
     const pool = new pg.Pool({

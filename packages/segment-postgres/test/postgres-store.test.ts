@@ -315,7 +315,7 @@ describe("PostgresSegmentStore", () => {
       expect(isLeafError(error, ErrorCodes.INVALID_CONFIG)).toBe(true);
       expect((error as Error).message).toMatch(/missing privilege on .*permission denied/);
       expect((error as Error).message).toContain(
-        `GRANT SELECT, INSERT, UPDATE, DELETE ON ${database}.${table}`,
+        `GRANT SELECT, INSERT, UPDATE, DELETE ON ${database}.public.${table}`,
       );
       expect((error as { details: { postgres: string } }).details.postgres).toBe("access");
       await expect(updater.checkAccess()).resolves.toBeUndefined();

@@ -127,10 +127,8 @@ export const postgresRegistry: RegistryBackend<
     const { PostgresRegistry } = await import("@leaf/registry-postgres");
     const registry = new PostgresRegistry({
       url: settings.url,
-      poolOptions: {
-        ...(settings.user !== undefined ? { user: settings.user } : {}),
-        password: settings.password,
-      },
+      user: settings.user,
+      password: settings.password,
       ...(settings.table !== undefined ? { table: settings.table } : {}),
       ...(settings.leaseMs !== undefined ? { leaseMs: settings.leaseMs } : {}),
       toleranceMs: snowflake.toleranceMs,

@@ -1,6 +1,11 @@
 // The PostgreSQL segment store: a leaf_alloc table on PostgreSQL, a range taken in one
 // UPDATE ... RETURNING, shared by every server of the deployment.
-import { DEFAULT_TABLE, PostgresSegmentStore, parsePostgresUrl } from "@leaf/segment-postgres";
+import {
+  DEFAULT_TABLE,
+  PostgresSegmentStore,
+  parsePostgresUrl,
+  qualifyPostgresTable,
+} from "@leaf/segment-postgres";
 import { def, hideUrlPasswords } from "../config-def";
 import { anyText, boolean, nonEmpty, table } from "../config-readers";
 import type { StoreBackend } from "./backend";
@@ -113,14 +118,11 @@ export const postgresStore: StoreBackend<
     }
     return store;
   },
-  // The database and table without the hosts: a failover to another listed host is still judged
-  // by the marks taken before.
+  // The database, schema and table without the hosts: a failover to another listed host is still
+  // judged by the marks taken before. A table without a schema is public's, as the store reads it.
   storeId(settings) {
-    const table = settings.table ?? DEFAULT_TABLE;
-    const qualified = table.includes(".")
-      ? table
-      : `${parsePostgresUrl(settings.url).database ?? ""}.${table}`;
-    return `postgres:${qualified}`;
+    const database = parsePostgresUrl(settings.url).database ?? "";
+    return `postgres:${database}.${qualifyPostgresTable(settings.table ?? DEFAULT_TABLE)}`;
   },
   describe: (settings) => ({
     kind: "postgres",

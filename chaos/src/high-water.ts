@@ -1,5 +1,5 @@
-// A server's high-water marks as its admin API lists them (`adminOn()`): the end of the highest range
-// it took per tag, kept in its data folder. The operator's bound after a store lost writes.
+// A server's high-water marks as its admin API lists them (`adminOn()`): the end of the highest
+// range it took per tag, kept in its data folder. The operator's bound after a store lost writes.
 import type { LeafProcess } from "./leaf-process";
 import { ADMIN_TOKEN } from "./server-configs";
 

@@ -11,8 +11,8 @@ export {
 } from "@leaf/testkit";
 
 /**
- * The built CLI of @leaf/server, or NEMESIS_SERVER_CLI (a copy of the build with a fix taken out, made
- * by scripts/copy-build.sh). Throws, saying how to build it, when it is missing.
+ * The built CLI of @leaf/server, or NEMESIS_SERVER_CLI (a copy of the build with a fix taken out,
+ * made by scripts/copy-build.sh). Throws, saying how to build it, when it is missing.
  */
 export function serverCli(): string {
   const override = process.env.NEMESIS_SERVER_CLI;

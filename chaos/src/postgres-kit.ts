@@ -1,7 +1,7 @@
 // What the PostgreSQL scenarios and nemesis families share: a database on a private PostgreSQL (the
-// test kit's) with the segment store's leaf_alloc table and tags and the registry's lease table, the
-// servers' URLs to it (a host list when it has a streaming replica: the store fails over by itself),
-// and the server configurations of segment mode and the registry on it.
+// test kit's) with the segment store's leaf_alloc table and tags and the registry's lease table,
+// the servers' URLs to it (a host list when it has a streaming replica: the store fails over by
+// itself), and the server configurations of segment mode and the registry on it.
 import { PostgresRegistry } from "@leaf/registry-postgres";
 import { PostgresSegmentStore } from "@leaf/segment-postgres";
 import type { PostgresHandle } from "@leaf/testkit";

@@ -1,6 +1,7 @@
 // What one scenario works with while it runs: its server processes, the load, phases whose counters
 // are kept, the servers' lease states polled from /api/v1/monitor, and the behaviour checks. At the
-// end it stops everything and checks every id: no duplicate, every id decodes, increases per process.
+// end it stops everything and checks every id: no duplicate, every id decodes, increases per
+// process.
 import { rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -365,7 +366,9 @@ export class ScenarioRun {
     );
   }
 
-  /** Reads a counter from the server's /metrics (sum over matching label sets); undefined if down. */
+  /**
+   * Reads a counter from the server's /metrics (sum over matching label sets); undefined if down.
+   */
   async metric(server: LeafProcess, name: string, labels: string): Promise<number | undefined> {
     const text = await server.getText("/metrics");
     if (text === undefined) return undefined;

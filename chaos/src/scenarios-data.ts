@@ -57,7 +57,8 @@ function split503(s: ScenarioRun, phase: string, server: LeafProcess) {
   return { ...t, others };
 }
 
-// ---- the embedded store's disk fills up ------------------------------------------------------------
+// ---- the embedded store's disk fills up
+// ------------------------------------------------------------
 
 const TMPFS_SIZE = "256k";
 
@@ -163,7 +164,8 @@ function currentRefusals(s: ScenarioRun, server: LeafProcess): number {
     .reduce((n, c) => n + Object.values(c.errors).reduce((m, x) => m + x, 0), 0);
 }
 
-// ---- one data folder, two PID namespaces -----------------------------------------------------------
+// ---- one data folder, two PID namespaces
+// -----------------------------------------------------------
 
 export const sharedFolder: Scenario = {
   name: "shared-folder",
@@ -241,7 +243,8 @@ export const sharedFolder: Scenario = {
   },
 };
 
-// ---- a MariaDB failover that leaves two writable primaries -----------------------------------------
+// ---- a MariaDB failover that leaves two writable primaries
+// -----------------------------------------
 
 export const mysqlSplitBrain: Scenario = {
   name: "mysql-split-brain",

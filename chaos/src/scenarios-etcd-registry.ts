@@ -1,7 +1,7 @@
 // The etcd worker-id registry under faults: two servers sharing one worker id (workerBits 0), the
 // holder's link to etcd cut (a TCP proxy) while the other takes the id, then etcd itself stopped
-// (SIGSTOP) past the lease TTL under the new holder. The scenario runs its own etcd member (the run's
-// services have none). Both servers' ids share one space, so any id issued twice is counted.
+// (SIGSTOP) past the lease TTL under the new holder. The scenario runs its own etcd member (the
+// run's services have none). Both servers' ids share one space, so any id issued twice is counted.
 
 import { startEtcd, TcpProxy } from "@leaf/testkit";
 import { cutHolderUntilTakeover, resumedOnEither } from "./registry-takeover";

@@ -74,7 +74,8 @@ export function expectFencedFirst(
   );
 }
 
-// ---- a holder paused (SIGSTOP) past its lease ------------------------------------------------------
+// ---- a holder paused (SIGSTOP) past its lease
+// ------------------------------------------------------
 
 export function processPause(registry: "mysql-lease" | "zk-recycle"): Scenario {
   const lease =
@@ -198,7 +199,8 @@ export function processPause(registry: "mysql-lease" | "zk-recycle"): Scenario {
   };
 }
 
-// ---- a ZooKeeper follower partitioned from the quorum ----------------------------------------------
+// ---- a ZooKeeper follower partitioned from the quorum
+// ----------------------------------------------
 
 /** ZooKeeper's tick here: the cut-off follower answers reads for syncLimit ticks (5 s). */
 const ENSEMBLE = { tickTime: 200, syncLimit: 25, maxSessionTimeout: 20_000 };

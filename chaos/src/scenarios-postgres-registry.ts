@@ -89,7 +89,8 @@ async function afterTakeover(s: ScenarioRun, a: LeafProcess, b: LeafProcess): Pr
   expectFencedFirst(s, a, b);
 }
 
-// ---- PostgreSQL paused past the lease -------------------------------------------------------------
+// ---- PostgreSQL paused past the lease
+// -------------------------------------------------------------
 
 export const postgresPausePastLease: Scenario = {
   name: "postgres-pause-past-lease",
@@ -154,7 +155,8 @@ export const postgresPausePastLease: Scenario = {
   },
 };
 
-// ---- a failover to a replica that missed A's renewals ----------------------------------------------
+// ---- a failover to a replica that missed A's renewals
+// ----------------------------------------------
 
 export const postgresRegistryFailover: Scenario = {
   name: "postgres-registry-failover",

@@ -1,7 +1,7 @@
-// The PostgreSQL segment store under faults: PostgreSQL killed under load, a failover to a streaming
-// replica that missed writes, and a split brain (the old primary writable again beside the promoted
-// replica). Each scenario runs its own PostgreSQL (the test kit's; a primary and a pg_basebackup
-// replica for the failovers), and every id of the tag is counted in one space.
+// The PostgreSQL segment store under faults: PostgreSQL killed under load, a failover to a
+// streaming replica that missed writes, and a split brain (the old primary writable again beside
+// the promoted replica). Each scenario runs its own PostgreSQL (the test kit's; a primary and a
+// pg_basebackup replica for the failovers), and every id of the tag is counted in one space.
 import {
   freePort,
   type PostgresHandle,
@@ -67,7 +67,8 @@ async function replicated(s: ScenarioRun, tag: string, step: number) {
   return { pair, db };
 }
 
-// ---- PostgreSQL killed under load -------------------------------------------------------------------
+// ---- PostgreSQL killed under load
+// -------------------------------------------------------------------
 
 const LONG_LEASE_MS = 20_000;
 const SHORT_LEASE_MS = 3000;
@@ -156,7 +157,8 @@ export const postgresKill = outage({
   },
 });
 
-// ---- a failover to a replica that missed writes ---------------------------------------------------
+// ---- a failover to a replica that missed writes
+// ---------------------------------------------------
 
 export const postgresFailover: Scenario = {
   name: "postgres-failover",
@@ -287,7 +289,8 @@ async function replicaMaxId(
   return BigInt(String(rows[0].max_id));
 }
 
-// ---- a split brain: the old primary writable again beside the promoted replica ---------------------
+// ---- a split brain: the old primary writable again beside the promoted replica
+// ---------------------
 
 /** The store's refusal (not the tag's name, which holds "split.brain" too). */
 const SPLIT_BRAIN = /split brain: \d+ listed PostgreSQL hosts are writable/;

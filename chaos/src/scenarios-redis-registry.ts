@@ -8,7 +8,9 @@ import { cutHolderUntilTakeover, resumedOnEither } from "./registry-takeover";
 import { countCode, isServer, type Scenario, seconds, until } from "./scenario-kit";
 import { sleep } from "./scenario-run";
 
-/** The lease (the holder fences at 4/5 of it, and no id is granted for this long after a data loss). */
+/**
+ * The lease (the holder fences at 4/5 of it, and no id is granted for this long after a data loss).
+ */
 const LEASE_MS = 3000;
 
 export const redisRegistry: Scenario = {

@@ -33,7 +33,10 @@ export interface Answered {
   /** Which loops (by label: "A segment:...", "B snowflake:..."), and who they are in the text. */
   loops: (label: string) => boolean;
   who: string;
-  /** "served": ids and no failure; `refused`: that code at least once (and, with `only`, nothing else). */
+  /**
+   * "served": ids and no failure; `refused`: that code at least once (and, with `only`, nothing
+   * else).
+   */
   answer: "served" | { refused: string; only: boolean };
 }
 
@@ -144,7 +147,8 @@ async function twoOnMariadb(
   return { name, db, a, b, mysql: s.ctx.services.requireMysql() };
 }
 
-// ---- MariaDB ----------------------------------------------------------------------------------------
+// ---- MariaDB
+// ----------------------------------------------------------------------------------------
 
 export const mariadbKill = outage({
   name: "mariadb-kill",
@@ -302,7 +306,8 @@ export const mariadbPausePastLease = outage({
   },
 });
 
-// ---- ZooKeeper --------------------------------------------------------------------------------------
+// ---- ZooKeeper
+// --------------------------------------------------------------------------------------
 
 export function zookeeperFault(fault: "kill" | "pause", short: boolean): Scenario {
   const faultPhase = fault === "kill" ? "ZooKeeper SIGKILLed, down 8 s" : "ZooKeeper paused 10 s";
@@ -395,7 +400,8 @@ export function zookeeperFault(fault: "kill" | "pause", short: boolean): Scenari
   });
 }
 
-// ---- Redis ------------------------------------------------------------------------------------------
+// ---- Redis
+// ------------------------------------------------------------------------------------------
 
 export const redisKill = outage({
   name: "redis-kill",
@@ -453,7 +459,8 @@ export const redisKill = outage({
   },
 });
 
-// ---- network ----------------------------------------------------------------------------------------
+// ---- network
+// ----------------------------------------------------------------------------------------
 
 export const slowNetwork = outage({
   name: "slow-network",

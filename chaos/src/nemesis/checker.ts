@@ -125,7 +125,8 @@ function accepted(
   const code = answer.code!;
   const overlapping = windows.filter((w) => w.fromMs <= answer.toMs && answer.fromMs <= w.toMs);
   if (answer.server === "pool") {
-    // A client over every server: UNAVAILABLE or TIMEOUT when every server failed, or a server's code.
+    // A client over every server: UNAVAILABLE or TIMEOUT when every server failed, or a server's
+    // code.
     if (overlapping.length > 0 && (code === "UNAVAILABLE" || code === "TIMEOUT")) return true;
     return overlapping.some((w) => w.effects.some((e) => e.codes.includes(code)));
   }

@@ -63,7 +63,10 @@ export class Cluster {
    * pod name whose ordinal is the worker id it asks for.
    */
   readonly envs = new Map<string, Record<string, string>>();
-  /** Promises a fault saw broken outside the history (a server that should have been refused started). */
+  /**
+   * Promises a fault saw broken outside the history (a server that should have been refused
+   * started).
+   */
   readonly broken: Array<{ atMs: number; promise: string; text: string }> = [];
   /**
    * The ZooKeeper ensemble of a family that runs one: "zookeeper" is then its first member (the
@@ -73,8 +76,8 @@ export class Cluster {
   /** The segment database (MariaDB families with tags). */
   db: SegmentDatabase | undefined;
   /**
-   * The MariaDB primary and its asynchronous replica of a family with `mysqlReplica`: "mysql" is the
-   * primary until a fault promotes the replica (then "mysql" is the replica).
+   * The MariaDB primary and its asynchronous replica of a family with `mysqlReplica`: "mysql" is
+   * the primary until a fault promotes the replica (then "mysql" is the replica).
    */
   replicaPair: MysqlReplicaPair | undefined;
   /**
@@ -203,8 +206,9 @@ export class Cluster {
   }
 
   /**
-   * After a restart of `kind`: a promoted replica comes back read-only (its configuration says so, as
-   * an operator's would until it is changed), so writes are turned on again, as after the promotion.
+   * After a restart of `kind`: a promoted replica comes back read-only (its configuration says so,
+   * as an operator's would until it is changed), so writes are turned on again, as after the
+   * promotion.
    */
   async storeRestarted(kind: StoreKind): Promise<void> {
     const pair = this.replicaPair;

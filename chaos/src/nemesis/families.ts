@@ -46,7 +46,10 @@ export interface Family {
   storeCodes: string[];
   /** Codes a server may answer while its wall clock is stepped. */
   clockCodes: string[];
-  /** ms a server may need after its store returns before it serves again (lease, session, quarantine). */
+  /**
+   * ms a server may need after its store returns before it serves again (lease, session,
+   * quarantine).
+   */
   recoveryMs: number;
   /** The store that leases worker ids (the link a clock step plus cut targets). */
   leaseStore?: StoreKind;
@@ -95,9 +98,9 @@ export function httpClients(
 }
 
 /**
- * Segment mode on the family's MariaDB through `label`'s proxy: fixed step, and the tag list re-read
- * every 2 s (default 60 s), so that a tag refused for a row moved back is served again soon after
- * the row is fixed.
+ * Segment mode on the family's MariaDB through `label`'s proxy: fixed step, and the tag list
+ * re-read every 2 s (default 60 s), so that a tag refused for a row moved back is served again soon
+ * after the row is fixed.
  */
 export function segmentOnMysql(c: Cluster, label: string) {
   const config = segmentOn(c.urlOf(label, "mysql"), { dynamicStep: false }) as {
@@ -215,7 +218,8 @@ function snowflakeConfig(c: Cluster, label: string, registry: SnowflakeRegistry,
       return { snowflake: { ...common, ...postgresRegistryOf(c, label, LEASE_MS) } };
     case "statefulset":
       // The safe way to run ordinals: the pod's ordinal is the id the Redis registry leases, or
-      // refuses while another pod holds it (the local registry guards an ordinal by its volume only).
+      // refuses while another pod holds it (the local registry guards an ordinal by its volume
+      // only).
       return {
         snowflake: {
           ...common,
@@ -265,10 +269,10 @@ function snowflakeFamily(registry: SnowflakeRegistry): Family {
       serverConfig(NAME, segmentOff(), snowflakeConfig(c, label, registry, index)),
   }));
   if (leased) {
-    // A spare that asks for exactly the worker id a holder leases (snowflake.statefulSet, its HOSTNAME
-    // set by the fault to that id's pod name): refused while the holder's lease lives, granted when
-    // it lapses (a takeover). On the statefulset family it is a second pod with a running pod's
-    // ordinal (a force-deleted pod still running); elsewhere a standby.
+    // A spare that asks for exactly the worker id a holder leases (snowflake.statefulSet, its
+    // HOSTNAME set by the fault to that id's pod name): refused while the holder's lease lives,
+    // granted when it lapses (a takeover). On the statefulset family it is a second pod with a
+    // running pod's ordinal (a force-deleted pod still running); elsewhere a standby.
     const label = "S";
     servers.push({
       label,

@@ -1,9 +1,10 @@
 // The family whose servers run two worker processes each (server.workers = 2): A and B serve the
 // segment tag on one MariaDB table and snowflake ids from ZooKeeper's normal mode (where a worker's
-// node, `127.0.0.1~w2:port`, keeps its worker id across restarts, as a Java Leaf node does); C serves
-// the embedded store (opened by its primary, ranges handed to its workers) and the local registry's
-// ids 0 and 1. Its own faults kill or pause one worker, or kill the primary (worker-kill.ts,
-// worker-pause.ts, primary-kill.ts); the server faults of the catalogue hit the primary.
+// node, `127.0.0.1~w2:port`, keeps its worker id across restarts, as a Java Leaf node does); C
+// serves the embedded store (opened by its primary, ranges handed to its workers) and the local
+// registry's ids 0 and 1. Its own faults kill or pause one worker, or kill the primary
+// (worker-kill.ts, worker-pause.ts, primary-kill.ts); the server faults of the catalogue hit the
+// primary.
 import { ADMIN_TOKEN, segmentEmbedded, serverConfig, snowflakeOn } from "../server-configs";
 import type { Cluster, ServerSpec } from "./cluster";
 import { type ClientSpec, type Family, httpClients, NAME, segmentOnMysql } from "./families";

@@ -1,5 +1,5 @@
-// The history of a nemesis run: every answer any client got (who asked, which server answered, when,
-// in which id space, how many ids or which error code), the ids themselves per space with the
+// The history of a nemesis run: every answer any client got (who asked, which server answered,
+// when, in which id space, how many ids or which error code), the ids themselves per space with the
 // answer each came in, and the events (faults started and stopped, servers refused at start).
 
 /** The modes a client asks. */

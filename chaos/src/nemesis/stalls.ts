@@ -12,7 +12,9 @@ import type { Window } from "./checker";
 import type { Family } from "./families";
 import { NO_ANSWER } from "./faults/fault";
 
-/** A stall this long or longer is a fault window: a third of the 3 s leases (a renewal's interval). */
+/**
+ * A stall this long or longer is a fault window: a third of the 3 s leases (a renewal's interval).
+ */
 export const STALL_MS = 1000;
 const TICK_MS = 50;
 
@@ -77,7 +79,9 @@ export function serverStalls(
   return stalls;
 }
 
-/** Windows for the stalls of STALL_MS or more: the family's store codes, and no answer meanwhile. */
+/**
+ * Windows for the stalls of STALL_MS or more: the family's store codes, and no answer meanwhile.
+ */
 export function stallWindows(family: Family, stalls: Stall[]): Window[] {
   return stalls
     .filter((s) => s.ms >= STALL_MS)

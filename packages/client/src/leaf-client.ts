@@ -7,7 +7,9 @@ import { SnowflakeIds } from "./snowflake-ids";
 
 /** Circuit breaker settings of every server. */
 export interface BreakerOptions {
-  /** Consecutive failures (network error, timeout, 5xx) that open a server's breaker (default 3). */
+  /**
+   * Consecutive failures (network error, timeout, 5xx) that open a server's breaker (default 3).
+   */
   failures?: number;
   /** ms an opened breaker stays open before one trial request (default 1000). */
   openMs?: number;
@@ -53,8 +55,8 @@ export interface SegmentOptions<T extends IdType = IdType> {
   /**
    * Refill when the ids left (current and fetched ranges) fall below this many range sizes, above 0
    * and at most 100 (default 0.5: Leaf's double buffer, the next range fetched when the current one
-   * is half used). The cache then still lasts about `targetSeconds * refillThreshold` seconds when a
-   * refill starts: that is how long the servers (or their database) may fail without a caller
+   * is half used). The cache then still lasts about `targetSeconds * refillThreshold` seconds when
+   * a refill starts: that is how long the servers (or their database) may fail without a caller
    * noticing. Above 1, several ranges are kept in reserve (e.g. `targetSeconds: 0.5,
    * refillThreshold: 6`: a refill every half second, 3 seconds of ids in reserve).
    */
@@ -295,7 +297,8 @@ function isTag(value: unknown): value is string {
     typeof value === "string" &&
     value.length > 0 &&
     [...value].length <= 128 &&
-    // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it refuses
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it
+    // refuses
     !/[\u0000-\u001f\u007f]/.test(value)
   );
 }

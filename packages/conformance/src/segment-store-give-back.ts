@@ -103,7 +103,8 @@ export function giveBackScenarios(
       const range = await store.takeRange("orders");
       const invalid = (e: unknown) => isLeafError(e, ErrorCodes.INVALID_ARGUMENT);
       const giveBack = giveBackOf(store);
-      // Past the end of its last range, below the start of its ranges, empty or reversed, not bigint.
+      // Past the end of its last range, below the start of its ranges, empty or reversed, not
+      // bigint.
       await assert.rejects(giveBack("orders", 105n, range.end + 10n), invalid);
       await assert.rejects(giveBack("orders", range.start - 1n, range.end), invalid);
       await assert.rejects(giveBack("orders", range.end, range.end), invalid);

@@ -1,6 +1,6 @@
-// `@leaf/core/adapter`: what registry and store adapters build on (the lease core, the renewing lease
-// and its timing checks, request and ms option checks, lock files, lease cache files). Not for
-// applications: `@leaf/core` is their entry. What one driver's adapters share is in
+// `@leaf/core/adapter`: what registry and store adapters build on (the lease core, the renewing
+// lease and its timing checks, request and ms option checks, lock files, lease cache files). Not
+// for applications: `@leaf/core` is their entry. What one driver's adapters share is in
 // @leaf/mysql-support, @leaf/postgres-support and @leaf/redis-support: core knows no backend.
 export {
   type AcquireRequestLimits,

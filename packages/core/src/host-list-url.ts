@@ -6,7 +6,10 @@ import { configError } from "./errors";
 
 /** What {@link parseHostListUrl} found in a URL. */
 export interface ParsedHostListUrl {
-  /** The servers in the order given (failover order), each with its port (the default when not given). */
+  /**
+   * The servers in the order given (failover order), each with its port (the default when not
+   * given).
+   */
   hosts: { host: string; port: number }[];
   user: string | undefined;
   password: string | undefined;
@@ -82,7 +85,9 @@ export function parseHostListUrl(url: unknown, rules: HostListUrlRules): ParsedH
   };
 }
 
-/** The URL with its password replaced by "***", for messages; other values are returned as they are. */
+/**
+ * The URL with its password replaced by "***", for messages; other values are returned as they are.
+ */
 export function redactUrl(url: unknown): unknown {
   if (typeof url !== "string") return url;
   return url.replace(/(\/\/[^:@/]*:)[^/]*@/, "$1***@");

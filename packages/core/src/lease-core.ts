@@ -1,7 +1,8 @@
 // What every WorkerLease does the same way, whatever its store: the lost signal and its one
 // LEASE_LOST error, the highest timestamp per held id, reports run one at a time, an idempotent
-// release, `fenceAt` once the lease has ended and the adapter's confirmed `horizon`. An adapter's lease extends LeaseCore and writes
-// only its store calls (as CosId's AbstractMachineIdDistributor).
+// release, `fenceAt` once the lease has ended and the adapter's confirmed `horizon`. An adapter's
+// lease extends LeaseCore and writes only its store calls (as CosId's
+// AbstractMachineIdDistributor).
 import { checkReport, checkReportedTimestamp } from "./acquire-request";
 import { ErrorCodes, LeafCodes, LeafError } from "./errors";
 import type { BackupWorker, WorkerLease } from "./registry";
@@ -61,7 +62,8 @@ export interface LoseOptions {
 
 /**
  * The shared half of a {@link WorkerLease}. It owns:
- * - `lost`, aborted once through {@link lose} with {@link leaseLostError}; {@link onLost} runs then;
+ * - `lost`, aborted once through {@link lose} with {@link leaseLostError}; {@link onLost} runs
+ *   then;
  * - the highest timestamp known per held id ({@link highest}), raised by every checked report and
  *   by the final timestamp of `release` (never lowered);
  * - a queue that runs reports, renewals and the release one at a time ({@link serial});

@@ -1,8 +1,8 @@
 // Worker ids leased from a table with one row per id of a service, as the SQL registries keep them
-// (MySQL's lease mode, PostgreSQL): taking ids (a requested one, released or expired ones, never-used
-// ones; all or none), the start after the stored timestamp, and holding them (renewing every row
-// with its horizon, releasing, fencing) are the same whatever the statements. The adapter writes one
-// statement per step: a LeasedIdTable for one acquire, LeasedIdRows for one lease.
+// (MySQL's lease mode, PostgreSQL): taking ids (a requested one, released or expired ones,
+// never-used ones; all or none), the start after the stored timestamp, and holding them (renewing
+// every row with its horizon, releasing, fencing) are the same whatever the statements. The adapter
+// writes one statement per step: a LeasedIdTable for one acquire, LeasedIdRows for one lease.
 import type { CheckedAcquireRequest } from "./acquire-request";
 import { delay } from "./backoff";
 import type { Clock } from "./clock";
@@ -45,8 +45,8 @@ export interface LeasedIdTable {
   /** The last timestamp stored for each id this acquire took. */
   takenTimestamps(): Promise<ReadonlyMap<number, number>>;
   /**
-   * Frees what this acquire took, after it failed: rows it inserted (`inserted`) removed, the others
-   * released with their timestamps as they were (no id was issued under them).
+   * Frees what this acquire took, after it failed: rows it inserted (`inserted`) removed, the
+   * others released with their timestamps as they were (no id was issued under them).
    */
   giveBack(inserted: readonly number[]): Promise<void>;
   /** WORKER_ID_IN_USE for the requested `workerId`, leased by another holder (named). */
@@ -63,7 +63,9 @@ export interface LeasedIdTable {
    * throws instead when the requested id is one.
    */
   reserved?(): Promise<ReadonlySet<number>>;
-  /** Optional: checks the taken ids once their rows are written (a racing start); throws to refuse. */
+  /**
+   * Optional: checks the taken ids once their rows are written (a racing start); throws to refuse.
+   */
   checkTaken?(taken: readonly number[]): Promise<void>;
 }
 

@@ -74,7 +74,8 @@ export type SnowflakeWorkerState = "held" | "fenced" | "closed";
  * `new SnowflakeWorker(options)` checks nothing remote; `await worker.start()` acquires the lease,
  * refuses (CLOCK_BEHIND_LEASE, both times in the message) when the clock is behind the lease's last
  * timestamp by more than the tolerance, waits when within it, and builds the generator. Ids are
- * synchronous, so start() must have resolved before the first: before it they throw NOT_INITIALIZED.
+ * synchronous, so start() must have resolved before the first: before it they throw
+ * NOT_INITIALIZED.
  */
 export class SnowflakeWorker {
   private built: SnowflakeGenerator | undefined;
@@ -148,8 +149,8 @@ export class SnowflakeWorker {
 
   /**
    * "held": issuing ids; "fenced": no ids, because it has not started, the lease was lost
-   * (re-acquiring), or the generator itself is fenced (its lease's deadline passed, or it was fenced
-   * directly); "closed".
+   * (re-acquiring), or the generator itself is fenced (its lease's deadline passed, or it was
+   * fenced directly); "closed".
    */
   get state(): SnowflakeWorkerState {
     if (this.phase === "held" && this.built?.state === "fenced") return "fenced";
@@ -203,12 +204,13 @@ export class SnowflakeWorker {
   }
 
   /**
-   * What the generator watches of `lease`: its `fenceAt`, and its `horizon` when it has one. A lease
-   * without one holds a fixed id (ZooKeeper normal mode, MySQL fixed mode): its next holder is this
-   * node restarting, which starts after the issue floor of the stored timestamp, so nothing may be
-   * timestamped past the floor of the last timestamp the store confirmed. With reports every period
-   * and stored within the restart margin, that limit stays about the margin ahead of the clock; a
-   * report that takes longer, or a store that is unreachable, stops ids until a report lands.
+   * What the generator watches of `lease`: its `fenceAt`, and its `horizon` when it has one. A
+   * lease without one holds a fixed id (ZooKeeper normal mode, MySQL fixed mode): its next holder
+   * is this node restarting, which starts after the issue floor of the stored timestamp, so nothing
+   * may be timestamped past the floor of the last timestamp the store confirmed. With reports every
+   * period and stored within the restart margin, that limit stays about the margin ahead of the
+   * clock; a report that takes longer, or a store that is unreachable, stops ids until a report
+   * lands.
    */
   private deadline(lease: WorkerLease): LeaseDeadline {
     const fixedHorizon = () => {
@@ -259,10 +261,11 @@ export class SnowflakeWorker {
   }
 
   /**
-   * Refuses a lease whose stored timestamp is ahead of the clock past tolerance (CLOCK_BEHIND_LEASE,
-   * both times in the message). Otherwise waits until the clock passes the issue floor: at most
-   * the report period + the restart margin + the tolerance. The generator enforces the floor
-   * itself (it is its last timestamp), so a clock that moves back during the wait is still safe.
+   * Refuses a lease whose stored timestamp is ahead of the clock past tolerance
+   * (CLOCK_BEHIND_LEASE, both times in the message). Otherwise waits until the clock passes the
+   * issue floor: at most the report period + the restart margin + the tolerance. The generator
+   * enforces the floor itself (it is its last timestamp), so a clock that moves back during the
+   * wait is still safe.
    */
   private async admit(lease: WorkerLease): Promise<void> {
     const tolerance =

@@ -1,7 +1,7 @@
 // MySQL errors as an operator reads them, shared by every package that talks to MySQL (the segment
 // store, the MySQL registry): a mysql2 error is classified by its errno or code, without importing
-// mysql2, into unreachable / interrupted / access / schema / read-only / statement, and turned into a LeafError
-// whose message says what happened and what to change.
+// mysql2, into unreachable / interrupted / access / schema / read-only / statement, and turned into
+// a LeafError whose message says what happened and what to change.
 import { LeafError } from "@leaf/core";
 import { type DatabaseErrorKind, databaseError, databaseErrorCode } from "@leaf/core/adapter";
 
@@ -52,7 +52,9 @@ const SCHEMA_ERRNOS = new Set([
   1054, // ER_BAD_FIELD_ERROR: unknown column
 ]);
 
-/** The server stopped the statement: a KILL, a time limit. SQL state 70100 is "query interrupted". */
+/**
+ * The server stopped the statement: a KILL, a time limit. SQL state 70100 is "query interrupted".
+ */
 const INTERRUPTED_ERRNOS = new Set([
   1317, // ER_QUERY_INTERRUPTED: KILL QUERY
   1927, // ER_CONNECTION_KILLED (MariaDB): KILL CONNECTION
@@ -206,8 +208,8 @@ export function describeMysqlError(
  * A LeafError for a MySQL error: INVALID_CONFIG for access and schema errors (nothing is retried:
  * the configuration must change), UNAVAILABLE for unreachable and read-only servers and for a
  * statement the server interrupted (KILL, a time limit: the statement itself is fine),
- * INVALID_ARGUMENT for a statement refused. `details`: `mysql` (the kind), `errno`, `mysqlCode`, `problem`, `fix`,
- * `host`, and `unreachable: true` for an unreachable server.
+ * INVALID_ARGUMENT for a statement refused. `details`: `mysql` (the kind), `errno`, `mysqlCode`,
+ * `problem`, `fix`, `host`, and `unreachable: true` for an unreachable server.
  */
 export function mysqlError(error: unknown, context: MysqlErrorContext): LeafError {
   if (error instanceof LeafError) return error;

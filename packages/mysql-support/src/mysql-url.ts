@@ -45,5 +45,7 @@ export function parseMysqlUrl(url: string, options: MysqlUrlOptions = {}): Parse
   });
 }
 
-/** The URL with its password replaced by "***", for messages; other values are returned as they are. */
+/**
+ * The URL with its password replaced by "***", for messages; other values are returned as they are.
+ */
 export const redactMysqlUrl: (url: unknown) => unknown = redactUrl;

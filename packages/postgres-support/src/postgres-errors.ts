@@ -1,5 +1,5 @@
-// PostgreSQL errors as an operator reads them, shared by every package that talks to PostgreSQL (the
-// segment store, the PostgreSQL registry): a pg error is classified by its SQLSTATE, without
+// PostgreSQL errors as an operator reads them, shared by every package that talks to PostgreSQL
+// (the segment store, the PostgreSQL registry): a pg error is classified by its SQLSTATE, without
 // importing pg (an error without one is a server that did not answer), into unreachable /
 // interrupted / access / schema / read-only / statement, and turned into a LeafError whose message
 // says what happened and what to change.
@@ -12,7 +12,9 @@ export type PostgresErrorKind = DatabaseErrorKind;
 /** A classified PostgreSQL error. */
 export interface PostgresErrorInfo {
   kind: PostgresErrorKind;
-  /** The server's SQLSTATE; undefined when the server did not answer (a socket error, a timeout). */
+  /**
+   * The server's SQLSTATE; undefined when the server did not answer (a socket error, a timeout).
+   */
   sqlState: string | undefined;
   /** The server's (or the socket's) own text. */
   text: string;
@@ -41,8 +43,9 @@ const KINDS: Record<string, PostgresErrorKind> = {
 };
 
 /**
- * The SQLSTATE of an error the server sent (pg gives it as `code`, with a `severity`); undefined for
- * an error of the client side (a socket error, a timeout), whose `code` is Node's ("ECONNREFUSED").
+ * The SQLSTATE of an error the server sent (pg gives it as `code`, with a `severity`); undefined
+ * for an error of the client side (a socket error, a timeout), whose `code` is Node's
+ * ("ECONNREFUSED").
  */
 export function sqlStateOf(error: unknown): string | undefined {
   const e = (error ?? {}) as { code?: unknown; severity?: unknown };
@@ -54,8 +57,8 @@ export function sqlStateOf(error: unknown): string | undefined {
  * Classifies a pg error (or a socket error) by its SQLSTATE. An error without one came from the
  * client side: the connection failed, timed out or was closed, so the server's answer is unknown
  * (`unreachable`). Class 08 is a connection exception (`unreachable`); class 40 (serialization,
- * deadlock), 55P03 (lock not available), 53 (insufficient resources), 58 and XX (system and internal
- * errors) are transient statements.
+ * deadlock), 55P03 (lock not available), 53 (insufficient resources), 58 and XX (system and
+ * internal errors) are transient statements.
  */
 export function classifyPostgresError(error: unknown): PostgresErrorInfo {
   const e = (error ?? {}) as { message?: unknown };

@@ -49,5 +49,7 @@ export function parsePostgresUrl(url: string, options: PostgresUrlOptions = {}):
   });
 }
 
-/** The URL with its password replaced by "***", for messages; other values are returned as they are. */
+/**
+ * The URL with its password replaced by "***", for messages; other values are returned as they are.
+ */
 export const redactPostgresUrl: (url: unknown) => unknown = redactUrl;

@@ -43,7 +43,9 @@ export class SequenceErrors {
     });
   }
 
-  /** The last failure's code: Redis is down since `sinceMs` and the next try is `retryInMs` away. */
+  /**
+   * The last failure's code: Redis is down since `sinceMs` and the next try is `retryInMs` away.
+   */
   stillDown(sinceMs: number, retryInMs: number, last: LeafError): LeafError {
     const reason = String(last.details.reason ?? last.message);
     // A master cut off from its replicas (NOREPLICAS), a replica: Redis answers, and refuses.

@@ -1,6 +1,6 @@
 // The names an adapter's Redis keys are built from: a namespace that becomes the Redis Cluster hash
-// tag `{namespace}` of every key (so one script may use them all: one slot), and a key prefix before
-// it. Checked alike by every adapter that names its keys so (redis-sequence, segment-redis).
+// tag `{namespace}` of every key (so one script may use them all: one slot), and a key prefix
+// before it. Checked alike by every adapter that names its keys so (redis-sequence, segment-redis).
 import { configError } from "@leaf/core";
 
 const NAMESPACE = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;

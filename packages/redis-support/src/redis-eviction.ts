@@ -86,7 +86,9 @@ export interface RedisEvictionContext {
   where: string;
   /** True when keys that matter have a TTL, so that `volatile-*` policies may evict them too. */
   keysExpire: boolean;
-  /** What is evicted and what follows, e.g. "a worker-id lease: another node can be granted ...". */
+  /**
+   * What is evicted and what follows, e.g. "a worker-id lease: another node can be granted ...".
+   */
   consequence: string;
 }
 
@@ -165,7 +167,9 @@ export function checkEvictionMode(component: string, value: unknown): RedisEvict
 
 /** A warning {@link enforceRedisEviction} leaves to the adapter to give (and when). */
 export interface RedisEvictionWarning {
-  /** "eviction-policy": Redis may evict the keys; "eviction-policy-unknown": it could not be read. */
+  /**
+   * "eviction-policy": Redis may evict the keys; "eviction-policy-unknown": it could not be read.
+   */
   type: "eviction-policy" | "eviction-policy-unknown";
   message: string;
   details: Record<string, unknown>;

@@ -135,9 +135,9 @@ export class Database {
   }
 
   /**
-   * A connection of the caller's own until {@link giveBack} (named locks live in one session): a new
-   * one when this registry made the pool, so held locks never starve the pool; else one taken out
-   * of the given pool.
+   * A connection of the caller's own until {@link giveBack} (named locks live in one session): a
+   * new one when this registry made the pool, so held locks never starve the pool; else one taken
+   * out of the given pool.
    */
   hold(doing: string): Promise<Connection> {
     const pending: Promise<Connection> = this.options

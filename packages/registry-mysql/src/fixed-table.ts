@@ -1,7 +1,8 @@
-// Fixed mode's table and lock: the fork's leaf_workerid_alloc row of each ip:port (found, or inserted
-// as its getOrCreateLeafWorkerId does), the MySQL named lock that keeps a second live process with
-// the same ip:port off the worker id, and where a node's cache file lives. Shared by the acquire
-// path (fixed-mode.ts) and the lease (fixed-lease.ts), which takes the lock again after an outage.
+// Fixed mode's table and lock: the fork's leaf_workerid_alloc row of each ip:port (found, or
+// inserted as its getOrCreateLeafWorkerId does), the MySQL named lock that keeps a second live
+// process with the same ip:port off the worker id, and where a node's cache file lives. Shared by
+// the acquire path (fixed-mode.ts) and the lease (fixed-lease.ts), which takes the lock again after
+// an outage.
 import { createHash } from "node:crypto";
 import { join } from "node:path";
 import { type Clock, ErrorCodes, isLeafError, LeafError, type NodeIdentity } from "@leaf/core";
@@ -97,7 +98,9 @@ export async function findOrCreateRow(
   });
 }
 
-/** GET_LOCK(name, 0): refuses with WORKER_ID_IN_USE, naming the holder, when another session has it. */
+/**
+ * GET_LOCK(name, 0): refuses with WORKER_ID_IN_USE, naming the holder, when another session has it.
+ */
 export async function takeLock(
   connection: Connection,
   lockName: string,

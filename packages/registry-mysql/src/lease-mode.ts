@@ -162,7 +162,9 @@ async function giveBack(
   );
 }
 
-/** WORKER_ID_IN_USE for a requested id whose row another holder leases, named with its time left. */
+/**
+ * WORKER_ID_IN_USE for a requested id whose row another holder leases, named with its time left.
+ */
 async function inUse(
   settings: LeaseSettings,
   request: CheckedAcquireRequest,

@@ -175,7 +175,10 @@ function withCredentials(url: string, { user, password }: Credentials): string {
   return target.href;
 }
 
-/** Settings of {@link Database}: a URL it makes a pool from (checked by {@link checkUrl}), or a pool. */
+/**
+ * Settings of {@link Database}: a URL it makes a pool from (checked by {@link checkUrl}), or a
+ * pool.
+ */
 export interface DatabaseSettings {
   url?: string;
   client?: pg.Pool;
@@ -222,7 +225,9 @@ export class Database {
     }
   }
 
-  /** Runs one statement on a pooled connection; a connection that failed or timed out is dropped. */
+  /**
+   * Runs one statement on a pooled connection; a connection that failed or timed out is dropped.
+   */
   async query<R extends pg.QueryResultRow = Record<string, unknown>>(
     sql: string,
     params: unknown[],
@@ -283,8 +288,9 @@ export class Database {
 }
 
 /**
- * Reads an int8 column (pg returns it as a string) holding ms since the Unix epoch: exactly, through
- * bigint; 0 for NULL. Throws CORRUPT_DATA for a value that is not a safe non-negative integer.
+ * Reads an int8 column (pg returns it as a string) holding ms since the Unix epoch: exactly,
+ * through bigint; 0 for NULL. Throws CORRUPT_DATA for a value that is not a safe non-negative
+ * integer.
  */
 export function msFrom(value: unknown, column: string): number {
   if (value === null || value === undefined) return 0;

@@ -1,7 +1,8 @@
-// Worker ids leased from leaf_worker_lease: the statements of one acquire and of one lease. Taking an
-// id is one guarded statement judged by the database's clock, so two nodes never win the same id;
-// every grant carries a fencing token from a sequence, which its renewals and its release match.
-// What taking and holding ids does beyond the statements is core's (grantLeasedIds, LeasedIdsLease).
+// Worker ids leased from leaf_worker_lease: the statements of one acquire and of one lease. Taking
+// an id is one guarded statement judged by the database's clock, so two nodes never win the same
+// id; every grant carries a fencing token from a sequence, which its renewals and its release
+// match. What taking and holding ids does beyond the statements is core's (grantLeasedIds,
+// LeasedIdsLease).
 import { type Clock, ErrorCodes, LeafError, type NodeIdentity } from "@leaf/core";
 import {
   type CheckedAcquireRequest,
@@ -157,7 +158,9 @@ export async function acquireLeased(
   );
 }
 
-/** WORKER_ID_IN_USE for a requested id whose row another holder leases, named with its time left. */
+/**
+ * WORKER_ID_IN_USE for a requested id whose row another holder leases, named with its time left.
+ */
 async function inUse(
   settings: LeaseSettings,
   request: CheckedAcquireRequest,

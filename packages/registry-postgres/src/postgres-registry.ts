@@ -68,8 +68,9 @@ export interface PostgresRegistryOptions {
   leaseMs?: number;
   /**
    * The holder fences itself this long (ms) before its lease can end, counted on its own monotonic
-   * clock from the send time of its last successful renewal (default leaseMs / 5). It must cover the
-   * clock-rate difference between node and database over one lease and a pause of the event loop.
+   * clock from the send time of its last successful renewal (default leaseMs / 5). It must cover
+   * the clock-rate difference between node and database over one lease and a pause of the event
+   * loop.
    */
   safetyMarginMs?: number;
   /** ms between renewals (default: the smaller of 3,000 and (leaseMs - margin) / 4). */

@@ -1,6 +1,7 @@
 // A worker id leased from Redis: taken by one script judged by Redis TIME, renewed only while its
 // fencing token is still there, fenced on the holder's own monotonic clock at lease - margin after
-// the send time of the last renewal Redis confirmed, which is before Redis lets anyone else take it.
+// the send time of the last renewal Redis confirmed, which is before Redis lets anyone else take
+// it.
 import { randomBytes } from "node:crypto";
 import { performance } from "node:perf_hooks";
 import {
@@ -170,7 +171,10 @@ export class RedisLease extends RenewingLease {
     held: BackupWorker[],
     sentAt: number,
     floor: number,
-    /** The horizon the grant stored with every id (the taker's clock + lease, at most Redis TIME + lease). */
+    /**
+     * The horizon the grant stored with every id (the taker's clock + lease, at most Redis TIME +
+     * lease).
+     */
     horizon: number,
   ) {
     const { leaseMs, safetyMarginMs, renewIntervalMs, clock } = settings;
@@ -185,8 +189,9 @@ export class RedisLease extends RenewingLease {
 
   /**
    * Frees the ids: the final timestamp (default: the later of the last report and the clock) raises
-   * each stamp, the leases are removed. Rejects with UNAVAILABLE when Redis does not answer; the ids
-   * then come back when the lease ends, and their stored horizon covers every id issued under them.
+   * each stamp, the leases are removed. Rejects with UNAVAILABLE when Redis does not answer; the
+   * ids then come back when the lease ends, and their stored horizon covers every id issued under
+   * them.
    */
   protected async releaseOnce(): Promise<void> {
     try {

@@ -1,5 +1,6 @@
-// The Redis worker-id registry: options, their checks and defaults, and acquire. The constructor does
-// no I/O; the first acquire connects. Leases are in redis-lease.ts, the scripts in lua-scripts.ts.
+// The Redis worker-id registry: options, their checks and defaults, and acquire. The constructor
+// does no I/O; the first acquire connects. Leases are in redis-lease.ts, the scripts in
+// lua-scripts.ts.
 import {
   type AcquireRequest,
   type Clock,
@@ -86,7 +87,9 @@ export interface RedisRegistryOptions {
 
 /** A warning of the registry: something that makes ids risky without stopping them. */
 export interface RedisRegistryWarning {
-  /** "eviction-policy": Redis may evict the keys; "eviction-policy-unknown": it could not be read. */
+  /**
+   * "eviction-policy": Redis may evict the keys; "eviction-policy-unknown": it could not be read.
+   */
   type: "eviction-policy" | "eviction-policy-unknown";
   message: string;
   details?: Record<string, unknown>;
@@ -106,7 +109,9 @@ export interface RedisRegistryTimings {
   commandTimeoutMs: number;
 }
 
-/** Hash tags end at the first "}", so a prefix holding braces would move keys off the name's slot. */
+/**
+ * Hash tags end at the first "}", so a prefix holding braces would move keys off the name's slot.
+ */
 const KEY_PREFIX = /^[^{}]{0,200}$/;
 
 /**
@@ -254,9 +259,9 @@ export class RedisRegistry implements WorkerIdRegistry {
   }
 
   /**
-   * Stops renewals and closes a client made from `url` (a passed-in client stays open). Leases still
-   * held are not released but lost (`lost` aborts): without renewals nothing keeps another node off
-   * their ids once the lease ends. Release them first for a clean hand-over. Idempotent.
+   * Stops renewals and closes a client made from `url` (a passed-in client stays open). Leases
+   * still held are not released but lost (`lost` aborts): without renewals nothing keeps another
+   * node off their ids once the lease ends. Release them first for a clean hand-over. Idempotent.
    */
   async close(): Promise<void> {
     if (this.closed) return;

@@ -37,8 +37,8 @@ export function deletedTableName(table: string = DEFAULT_TABLE): string {
 }
 
 /**
- * The `CREATE TABLE` statement of the deleted-tags table (see {@link deletedTableName}): one row per
- * deleted tag, its max id when it was last deleted. A tag is created again only at or above it.
+ * The `CREATE TABLE` statement of the deleted-tags table (see {@link deletedTableName}): one row
+ * per deleted tag, its max id when it was last deleted. A tag is created again only at or above it.
  */
 export function deletedTagsSchema(table: string = DEFAULT_TABLE): string {
   return `CREATE TABLE IF NOT EXISTS ${quoteTable(deletedTableName(table))} (

@@ -14,8 +14,8 @@ import { DEFAULT_TABLE, quoteTable } from "./leaf-alloc-schema";
 /** Options of {@link MysqlSegmentStore}. Give `url`, or `hosts` (with user, password, database). */
 export interface MysqlSegmentStoreOptions extends StoreOptions<MysqlHost> {
   /**
-   * `mysql://user:password@host:3306/leaf`, Java Leaf's `jdbc:mysql://host:3306/leaf?...`, or several
-   * hosts `mysql://user:pw@primary:3306,standby:3306/leaf`. Query parameters are ignored.
+   * `mysql://user:password@host:3306/leaf`, Java Leaf's `jdbc:mysql://host:3306/leaf?...`, or
+   * several hosts `mysql://user:pw@primary:3306,standby:3306/leaf`. Query parameters are ignored.
    */
   url?: string;
   /** Hosts in failover order; used instead of the URL's hosts. */

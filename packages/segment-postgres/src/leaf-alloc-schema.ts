@@ -16,9 +16,9 @@ export const DEFAULT_TABLE = "leaf_alloc";
 const POSTGRES_NAMING = { maxLength: 63, qualifier: "schema" };
 
 /**
- * The `CREATE TABLE` statement of the `leaf_alloc` table (with `IF NOT EXISTS`), for the given table
- * name. `update_time` has no `ON UPDATE` in PostgreSQL: every statement of the store that changes a
- * row sets it.
+ * The `CREATE TABLE` statement of the `leaf_alloc` table (with `IF NOT EXISTS`), for the given
+ * table name. `update_time` has no `ON UPDATE` in PostgreSQL: every statement of the store that
+ * changes a row sets it.
  */
 export function leafAllocSchema(table: string = DEFAULT_TABLE): string {
   return `CREATE TABLE IF NOT EXISTS ${quoteTable(table)} (
@@ -87,9 +87,9 @@ export const LEAF_ALLOC_SCHEMA: string = leafAllocSchema();
 
 /**
  * Quotes a table name (`name` or `schema.name`) for SQL, refusing anything but letters, digits, `_`
- * and `$` (see `checkTableName`). Quoted, the name keeps its case: `Leaf_Alloc` is not `leaf_alloc`.
- * An unqualified name is quoted in `public` (`"public"."leaf_alloc"`), whatever the connecting
- * user's search_path: nodes logging in as different users use one table.
+ * and `$` (see `checkTableName`). Quoted, the name keeps its case: `Leaf_Alloc` is not
+ * `leaf_alloc`. An unqualified name is quoted in `public` (`"public"."leaf_alloc"`), whatever the
+ * connecting user's search_path: nodes logging in as different users use one table.
  */
 export function quoteTable(table: string): string {
   checkTableName(table, POSTGRES_NAMING);

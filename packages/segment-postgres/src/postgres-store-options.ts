@@ -1,5 +1,5 @@
-// The PostgreSQL store's options: their checks (each bad value named, with what is expected) and the
-// pools they describe, one pg Pool per host in failover order.
+// The PostgreSQL store's options: their checks (each bad value named, with what is expected) and
+// the pools they describe, one pg Pool per host in failover order.
 import {
   type PostgresHost,
   parsePostgresUrl,
@@ -15,12 +15,14 @@ import {
 import pg from "pg";
 import { DEFAULT_TABLE, quoteTable } from "./leaf-alloc-schema";
 
-/** Options of {@link PostgresSegmentStore}. Give `url`, or `hosts` (with user, password, database). */
+/**
+ * Options of {@link PostgresSegmentStore}. Give `url`, or `hosts` (with user, password, database).
+ */
 export interface PostgresSegmentStoreOptions extends StoreOptions<PostgresHost> {
   /**
    * `postgres://user:password@host:5432/leaf`, `jdbc:postgresql://host:5432/leaf`, or several hosts
-   * `postgres://user:pw@primary:5432,standby:5432/leaf`. Query parameters are ignored (TLS and other
-   * client settings go in `poolOptions`).
+   * `postgres://user:pw@primary:5432,standby:5432/leaf`. Query parameters are ignored (TLS and
+   * other client settings go in `poolOptions`).
    */
   url?: string;
   /** Hosts in failover order; used instead of the URL's hosts. */

@@ -43,7 +43,10 @@ export type { PostgresSegmentStoreOptions, PostgresStoreStats } from "./postgres
 /** A host that is a standby or refuses writes (`transaction_read_only`): move to the next. */
 class PostgresReadOnly extends ReadOnlyHost {}
 
-/** The columns of a tag's record (of the row named `from`), as text where a JS number could round them. */
+/**
+ * The columns of a tag's record (of the row named `from`), as text where a JS number could round
+ * them.
+ */
 function record(from = ""): string {
   const p = from === "" ? "" : `${from}.`;
   return `${p}biz_tag, ${p}max_id::text AS max_id, ${p}step, ${p}description, floor(extract(epoch FROM ${p}update_time))::bigint::text AS updated`;
@@ -173,10 +176,10 @@ export class PostgresSegmentStore implements SegmentStore {
 
   /**
    * In one transaction: inserts the tag's row (a duplicate key: ALREADY_EXISTS), then reads the max
-   * id it had when it was last deleted with a locking read (`FOR SHARE`, a new statement, so it sees
-   * a delete that committed while the insert waited for it): below it, the transaction is rolled
-   * back and the call rejects with ALREADY_EXISTS, `details.reason` "deleted". Sent at most once
-   * (see {@link giveBack}).
+   * id it had when it was last deleted with a locking read (`FOR SHARE`, a new statement, so it
+   * sees a delete that committed while the insert waited for it): below it, the transaction is
+   * rolled back and the call rejects with ALREADY_EXISTS, `details.reason` "deleted". Sent at most
+   * once (see {@link giveBack}).
    */
   async createTag(input: NewTag): Promise<TagRecord> {
     const tag = normalizeNewTag(input);
@@ -259,8 +262,9 @@ export class PostgresSegmentStore implements SegmentStore {
    * start rather than on every request: the user logs in, the database and the table (with its
    * columns) exist, the user may SELECT and UPDATE the table (a no-op `UPDATE ... WHERE false`:
    * PostgreSQL checks privileges before it looks at rows, and it changes nothing), and the server
-   * takes writes (not a standby, not read-only: on one, the UPDATE itself is refused). Rejects with INVALID_CONFIG naming what to fix
-   * (access, schema), or UNAVAILABLE when no listed host answers writable.
+   * takes writes (not a standby, not read-only: on one, the UPDATE itself is refused). Rejects with
+   * INVALID_CONFIG naming what to fix (access, schema), or UNAVAILABLE when no listed host answers
+   * writable.
    */
   async checkAccess(): Promise<void> {
     await this.ranges.checkAccess([
@@ -307,7 +311,10 @@ export class PostgresSegmentStore implements SegmentStore {
     return `table ${this.tableName} of database ${this.database}`;
   }
 
-  /** pg's side of the host failover: the pools, PostgreSQL's errors, its standby and read-only flags. */
+  /**
+   * pg's side of the host failover: the pools, PostgreSQL's errors, its standby and read-only
+   * flags.
+   */
   private driver(): HostDriver<pg.PoolClient> {
     return {
       product: "PostgreSQL",

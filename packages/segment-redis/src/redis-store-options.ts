@@ -22,8 +22,8 @@ export interface RedisSegmentStoreOptions {
    */
   url?: string | readonly string[];
   /**
-   * An ioredis `Redis` (also one managed by Sentinel) or `Cluster` the caller made and owns: close()
-   * leaves it open. Its options are the caller's.
+   * An ioredis `Redis` (also one managed by Sentinel) or `Cluster` the caller made and owns:
+   * close() leaves it open. Its options are the caller's.
    */
   client?: Redis | Cluster;
   /** ioredis options for a client made from `url`. */
@@ -46,7 +46,9 @@ export interface RedisSegmentStoreOptions {
   waitReplicas?: number;
   /** How long a write waits for its replicas, in ms (default 1,000). */
   waitTimeoutMs?: number;
-  /** Time limit of connecting and of each round trip, in ms (default 2,000; above waitTimeoutMs). */
+  /**
+   * Time limit of connecting and of each round trip, in ms (default 2,000; above waitTimeoutMs).
+   */
   commandTimeoutMs?: number;
   /**
    * What start() does when Redis's `maxmemory-policy` may evict the keys (any `allkeys-*` policy;

@@ -321,8 +321,9 @@ export class RedisSegmentStore implements SegmentStore {
   /**
    * Gives back `[from, end)` (see {@link SegmentStore.giveBack}): a probe reads the tag's max id
    * and version (a plain HMGET: no write when the give-back can no longer apply, and a connection
-   * that answers before the write goes out), then the compare-and-set is sent once, never again: the max id becomes `from` only while it is `end` and the version is the one
-   * this instance's last range left, so a copy run late finds the version moved on.
+   * that answers before the write goes out), then the compare-and-set is sent once, never again:
+   * the max id becomes `from` only while it is `end` and the version is the one this instance's
+   * last range left, so a copy run late finds the version moved on.
    */
   async giveBack(tag: string, from: bigint, end: bigint): Promise<boolean> {
     if (this.floors.checkGiveBack(tag, from, end) === "moved-on") {

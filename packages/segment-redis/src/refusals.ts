@@ -139,7 +139,8 @@ function badMax(tag: string, max: string, where: string): LeafError {
 
 /**
  * A tag the marker records whose key is gone (deleted by hand, evicted): its ranges handed out ids
- * up to the recorded max id, so it is not treated as unknown (a re-create from 1 would repeat them).
+ * up to the recorded max id, so it is not treated as unknown (a re-create from 1 would repeat
+ * them).
  */
 function lostKey(
   tags: string[],

@@ -76,7 +76,8 @@ export class HighWaterMarks {
 
   /**
    * Takes the folder's lock and reads the file. Rejects with LOCKED when another process holds the
-   * folder, CORRUPT_DATA when the file is not a high-water file (the node would not know its marks).
+   * folder, CORRUPT_DATA when the file is not a high-water file (the node would not know its
+   * marks).
    */
   open(): Promise<void> {
     this.opening ??= this.doOpen().catch((error: unknown) => {
@@ -123,7 +124,9 @@ export class HighWaterMarks {
     return this.marks;
   }
 
-  /** The highest max id of `tag` this node read in the store (as on disk once `observe` resolved). */
+  /**
+   * The highest max id of `tag` this node read in the store (as on disk once `observe` resolved).
+   */
   seenOf(tag: string): bigint | undefined {
     return this.seen.get(tag);
   }

@@ -187,9 +187,10 @@ export class HostedRanges<Conn> {
    * then asked whether it is writable: if one is, the range is discarded (a gap) and the call
    * rejects with UNAVAILABLE, `details.reason` "split-brain".
    *
-   * Unlike the other writes, a range is tried again on a timeout or a lost connection: its statement
-   * only adds to the max id, so a copy the server still runs later moves the max id past a range
-   * nobody is answered (a gap); the range answered comes from the copy whose result was read.
+   * Unlike the other writes, a range is tried again on a timeout or a lost connection: its
+   * statement only adds to the max id, so a copy the server still runs later moves the max id past
+   * a range nobody is answered (a gap); the range answered comes from the copy whose result was
+   * read.
    */
   async takeRange(
     tag: string,
@@ -267,10 +268,11 @@ export class HostedRanges<Conn> {
   /**
    * A write that sets a value (a give-back, a new tag, a step, a delete), sent at most once:
    * `probe` (statements that change nothing, tried again like reads; default `SELECT 1`) runs first
-   * on the connection, so that a dead pooled connection fails before the write, then `body` once. Once `body` has sent a statement, any failure but a read-only answer is
-   * final, and one without an answer from the server (or with the statement interrupted on the
-   * server) is UNAVAILABLE with `details.reason` "outcome-unknown": a copy the server still holds
-   * (queued behind a row lock, say) could run after other changes, so it is never sent again.
+   * on the connection, so that a dead pooled connection fails before the write, then `body` once.
+   * Once `body` has sent a statement, any failure but a read-only answer is final, and one without
+   * an answer from the server (or with the statement interrupted on the server) is UNAVAILABLE with
+   * `details.reason` "outcome-unknown": a copy the server still holds (queued behind a row lock,
+   * say) could run after other changes, so it is never sent again.
    */
   write<T>(
     what: string,

@@ -16,7 +16,10 @@ export interface StorePoolOptions {
   connectionLimit?: number;
   /** Time to open a connection before trying the next host, in ms (default 5,000). */
   connectTimeoutMs?: number;
-  /** Time a statement may take before the connection is dropped and the next host tried, in ms (default 5,000). */
+  /**
+   * Time a statement may take before the connection is dropped and the next host tried, in ms
+   * (default 5,000).
+   */
   queryTimeoutMs?: number;
 }
 

@@ -102,7 +102,9 @@ export class MemorySegmentStore implements SegmentStore {
     return { tag, start, end, step: used, tableStep: row.step };
   }
 
-  /** Gives back `[from, end)` when the max id is still `end` (see {@link SegmentStore.giveBack}). */
+  /**
+   * Gives back `[from, end)` when the max id is still `end` (see {@link SegmentStore.giveBack}).
+   */
   async giveBack(tag: string, from: bigint, end: bigint): Promise<boolean> {
     this.checkOpen();
     if (this.floors.checkGiveBack(tag, from, end) === "moved-on") return false;

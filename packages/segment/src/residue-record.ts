@@ -82,7 +82,9 @@ export function newResidueId(): string {
   return randomBytes(16).toString("hex");
 }
 
-/** `record` in words, for messages: "remainder 1 of 2 (epoch 0, set 5f3a..., version 3, active)". */
+/**
+ * `record` in words, for messages: "remainder 1 of 2 (epoch 0, set 5f3a..., version 3, active)".
+ */
 export function describeRecord(record: unknown): string {
   if (residueProblem(record) !== undefined) return JSON.stringify(record) ?? String(record);
   const r = record as ResidueRecord;

@@ -12,7 +12,9 @@ import { COMPONENT, MAX_ID, MAX_STEP } from "./validation";
 export interface FormResidueSetOptions {
   /** Names in messages and the report (default `${kind}#${index}`), one per member. */
   names?: readonly string[];
-  /** Told of each step, for a log ("fenced mysql#0", "raised tag orders to 4001 in mysql#2", ...). */
+  /**
+   * Told of each step, for a log ("fenced mysql#0", "raised tag orders to 4001 in mysql#2", ...).
+   */
   onProgress?: (message: string) => void;
 }
 

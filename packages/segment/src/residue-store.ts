@@ -501,7 +501,8 @@ export class ResidueSegmentStore implements SegmentStore {
     if (this.closeMembers) await Promise.allSettled(this.members.map((m) => m.store.close()));
   }
 
-  // ---- members -----------------------------------------------------------------------------------
+  // ---- members
+  // -----------------------------------------------------------------------------------
 
   /** Reads and checks the residue of `m` (one read at a time per member). */
   private verify(m: Member): Promise<ResidueRecord> {
@@ -676,7 +677,9 @@ export class ResidueSegmentStore implements SegmentStore {
     return promise.finally(() => m.pending.delete(call));
   }
 
-  /** A failure of `m`: a backoff of the member, or of the tag on it (a refused row), and a report. */
+  /**
+   * A failure of `m`: a backoff of the member, or of the tag on it (a refused row), and a report.
+   */
   private failed(
     m: Member,
     error: unknown,

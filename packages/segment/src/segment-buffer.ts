@@ -78,7 +78,9 @@ export class TagBuffer {
   depth = 1;
   /** Requests that found no id ready (each then waited for a load, or failed with -3). */
   starvations = 0;
-  /** Set from a request finding no id ready until the next load succeeds (one growth per episode). */
+  /**
+   * Set from a request finding no id ready until the next load succeeds (one growth per episode).
+   */
   starving = false;
   /** Clock time (ms) at which the current range became current. */
   currentSince = 0;
@@ -166,8 +168,8 @@ export class TagBuffer {
   }
 
   /**
-   * Makes `range` current (no I/O) and arms the preload at `threshold` of it. A range of one residue
-   * class (a stride above 1) is counted in bigint from its first id of that class.
+   * Makes `range` current (no I/O) and arms the preload at `threshold` of it. A range of one
+   * residue class (a stride above 1) is counted in bigint from its first id of that class.
    */
   promote(range: SegmentRange, threshold: number): void {
     const offset = Math.ceil(range.step * threshold);

@@ -297,10 +297,10 @@ export class SegmentIdGenerator {
    * Up to `count` consecutive ids of `tag` (1 .. 2^31-1) as one half-open range `[start, end)`,
    * taken from the current range of the double buffer: no I/O while it has ids. The range is cut
    * where the current range ends, so it may hold fewer than `count` ids (at least one); ask again
-   * for the rest. Waits for a range as {@link nextId} when both are used up; errors as
-   * {@link nextId}. For clients that hand the ids out themselves (`@leaf/client`). With a store over
-   * a residue set (ranges of one residue class, whose ids are not consecutive) each answer holds
-   * one id.
+   * for the rest. Waits for a range as {@link nextId} when both are used up; errors as {@link
+   * nextId}. For clients that hand the ids out themselves (`@leaf/client`). With a store over a
+   * residue set (ranges of one residue class, whose ids are not consecutive) each answer holds one
+   * id.
    */
   async nextRange(tag: string, count: number): Promise<{ start: bigint; end: bigint }> {
     if (!Number.isInteger(count) || count < 1 || count > MAX_STEP) {

@@ -40,7 +40,9 @@ export interface RangeResidue {
  * database hands out only ids `id % delta === remainder` (tinyid's `delta` and `remainder`).
  */
 export interface ResidueRecord {
-  /** Random id of the set, the same in every database of it: a database of another set is refused. */
+  /**
+   * Random id of the set, the same in every database of it: a database of another set is refused.
+   */
   readonly setId: string;
   /** Random id of this database: the same database listed twice is refused. */
   readonly memberId: string;
@@ -96,31 +98,31 @@ export interface NewTag {
  * A store of tags and their next free id, from which generators take ranges.
  *
  * Invariants every store guarantees:
- * - **Disjoint ranges.** Two `takeRange` calls that resolve, from any instance or process sharing the
- *   storage, never return overlapping ranges: each range starts at the stored max id and moves it
- *   forward by the step, atomically.
- * - **Durable before returned.** A range is returned only after the new max id is durable (committed,
- *   or fsynced to disk), so after a crash of the store or of the caller no range that was returned is
- *   ever returned again.
+ * - **Disjoint ranges.** Two `takeRange` calls that resolve, from any instance or process sharing
+ *   the storage, never return overlapping ranges: each range starts at the stored max id and moves
+ *   it forward by the step, atomically.
+ * - **Durable before returned.** A range is returned only after the new max id is durable
+ *   (committed, or fsynced to disk), so after a crash of the store or of the caller no range that
+ *   was returned is ever returned again.
  * - **Never backwards.** A tag's max id only grows (until the tag is deleted).
  * - **Exact.** Ids are bigint end to end, exact up to 2^63 - 1; a range that would pass 2^63 - 1 is
  *   refused, never wrapped or rounded.
  *
- * Failures reject with a `LeafError` (from @leaf/core): `INVALID_ARGUMENT` for a malformed tag, step,
- * start id or description (nothing is changed); `UNKNOWN_TAG` (Leaf code -2) for a tag the store
- * does not hold; `TAG_EXHAUSTED` (Leaf code -3) when a range would pass 2^63 - 1 (nothing is
- * changed); `UNAVAILABLE` when the
- * backing storage cannot be reached or is read-only (a range may have been consumed without being
- * returned: a gap, never a duplicate; callers retry with backoff), with `details.reason`
- * "split-brain" when more than one backing server takes writes (the range taken is discarded: a
- * gap); `CORRUPT_DATA` with `details.reason` (a {@link RangeRefusal}) when the stored row is damaged
- * (a step below 1, a negative max id) or the max id is below the end of a range this instance
- * already returned (moved back by hand, or a failover to a server that lost writes): nothing is
- * changed, and generators stop serving the tag until the row is fixed; `CLOSED` after `close()`.
+ * Failures reject with a `LeafError` (from @leaf/core): `INVALID_ARGUMENT` for a malformed tag,
+ * step, start id or description (nothing is changed); `UNKNOWN_TAG` (Leaf code -2) for a tag the
+ * store does not hold; `TAG_EXHAUSTED` (Leaf code -3) when a range would pass 2^63 - 1 (nothing is
+ * changed); `UNAVAILABLE` when the backing storage cannot be reached or is read-only (a range may
+ * have been consumed without being returned: a gap, never a duplicate; callers retry with backoff),
+ * with `details.reason` "split-brain" when more than one backing server takes writes (the range
+ * taken is discarded: a gap); `CORRUPT_DATA` with `details.reason` (a {@link RangeRefusal}) when
+ * the stored row is damaged (a step below 1, a negative max id) or the max id is below the end of a
+ * range this instance already returned (moved back by hand, or a failover to a server that lost
+ * writes): nothing is changed, and generators stop serving the tag until the row is fixed; `CLOSED`
+ * after `close()`.
  *
- * Stores validate what they read: every returned range is `[start, start + step)` with
- * `0 <= start < end <= 2^63 - 1` and steps from 1 to 2,147,483,647, and no range starts below the end
- * of a range the same instance returned before the call began.
+ * Stores validate what they read: every returned range is `[start, start + step)` with `0 <= start
+ * < end <= 2^63 - 1` and steps from 1 to 2,147,483,647, and no range starts below the end of a
+ * range the same instance returned before the call began.
  */
 export interface SegmentStore {
   /** Short name for messages and metrics: "mysql", "embedded", "memory". */

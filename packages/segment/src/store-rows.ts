@@ -8,7 +8,9 @@ export interface TagRow {
   max_id: string;
   step: number | string;
   description: string | null;
-  /** `update_time` in seconds since the Unix epoch, as a number or decimal text; null if unknown. */
+  /**
+   * `update_time` in seconds since the Unix epoch, as a number or decimal text; null if unknown.
+   */
   updated: string | number | null;
 }
 

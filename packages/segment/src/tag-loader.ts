@@ -32,7 +32,9 @@ export interface TagLoaderSettings {
   report: (error: unknown, context: GeneratorErrorContext) => void;
   /** True once the generator is closed. */
   closed: () => boolean;
-  /** Largest prefetch depth (ranges ready ahead of the current one); 1 keeps Leaf's double buffer. */
+  /**
+   * Largest prefetch depth (ranges ready ahead of the current one); 1 keeps Leaf's double buffer.
+   */
   maxDepth: number;
   /** Where each range's end is stored before the range is served, if the node keeps marks. */
   highWater: HighWaterMarks | undefined;
@@ -40,7 +42,9 @@ export interface TagLoaderSettings {
 
 /** The depth grows while the ids ready ahead would last fewer than this many (slow) loads. */
 const GROW_LOADS = 4;
-/** The depth shrinks while, one range fewer, the ids ready ahead would still last this many loads. */
+/**
+ * The depth shrinks while, one range fewer, the ids ready ahead would still last this many loads.
+ */
 const SHRINK_LOADS = 16;
 /** The slowest recent load is remembered with this half-life, in ms (a slow load comes back). */
 const SLOW_LOAD_HALF_LIFE_MS = 30_000;
@@ -174,12 +178,12 @@ export class TagLoader {
     const startedAt = performance.now();
     const leftAtStart = b.currentLeft() + b.aheadLeft();
     const now = this.clock.now();
-    // As Java Leaf: the first two ranges take the table's step. Its buffer's updateTimestamp stays 0
-    // through the first load and is set by the second, so the dynamic step starts with the third
-    // range, measured from the second load (ranges of a busy tag: 2000, 2000, 4000, ...).
-    // Leaf's rule judges how long one range lasts. With one range ahead (Leaf's double buffer)
-    // one range is used up between two loads; with a deeper prefetch, loads bring several ranges
-    // or are skipped, so the time since the last load is divided by the ranges used up meanwhile.
+    // As Java Leaf: the first two ranges take the table's step. Its buffer's updateTimestamp stays
+    // 0 through the first load and is set by the second, so the dynamic step starts with the third
+    // range, measured from the second load (ranges of a busy tag: 2000, 2000, 4000, ...). Leaf's
+    // rule judges how long one range lasts. With one range ahead (Leaf's double buffer) one range
+    // is used up between two loads; with a deeper prefetch, loads bring several ranges or are
+    // skipped, so the time since the last load is divided by the ranges used up meanwhile.
     const step =
       this.dynamic === undefined || b.loads < 2 || b.lastLoadAt === undefined || b.tableStepOnly
         ? undefined
@@ -204,7 +208,8 @@ export class TagLoader {
     // node's own range, which must not judge it.
     const seen = this.highWater?.seenOf(b.tag);
     let range: SegmentRange;
-    // The store handed over a range the generator itself refuses: the store moved its max id for it.
+    // The store handed over a range the generator itself refuses: the store moved its max id for
+    // it.
     let taken = false;
     try {
       if (held !== undefined) {
@@ -375,7 +380,8 @@ export class TagLoader {
       this.startLoad(b);
     }, wait);
     b.retryTimer.unref?.();
-    // Waiters whose deadline comes before the retry get their answer now rather than at the deadline.
+    // Waiters whose deadline comes before the retry get their answer now rather than at the
+    // deadline.
     b.waiters = b.waiters.filter((w) => {
       if (w.deadline >= b.retryAt!) return true;
       clearTimeout(w.timer);
@@ -498,8 +504,8 @@ export class TagLoader {
 }
 
 /**
- * `range` cut into `count` ranges of equal step when it was taken as `count` steps at once; as it is
- * otherwise (a store that answered another size is checked as one range).
+ * `range` cut into `count` ranges of equal step when it was taken as `count` steps at once; as it
+ * is otherwise (a store that answered another size is checked as one range).
  */
 function split(range: SegmentRange, count: number): SegmentRange[] {
   if (count <= 1 || range.step % count !== 0) return [range];
@@ -514,8 +520,8 @@ function split(range: SegmentRange, count: number): SegmentRange[] {
 
 /**
  * CORRUPT_DATA for a range of `tag` starting at `start`, below `seen`, the highest max id the node
- * read in the row: with `skippedTo` the ids below were skipped (a warning), without it the gap is too
- * wide to skip and the tag is refused.
+ * read in the row: with `skippedTo` the ids below were skipped (a warning), without it the gap is
+ * too wide to skip and the tag is refused.
  */
 function belowSeen(
   tag: string,

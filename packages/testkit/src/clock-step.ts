@@ -1,7 +1,7 @@
-// The two-fault hand-over of a leased worker id: the holder's wall clock steps forward (libfaketime)
-// after a renewal, then its link to the store is cut (TcpProxy); a second holder is granted the id,
-// and every id of both is counted. The holder runs in its own process (printIdsUntilKilled); the
-// registry-specific parts (how to start each holder) come from the test.
+// The two-fault hand-over of a leased worker id: the holder's wall clock steps forward
+// (libfaketime) after a renewal, then its link to the store is cut (TcpProxy); a second holder is
+// granted the id, and every id of both is counted. The holder runs in its own process
+// (printIdsUntilKilled); the registry-specific parts (how to start each holder) come from the test.
 import type { ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -30,10 +30,10 @@ export interface SecondHolder extends IdSource {
 
 /**
  * The loop of a holder process: issues `batch` ids at a time (default 20), printing each batch as
- * one line `{"ids":[...],"at":<its Date.now()>}` before it counts as issued, with an event-loop turn
- * between batches (renewals run), or a pause of `pauseMs`. A refusal prints `{"refused":<code>,"at":...}` once per change of outcome,
- * and the loop tries again a millisecond later: a refusal that a renewal lifts is seen lifted. Runs
- * until the process is killed.
+ * one line `{"ids":[...],"at":<its Date.now()>}` before it counts as issued, with an event-loop
+ * turn between batches (renewals run), or a pause of `pauseMs`. A refusal prints
+ * `{"refused":<code>,"at":...}` once per change of outcome, and the loop tries again a millisecond
+ * later: a refusal that a renewal lifts is seen lifted. Runs until the process is killed.
  */
 export async function printIdsUntilKilled(
   source: IdSource,
@@ -75,7 +75,10 @@ export interface ClockStepHandOverOptions {
   startSecond(): Promise<SecondHolder>;
   /** The timestamp (ms since the Unix epoch) of an id, by the layout both holders use. */
   timestampOf(id: bigint): number;
-  /** How long (ms) the store keeps a lease without renewal: the first holder issues at most this long after the cut. */
+  /**
+   * How long (ms) the store keeps a lease without renewal: the first holder issues at most this
+   * long after the cut.
+   */
   leaseMs: number;
   /** How far the first holder's wall clock steps forward (default 10,000 ms). */
   stepMs?: number;
@@ -102,7 +105,10 @@ export interface ClockStepHandOver {
   /** Ids issued twice, across both. */
   duplicates: number;
   examples: bigint[];
-  /** The latest clock reading the first holder printed (ms): past real time by the step once it stepped. */
+  /**
+   * The latest clock reading the first holder printed (ms): past real time by the step once it
+   * stepped.
+   */
   firstClockMax: number;
   /** Date.now() of this process when the link was cut (when the fault began). */
   cutAt: number;

@@ -1,5 +1,5 @@
-// Data-folder templates: a database's own setup program (mariadb-install-db, initdb) takes most of a
-// second, copying its result ~50 ms, so one template per machine is built once (under a lock, so
+// Data-folder templates: a database's own setup program (mariadb-install-db, initdb) takes most of
+// a second, copying its result ~50 ms, so one template per machine is built once (under a lock, so
 // parallel test processes build it once) and each instance gets a copy.
 import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { cp, mkdtemp, rename, rm } from "node:fs/promises";

@@ -1,6 +1,6 @@
-// Admin operations under load, on a server's admin API (and one in SQL): a new tag created and asked
-// for ids, the tag's step changed, its max_id raised, or the tag deleted and re-created at the
-// answered maxId + 1 (issue 24, item 2: the answered maxId must cover every range handed out).
+// Admin operations under load, on a server's admin API (and one in SQL): a new tag created and
+// asked for ids, the tag's step changed, its max_id raised, or the tag deleted and re-created at
+// the answered maxId + 1 (issue 24, item 2: the answered maxId must cover every range handed out).
 import mysql from "mysql2/promise";
 import { ADMIN_TOKEN } from "../../server-configs";
 import type { Cluster } from "../cluster";

@@ -24,9 +24,10 @@ export const clockForwardCut: Fault = {
     "a holder's wall clock stepped forward 8 or 12 s, its link to the registry cut 60 ms later for 15-22 s, while the spare asks for its worker id; then both run 3 s",
   targets: (family) => holders(family, kindOf(family)),
   resources: (target, family) => takeoverResources(family, target, spareOf(family, kindOf(family))),
-  // The step is shorter than the spare runs (it takes over after a lease and a process start, 4-9 s,
-  // and runs to the end + 3 s), so that a spare dated below the holder's last ids reaches them; and
-  // longer than a start, or the holder's ids dated ahead are behind the spare's first tick already.
+  // The step is shorter than the spare runs (it takes over after a lease and a process start, 4-9
+  // s, and runs to the end + 3 s), so that a spare dated below the holder's last ids reaches them;
+  // and longer than a start, or the holder's ids dated ahead are behind the spare's first tick
+  // already.
   durationMs: [15_000, 22_000],
   params: (rng) => ({ forwardMs: rng.pick([8000, 12_000]) }),
   start: (c, family, target, params) =>

@@ -1,6 +1,6 @@
-// The shape of a fault in the catalogue: what it can hit in a family, what it holds while active (two
-// faults holding one resource never overlap), how long it lasts, how it starts and stops, and which
-// error codes it may cause on which servers, and for how long after it stops.
+// The shape of a fault in the catalogue: what it can hit in a family, what it holds while active
+// (two faults holding one resource never overlap), how long it lasts, how it starts and stops, and
+// which error codes it may cause on which servers, and for how long after it stops.
 import type { Cluster } from "../cluster";
 import type { Family } from "../families";
 import type { Prng } from "../prng";

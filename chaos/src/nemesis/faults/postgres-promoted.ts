@@ -2,15 +2,15 @@
 // PostgreSQL is a primary with a replica (issue 28, item 5). Replication is stopped, so the replica
 // misses what the servers do next; then the primary is killed and the replica promoted.
 // - Segment (`postgresTag`): until A, B and C each took a range the replica misses (a high-water
-//   mark past its max_id); the servers fail over by their host list and must refuse it (CORRUPT_DATA:
-//   the store's floor; after the rolling restart that follows, SIGTERM and one SIGKILL, the mark in
-//   each data folder), never serve those ranges again; 3-8 s later the operator's fix, max_id raised
-//   to the highest mark any node lists.
-// - Registry: 2-6 s of renewals the replica misses; every server's proxy (its virtual IP) is moved to
-//   the replica while it is still a standby, which refuses writes, so each holder fences; the replica
-//   is promoted only once every holder fenced, as the registry README says to (asynchronous
-//   replication loses leases). Skipped while a server's clock runs ahead: the README's clock-step row
-//   (a failover that lost rows while a holder's clock runs ahead is not covered).
+//   mark past its max_id); the servers fail over by their host list and must refuse it
+//   (CORRUPT_DATA: the store's floor; after the rolling restart that follows, SIGTERM and one
+//   SIGKILL, the mark in each data folder), never serve those ranges again; 3-8 s later the
+//   operator's fix, max_id raised to the highest mark any node lists.
+// - Registry: 2-6 s of renewals the replica misses; every server's proxy (its virtual IP) is moved
+//   to the replica while it is still a standby, which refuses writes, so each holder fences; the
+//   replica is promoted only once every holder fenced, as the registry README says to (asynchronous
+//   replication loses leases). Skipped while a server's clock runs ahead: the README's clock-step
+//   row (a failover that lost rows while a holder's clock runs ahead is not covered).
 import type { PostgresReplicaPair } from "@leaf/testkit";
 import { highWaterOf } from "../../high-water";
 import { type Cluster, sleep } from "../cluster";
@@ -22,7 +22,9 @@ const ORDERS = ["ABC", "BCA", "CAB", "CBA"];
 
 /** When the replica was promoted (history ms), for the note at the fix. */
 let promotedAt = 0;
-/** Each server's start after the promotion (its incarnation): its ids before the fix must be none. */
+/**
+ * Each server's start after the promotion (its incarnation): its ids before the fix must be none.
+ */
 const restartedAs = new Map<string, number>();
 
 /** The tag's max_id on the replica (a standby answers reads). */

@@ -1,7 +1,7 @@
-// The Redis segment store's Redis SIGKILLed and restarted without persistence, on the family of that
-// store: back empty (the marker gone), or, for a promoted replica, from the snapshot of its last full
-// sync (older writes: the namespace fenced as `restarted`). Every server must refuse the namespace
-// and hand out nothing until the operator acts, as the store's README says: `leaf store
+// The Redis segment store's Redis SIGKILLed and restarted without persistence, on the family of
+// that store: back empty (the marker gone), or, for a promoted replica, from the snapshot of its
+// last full sync (older writes: the namespace fenced as `restarted`). Every server must refuse the
+// namespace and hand out nothing until the operator acts, as the store's README says: `leaf store
 // create-namespace` and the tag created again (the admin API) at the highest high-water mark the
 // servers list, or, when the namespace still exists, `leaf store lift-fence RAISE_BY` with that
 // mark. Held while every server runs, so that every node's mark is read.

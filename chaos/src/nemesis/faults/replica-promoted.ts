@@ -4,8 +4,8 @@
 // every server's proxy retargeted to it) and the servers restarted one by one (SIGTERM, one of them
 // SIGKILL), as a deploy after a failover does. The row's max_id is now below ranges already served:
 // each node must refuse the tag (CORRUPT_DATA, from its high-water mark kept in its data folder) or
-// skip the ranges it knows were taken, never serve them again. After 3-8 s the operator's fix: max_id
-// set to the highest mark any node keeps (the admin API), and the tag is served again.
+// skip the ranges it knows were taken, never serve them again. After 3-8 s the operator's fix:
+// max_id set to the highest mark any node keeps (the admin API), and the tag is served again.
 import { ADMIN_TOKEN } from "../../server-configs";
 import { type Cluster, sleep } from "../cluster";
 import type { Family } from "../families";
@@ -21,7 +21,10 @@ function restarted(family: Family): string[] {
   return mainServers(family).filter((label) => mysqlServers(family).includes(label));
 }
 
-/** The highest high-water mark `label` keeps for `tag` (its admin API); undefined when it does not answer. */
+/**
+ * The highest high-water mark `label` keeps for `tag` (its admin API); undefined when it does not
+ * answer.
+ */
 async function markOf(c: Cluster, label: string, tag: string): Promise<bigint | undefined> {
   try {
     const answer = await fetch(`${c.server(label).url}/api/v1/admin/high-water`, {
@@ -54,7 +57,9 @@ let promotedAt = 0;
 /** The start of each server after the promotion (its incarnation). */
 const restartedAs = new Map<string, number>();
 
-/** Ids `label` answered from its start after the promotion on, in answers received in [from, to). */
+/**
+ * Ids `label` answered from its start after the promotion on, in answers received in [from, to).
+ */
 function restartedIds(c: Cluster, label: string, fromMs: number, toMs: number): number {
   const incarnation = restartedAs.get(label) ?? Infinity;
   let n = 0;
@@ -88,9 +93,10 @@ export const replicaPromoted: Fault = {
   async start(c, family, target, params) {
     const pair = c.replicaPair;
     const labels = String(params.order).split("");
-    // Once per run (the replica is then the primary), on a cluster whose servers all serve: a server
-    // that takes no range while the replica is stale cannot know the ranges the others took after
-    // its last refresh (documented: the server README's failure table), which is not this fault.
+    // Once per run (the replica is then the primary), on a cluster whose servers all serve: a
+    // server that takes no range while the replica is stale cannot know the ranges the others took
+    // after its last refresh (documented: the server README's failure table), which is not this
+    // fault.
     if (!pair || c.store("mysql") !== pair.primary || !pair.primary.running) return false;
     if (labels.some((label) => !c.server(label).running)) return false;
     await pair.waitForReplica(10_000).catch(() => undefined);

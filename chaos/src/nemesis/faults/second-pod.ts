@@ -1,5 +1,5 @@
-// A second pod with a running pod's StatefulSet ordinal (issue 24, item 4): after a force-delete the
-// old pod can still run, cut off from the registry or frozen, while its replacement starts on a
+// A second pod with a running pod's StatefulSet ordinal (issue 24, item 4): after a force-delete
+// the old pod can still run, cut off from the registry or frozen, while its replacement starts on a
 // volume of its own and asks for the same ordinal. The spare pod (S, its HOSTNAME set to the pod
 // name of the holder's worker id) tries until the registry grants it, for 8-15 s; then the old pod
 // is healed and both run side by side (takeover.ts).

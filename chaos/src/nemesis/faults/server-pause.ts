@@ -1,5 +1,5 @@
-// SIGSTOP of one server for a while, then SIGCONT: requests queue in its sockets; a leased worker id
-// may lapse meanwhile, so on waking it must fence before it issues again.
+// SIGSTOP of one server for a while, then SIGCONT: requests queue in its sockets; a leased worker
+// id may lapse meanwhile, so on waking it must fence before it issues again.
 import { type Fault, mainServers, NO_ANSWER, processOf } from "./fault";
 
 export const serverPause: Fault = {

@@ -1,11 +1,11 @@
 // A takeover of a held worker id, the moment issue 24 is about: a spare server (a standby, or a
 // second pod) asks for exactly the worker id a running holder leases (snowflake.statefulSet with
 // the pod name of that id), refused while the holder's lease is alive, while the holder's lease is
-// made to lapse (its link to the registry cut, the process paused, or its wall clock stepped forward
-// and the link cut 60 ms later). The spare tries again every 300 ms and takes the id when the
-// registry lets it; at the end the holder is healed first and both run side by side for 3 s before
-// the spare is killed: a holder that did not fence, or a spare dated below the holder's horizon,
-// issues ids the other one issued.
+// made to lapse (its link to the registry cut, the process paused, or its wall clock stepped
+// forward and the link cut 60 ms later). The spare tries again every 300 ms and takes the id when
+// the registry lets it; at the end the holder is healed first and both run side by side for 3 s
+// before the spare is killed: a holder that did not fence, or a spare dated below the holder's
+// horizon, issues ids the other one issued.
 import type { Cluster } from "../cluster";
 import { sleep } from "../cluster";
 import type { Family } from "../families";
@@ -41,7 +41,9 @@ export function spareOf(family: Family, kind: "standby" | "second-pod"): string 
   return spare.label;
 }
 
-/** Resources of a takeover of `holder`'s id by `spare`: both processes, the holder's clock and link. */
+/**
+ * Resources of a takeover of `holder`'s id by `spare`: both processes, the holder's clock and link.
+ */
 export function takeoverResources(family: Family, holder: string, spare: string): string[] {
   return [
     `process:${holder}`,

@@ -1,8 +1,9 @@
 // A ZooKeeper follower partitioned from the rest of its ensemble (the test kit's isolate(): every
-// quorum link to and from it cut, client ports still open), healed after 3-12 s. The servers on that
-// member still reach it, and it answers reads from its copy until it gives up following (syncLimit):
-// a holder that counts such an answer as a renewal keeps issuing after the leader's side expired its
-// session and granted its worker id to another server. Only on a family with an ensemble.
+// quorum link to and from it cut, client ports still open), healed after 3-12 s. The servers on
+// that member still reach it, and it answers reads from its copy until it gives up following
+// (syncLimit): a holder that counts such an answer as a renewal keeps issuing after the leader's
+// side expired its session and granted its worker id to another server. Only on a family with an
+// ensemble.
 import type { Fault } from "./fault";
 
 export const zkFollowerPartition: Fault = {

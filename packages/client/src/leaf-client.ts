@@ -297,8 +297,7 @@ function isTag(value: unknown): value is string {
     typeof value === "string" &&
     value.length > 0 &&
     [...value].length <= 128 &&
-    // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it
-    // refuses
+    // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are refused
     !/[\u0000-\u001f\u007f]/.test(value)
   );
 }

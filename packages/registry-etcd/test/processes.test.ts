@@ -59,11 +59,22 @@ async function startWhenFree(registry: EtcdRegistry, service: string, startToler
   }
 }
 
-/** Issues `count` ids, a turn of the event loop between batches. */
+/**
+ * Issues `count` ids, a turn of the event loop between batches. A fence while the lease is still
+ * held (a renewal late on a loaded machine: not sticky, ids resume when it arrives) is waited out
+ * for up to 10 s; a lease lost for good fails the test.
+ */
 async function issue(worker: SnowflakeWorker, count: number): Promise<bigint[]> {
   const ids: bigint[] = [];
+  const deadline = Date.now() + 10_000;
   while (ids.length < count) {
-    ids.push(...worker.nextIds(20));
+    try {
+      ids.push(...worker.nextIds(20));
+    } catch (error) {
+      if (!isLeafError(error, ErrorCodes.LEASE_LOST) || worker.state !== "held") throw error;
+      if (Date.now() > deadline) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
     await new Promise((resolve) => setImmediate(resolve));
   }
   return ids;

@@ -103,7 +103,8 @@ export interface ActivityView {
   errors: RecentErrors[];
 }
 
-interface Counted {
+/** A count bumped on the request path. */
+export interface Counted {
   n: number;
 }
 
@@ -132,6 +133,14 @@ export class Activity {
 
   /** Counts one answered id request (`tag` "" when it is not known to be a served tag). */
   request(mode: string, tag: string): void {
+    this.requestCount(mode, tag).n++;
+  }
+
+  /**
+   * The count of answered id requests of `mode` and `tag`, for a caller that keeps it and bumps
+   * `n` once per answer (no lookup per request).
+   */
+  requestCount(mode: string, tag: string): Counted {
     const key = `${mode}\u0000${tag}`;
     let entry = this.requests.get(key);
     if (entry === undefined) {
@@ -139,7 +148,7 @@ export class Activity {
       entry = { mode, tag, count, series: new Series(() => count.n) };
       this.requests.set(key, entry);
     }
-    entry.count.n++;
+    return entry.count;
   }
 
   /** Counts one error answer. */

@@ -11,6 +11,7 @@ import { AccessTokens, AdminToken, hideToken, requestLogFields } from "./access-
 import { errorText, HttpCodes, toErrorBody } from "./http-errors";
 import { type AppContext, IdSources } from "./id-sources";
 import { registerObservability } from "./observability";
+import { lazyRequestLogger } from "./request-logger";
 import { answerClientError, answerWrongMethod, registerRouteRules } from "./route-rules";
 import { registerAdminRoutes } from "./routes-admin";
 import { type RouteConfig, registerIdRoutes, wantsJson } from "./routes-ids";
@@ -39,6 +40,7 @@ export function buildApp(ctx: AppContext, options: BuildAppOptions = {}): Fastif
       serializers: { req: requestLogFields },
     },
     logController: new LogController({ disableRequestLogging: !config.server.requestLog }),
+    childLoggerFactory: lazyRequestLogger,
     routerOptions: { maxParamLength: 2048 },
     bodyLimit: 64 * 1024,
     // The stop closes connections itself (graceful-stop.ts) and answers SHUTTING_DOWN in the

@@ -4,7 +4,7 @@
 // half-open in the kernel's accept queue (closing a listening socket resets those); then the
 // listening socket alone is closed; then each connection gets its next answer with
 // `Connection: close` and is closed after it, and one that sends nothing is closed once idle.
-import type { Server } from "node:http";
+import type { Server, ServerResponse } from "node:http";
 import net from "node:net";
 import { performance } from "node:perf_hooks";
 
@@ -31,6 +31,18 @@ interface Tracked {
   ended: boolean;
 }
 
+const TRACKED = Symbol("tracked connection");
+
+/** A response and the connection it answers on. */
+type TrackedResponse = ServerResponse & { [TRACKED]?: Tracked };
+
+/** A response's 'close' listener: its request is no longer in flight. */
+function answered(this: TrackedResponse): void {
+  const tracked = this[TRACKED]!;
+  tracked.active--;
+  tracked.lastActiveAt = performance.now();
+}
+
 /** Follows every connection of an HTTP server: requests in flight and last activity. */
 export class ConnectionTracker {
   private readonly sockets = new Map<net.Socket, Tracked>();
@@ -43,15 +55,14 @@ export class ConnectionTracker {
       this.sockets.set(socket, { active: 0, lastActiveAt: now, ended: false });
       socket.once("close", () => this.sockets.delete(socket));
     });
-    server.on("request", (request, response) => {
+    server.on("request", (request, response: TrackedResponse) => {
       const tracked = this.sockets.get(request.socket);
       if (tracked === undefined) return;
       tracked.active++;
       tracked.lastActiveAt = performance.now();
-      response.once("close", () => {
-        tracked.active--;
-        tracked.lastActiveAt = performance.now();
-      });
+      // One shared listener, not a closure with `once` per request: this runs on every request.
+      response[TRACKED] = tracked;
+      response.on("close", answered);
     });
   }
 

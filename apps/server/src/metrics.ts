@@ -4,6 +4,7 @@
 import { type Layout, layouts } from "@leaf/core";
 import { Counter, collectDefaultMetrics, Histogram, Registry } from "prom-client";
 import { Activity } from "./activity";
+import { HttpAnswers } from "./answer-metrics";
 import { describeBackends } from "./backends/index";
 import { type CapacityView, CapacityWatch } from "./capacity";
 import { configSummary } from "./config-summary";
@@ -109,14 +110,8 @@ export class ServerMetrics {
   readonly leaseEvents: Counter<"type">;
   /** Id requests answered with an error, by mode and code. */
   readonly requestErrors: CountedEvents<"mode" | "code">;
-  /** HTTP requests answered, by method, route pattern and status. */
-  private readonly httpRequests: Counter<"method" | "route" | "status_code">;
-  /** Time to answer, by method, route pattern and status. */
-  private readonly httpDuration: Histogram<"method" | "route" | "status_code">;
-  private readonly httpChildren = new Map<
-    string,
-    { count: { inc(): void }; duration: { observe(v: number): void } }
-  >();
+  /** HTTP answers by method, route pattern and status: counted, and timed in a histogram. */
+  readonly answers = new HttpAnswers();
   /** Ids, requests and errors per second, for the monitor page. */
   readonly activity = new Activity();
   /** Capacity: layout, worker ids, max_id headroom; and its warnings. */
@@ -132,22 +127,7 @@ export class ServerMetrics {
     // every Node.js dashboard expects them.
     collectDefaultMetrics({ register: this.registry });
     const metrics = this;
-    this.httpRequests = new Counter({
-      name: "http_requests_total",
-      help: "HTTP requests answered, by method, route pattern (not the raw URL; unmatched for 404s) and status code.",
-      labelNames: ["method", "route", "status_code"],
-      registers,
-    });
-    this.httpDuration = new Histogram({
-      name: "http_request_duration_seconds",
-      help: "Time from receiving an HTTP request to answering it, by method, route pattern and status code.",
-      labelNames: ["method", "route", "status_code"],
-      buckets: [
-        0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5,
-        10,
-      ],
-      registers,
-    });
+    this.answers.register(this.registry);
 
     new Counter({
       name: "leaf_ids_issued_total",
@@ -260,22 +240,6 @@ export class ServerMetrics {
   stop(): void {
     this.activity.stop();
     this.capacity.stop();
-  }
-
-  /** Counts one HTTP answer. `route` is the route's pattern, never the raw URL. */
-  observeRequest(method: string, route: string, status: number, seconds: number): void {
-    const key = `${method} ${status} ${route}`;
-    let child = this.httpChildren.get(key);
-    if (child === undefined) {
-      const labels = { method, route, status_code: String(status) };
-      child = {
-        count: this.httpRequests.labels(labels),
-        duration: this.httpDuration.labels(labels),
-      };
-      this.httpChildren.set(key, child);
-    }
-    child.count.inc();
-    child.duration.observe(seconds);
   }
 
   /** Capacity now, computed at most once per scrape. */

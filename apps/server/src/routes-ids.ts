@@ -106,8 +106,9 @@ export function registerIdRoutes(
           return sources.segmentIds(tag, count).then((ids) => sendBatch(request, reply, ids, ""));
         }
         const id = sources.segmentId(tag);
-        if (typeof id === "bigint") return reply.send(id.toString());
-        return id.then((waited) => reply.send(waited.toString()));
+        // Sent, not returned: a returned reply is awaited (a listener on its stream per request).
+        if (typeof id === "bigint") reply.send(id.toString());
+        else return id.then((waited) => reply.send(waited.toString()));
       },
     });
 
@@ -120,7 +121,7 @@ export function registerIdRoutes(
         if (count !== undefined) {
           return sources.snowflakeIds(count).then((ids) => sendBatch(request, reply, ids, ""));
         }
-        return reply.send(sources.snowflakeId().toString());
+        reply.send(sources.snowflakeId().toString());
       },
     });
 

@@ -85,7 +85,9 @@ export class AdminToken {
   }
 }
 
-/** The query string's `token` (an access token) replaced, for logs: a token is never written out. */
+/**
+ * The query string's `token` (an access token) replaced, for logs: a token is never written out.
+ */
 export function hideToken(url: string): string {
   const at = url.indexOf("?");
   if (at < 0) return url;

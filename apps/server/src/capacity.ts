@@ -1,7 +1,7 @@
 // Capacity nobody else watches: the years left in the snowflake layout, the worker ids left in the
 // registry's space, and each segment tag's headroom below max_id 2^63 - 1 (in days at the current
-// rate: this node's, or the store's max_id growth when faster). Shown on the monitor page and in the
-// metrics, and logged as warnings at start and then hourly while they hold.
+// rate: this node's, or the store's max_id growth when faster). Shown on the monitor page and in
+// the metrics, and logged as warnings at start and then hourly while they hold.
 import { MAX_ID } from "@leaf/segment";
 import { type Activity, LONG_RATE_SECONDS } from "./activity";
 import { registryBackend } from "./backends/index";
@@ -42,11 +42,17 @@ export interface LayoutCapacity {
 /** The registry's worker-id space. */
 export interface WorkerIdCapacity {
   registry: string;
-  /** The registry's mode (its entry's): normal, recycle (zk); fixed, lease (mysql); lease (redis, etcd); configured (local). */
+  /**
+   * The registry's mode (its entry's): normal, recycle (zk); fixed, lease (mysql); lease (redis,
+   * etcd); configured (local).
+   */
   mode: string;
   /** Worker ids the layout holds: 2^workerBits. */
   space: number;
-  /** False when the registry never gives an id back (zk normal, mysql fixed): every new node uses one up. */
+  /**
+   * False when the registry never gives an id back (zk normal, mysql fixed): every new node uses
+   * one up.
+   */
   reused: boolean;
   /** Highest worker id this node holds (primary or backup); null without a lease. */
   highestHeld: number | null;
@@ -63,7 +69,9 @@ export interface WorkerIdCapacity {
 /** A segment tag's room. */
 export interface TagCapacity {
   tag: string;
-  /** The store's max_id as last read, or the end of this node's last range when higher (decimal). */
+  /**
+   * The store's max_id as last read, or the end of this node's last range when higher (decimal).
+   */
   maxId: string;
   /** Ids left below 2^63 - 1 (decimal). */
   headroom: string;
@@ -108,7 +116,9 @@ export interface CapacityView {
 export class CapacityWatch {
   /** The store's max_id per tag as last read. */
   private readonly storeMaxIds = new Map<string, bigint>();
-  /** The store's max_id per tag at each read of the last {@link STORE_RATE_WINDOW_MS}, oldest first. */
+  /**
+   * The store's max_id per tag at each read of the last {@link STORE_RATE_WINDOW_MS}, oldest first.
+   */
   private readonly storeSamples = new Map<string, Array<{ at: number; maxId: bigint }>>();
   private readonly logged = new Map<string, number>();
   private ctx: ServerView | undefined;

@@ -35,7 +35,9 @@ export type StopStep = "settled" | "closed";
 /** A worker's state as the primary sees it. */
 export type SlotState = "starting" | "running" | "restarting" | "stopping" | "stopped";
 
-/** One worker's answer to a gather; `value` is absent when it gave none (why: `state`, `missing`). */
+/**
+ * One worker's answer to a gather; `value` is absent when it gave none (why: `state`, `missing`).
+ */
 export interface WorkerAnswer {
   slot: number;
   pid: number | undefined;

@@ -361,7 +361,9 @@ class Primary {
     }, wait);
   }
 
-  /** Asks every serving worker for `what` and answers `requester` with what came within the wait. */
+  /**
+   * Asks every serving worker for `what` and answers `requester` with what came within the wait.
+   */
   private async gather(
     requester: Worker,
     id: number,

@@ -34,7 +34,9 @@ const GATHER_WAIT_MS = 1000;
 const METRICS_WAIT_MS = 2000;
 /** Longest wait at a stop step for the siblings (they normally arrive within milliseconds). */
 const STEP_WAIT_MS = 2000;
-/** A lock of another PID namespace (a previous container) counts as stale once untouched this long. */
+/**
+ * A lock of another PID namespace (a previous container) counts as stale once untouched this long.
+ */
 const SLOT_LOCK_STALE_MS = 10_000;
 
 /** What a worker process tells about itself on the monitor page. */
@@ -85,12 +87,16 @@ export class WorkerLink {
     this.ctx = ctx;
   }
 
-  /** The primary's store (the embedded store's folder is the primary's), seen through the channel. */
+  /**
+   * The primary's store (the embedded store's folder is the primary's), seen through the channel.
+   */
   remoteStore(kind: string): SegmentStore {
     return new RemoteSegmentStore(kind, (op, args) => this.storeCall(op, args));
   }
 
-  /** Readiness of the whole server: this worker's checks, each ready only when every worker's is. */
+  /**
+   * Readiness of the whole server: this worker's checks, each ready only when every worker's is.
+   */
   async readiness(): Promise<{
     ready: boolean;
     checks: Record<string, Check>;
@@ -493,11 +499,11 @@ export async function serveWorker(config: ServerConfig): Promise<number> {
 }
 
 /**
- * Holds `dataDir/workers/worker-{slot}.lock` while the worker runs: a new server started on the same
- * data folder (its primary restarted after a crash) cannot start this worker, the same node to the
- * registry, while the old process lives (one paused when its primary died, say). A lock left by a
- * process of another PID namespace (a previous container) is taken over once it went untouched for
- * 10 s.
+ * Holds `dataDir/workers/worker-{slot}.lock` while the worker runs: a new server started on the
+ * same data folder (its primary restarted after a crash) cannot start this worker, the same node to
+ * the registry, while the old process lives (one paused when its primary died, say). A lock left by
+ * a process of another PID namespace (a previous container) is taken over once it went untouched
+ * for 10 s.
  */
 async function workerLock(config: ServerConfig, slot: number): Promise<HeldLockFile> {
   const { mkdir } = await import("node:fs/promises");

@@ -2,7 +2,9 @@
 // JSON/YAML value, to the type the loader uses, or an Expected saying what was expected.
 import { availableParallelism } from "node:os";
 
-/** Thrown by a key's reader: what was expected (the loader adds the key, the source and the value). */
+/**
+ * Thrown by a key's reader: what was expected (the loader adds the key, the source and the value).
+ */
 export class Expected extends Error {
   constructor(readonly expected: string) {
     super(expected);

@@ -10,7 +10,9 @@ export function redisSequenceEnabled(v: ConfigValues): boolean {
   return v.optional("redisSequence.enabled") ?? v.named("redisSequence.url");
 }
 
-/** The redis sequence's settings (it is enabled); undefined, with a problem noted, without a URL. */
+/**
+ * The redis sequence's settings (it is enabled); undefined, with a problem noted, without a URL.
+ */
 export function redisSequenceSettings(
   v: ConfigValues,
   name: string,

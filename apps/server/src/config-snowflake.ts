@@ -62,7 +62,9 @@ export function snowflakeSettings(v: ConfigValues, at: Placement): SnowflakeSett
   };
 }
 
-/** The pod whose StatefulSet ordinal (plus the offset) is the worker id, when snowflake.statefulSet. */
+/**
+ * The pod whose StatefulSet ordinal (plus the offset) is the worker id, when snowflake.statefulSet.
+ */
 function podSettings(v: ConfigValues): SnowflakeSettings["pod"] {
   if (!v.get("snowflake.statefulSet")) {
     if (v.named("snowflake.statefulSetOffset")) {

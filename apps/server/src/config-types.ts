@@ -86,7 +86,10 @@ export interface ServerConfig {
   redisSequence: RedisSequenceSettings | undefined;
   /** Where values came from, for the start-up log. */
   sources: string[];
-  /** Things that were ignored (keys of other programs in a .properties file, unknown LEAF_ variables). */
+  /**
+   * Things that were ignored (keys of other programs in a .properties file, unknown LEAF_
+   * variables).
+   */
   warnings: string[];
   /**
    * LEAF_* variables that are not Leaf keys, each with the closest key's variable when one is near

@@ -31,7 +31,10 @@ const COMPONENT = "server";
 export interface LoadConfigOptions {
   /** A `.properties`, `.json`, `.yaml` or `.yml` file. */
   file?: string;
-  /** Values as a JSON/YAML file would hold them (nested or dotted keys); over the file, under the environment. */
+  /**
+   * Values as a JSON/YAML file would hold them (nested or dotted keys); over the file, under the
+   * environment.
+   */
   values?: Record<string, unknown>;
   /** The environment (default `process.env`); pass `{}` to ignore it. */
   env?: Record<string, string | undefined>;
@@ -40,8 +43,8 @@ export interface LoadConfigOptions {
 }
 
 /**
- * Reads and checks the configuration. Throws a LeafError INVALID_CONFIG listing every problem,
- * each naming the key as written (and where), the value seen (passwords hidden) and what is expected.
+ * Reads and checks the configuration. Throws a LeafError INVALID_CONFIG listing every problem, each
+ * naming the key as written (and where), the value seen (passwords hidden) and what is expected.
  */
 export function loadConfig(options: LoadConfigOptions = {}): ServerConfig {
   const cwd = options.cwd ?? process.cwd();
@@ -55,7 +58,8 @@ export function loadConfig(options: LoadConfigOptions = {}): ServerConfig {
   if (options.file !== undefined) {
     const path = resolve(cwd, options.file);
     const entries = readFileEntries(path, problems, warnings);
-    // Java Leaf's own leaf.properties: its defaults apply (see config-segment.ts, config-snowflake.ts).
+    // Java Leaf's own leaf.properties: its defaults apply (see config-segment.ts,
+    // config-snowflake.ts).
     javaLeafFile =
       extname(path).toLowerCase() === ".properties" &&
       entries.some((e) => e.name.startsWith("leaf."));

@@ -35,7 +35,10 @@ export function javaDateText(ms: number): string {
   );
 }
 
-/** Java Leaf's decode answer: `{"timestamp":"<ms>(yyyy-MM-dd HH:mm:ss.SSS)","workerId":"..","sequenceId":".."}`. */
+/**
+ * Java Leaf's decode answer: `{"timestamp":"<ms>(yyyy-MM-dd
+ * HH:mm:ss.SSS)","workerId":"..","sequenceId":".."}`.
+ */
 export function javaDecode(
   id: string,
   layout: Layout,

@@ -1,9 +1,9 @@
 // A stop that drops no request. After the drain (readiness false, every answer asking the client to
 // close its connection), the port is closed in a way that resets no connection: first the server
-// stops asking clients to reconnect, so that they stay on the connections they have and none is left
-// half-open in the kernel's accept queue (closing a listening socket resets those); then the
-// listening socket alone is closed; then each connection gets its next answer with
-// `Connection: close` and is closed after it, and one that sends nothing is closed once idle.
+// stops asking clients to reconnect, so that they stay on the connections they have and none is
+// left half-open in the kernel's accept queue (closing a listening socket resets those); then the
+// listening socket alone is closed; then each connection gets its next answer with `Connection:
+// close` and is closed after it, and one that sends nothing is closed once idle.
 import type { Server, ServerResponse } from "node:http";
 import net from "node:net";
 import { performance } from "node:perf_hooks";

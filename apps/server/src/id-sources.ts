@@ -28,7 +28,9 @@ export interface AppContext {
   /** ms since 1970 when the server started listening. */
   startedAt: number;
   version: string;
-  /** Set in a worker process of a server with several (server.workers): its siblings, its primary. */
+  /**
+   * Set in a worker process of a server with several (server.workers): its siblings, its primary.
+   */
   workers?: WorkerLink;
 }
 

@@ -5,7 +5,10 @@ import { performance } from "node:perf_hooks";
 import { isLeafError } from "@leaf/core";
 import type { NewTag, RangeResidue, SegmentRange, SegmentStore, TagRecord } from "@leaf/segment";
 
-/** The counters this store feeds (ServerMetrics has them; named here so the two files do not import each other). */
+/**
+ * The counters this store feeds (ServerMetrics has them; named here so the two files do not import
+ * each other).
+ */
 export interface StoreMetrics {
   segmentLoads: { inc(labels: { tag: string; result: "ok" | "error" }): void };
   segmentLoadSeconds: { observe(labels: { tag: string }, seconds: number): void };

@@ -1,7 +1,7 @@
 // Starts the id sources the configuration asks for (segment generator and its store, snowflake
-// worker and its registry, redis sequence) and closes them in the right order. Stores and registries
-// are built by their backend entries (backends/); registries and Redis are imported only when
-// configured, so an unused mode loads nothing.
+// worker and its registry, redis sequence) and closes them in the right order. Stores and
+// registries are built by their backend entries (backends/); registries and Redis are imported only
+// when configured, so an unused mode loads nothing.
 
 import { join } from "node:path";
 import {

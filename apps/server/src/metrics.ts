@@ -35,7 +35,10 @@ export class SnowflakeTally implements Tally {
     this.shift = BigInt(layout.timestampShift);
   }
 
-  /** Before asking for ids: a wait follows when the last id used its tick up and it is still that tick. */
+  /**
+   * Before asking for ids: a wait follows when the last id used its tick up and it is still that
+   * tick.
+   */
   before(): void {
     if (this.usedUpTick < 0) return;
     if (this.layout.ticksAt(Date.now()) <= this.usedUpTick) this.overflowWaits++;
@@ -59,7 +62,9 @@ export class SnowflakeTally implements Tally {
   }
 }
 
-/** A labelled counter the monitor reads too: Prometheus's counter plus plain totals per label set. */
+/**
+ * A labelled counter the monitor reads too: Prometheus's counter plus plain totals per label set.
+ */
 export class CountedEvents<L extends string> {
   private readonly totals = new Map<string, number>();
 
@@ -231,7 +236,9 @@ export class ServerMetrics {
     this.capacity.bind(ctx, logger);
   }
 
-  /** Starts the once-a-second activity samples and the capacity checks (start-up warnings first). */
+  /**
+   * Starts the once-a-second activity samples and the capacity checks (start-up warnings first).
+   */
   start(): void {
     this.activity.start();
     this.capacity.start();

@@ -1,5 +1,5 @@
-// The monitor page: Java Leaf's /cache and /db pages remade as one live page, with motion (rates and
-// sparklines, recent errors) and capacity. Self-contained (no external files), it polls
+// The monitor page: Java Leaf's /cache and /db pages remade as one live page, with motion (rates
+// and sparklines, recent errors) and capacity. Self-contained (no external files), it polls
 // /api/v1/monitor every second and the store's rows every five, and builds the DOM with textContent
 // only, so a tag name can never inject markup. Every time is shown in one format, in UTC.
 

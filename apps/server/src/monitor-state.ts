@@ -1,5 +1,5 @@
-// The data of the monitor page (Java Leaf's /cache and /db, and more), as JSON: ids and other 64-bit
-// values as strings, times in ms since 1970.
+// The data of the monitor page (Java Leaf's /cache and /db, and more), as JSON: ids and other
+// 64-bit values as strings, times in ms since 1970.
 import type { TagRecord } from "@leaf/segment";
 import { registryBackend, storeBackend } from "./backends/index";
 import type { WorkersView } from "./cluster-worker";
@@ -151,7 +151,9 @@ export type MonitorState = ReturnType<typeof monitorState>;
 /** One row of `/api/v1/monitor/store`. */
 export type StoreRow = ReturnType<typeof tagJson>;
 
-/** Rows of the store (Java Leaf's /db page), cached briefly so that many open pages cost one query. */
+/**
+ * Rows of the store (Java Leaf's /db page), cached briefly so that many open pages cost one query.
+ */
 export class StoreRows {
   private cached: { at: number; rows: ReturnType<typeof tagJson>[] } | undefined;
   private pending: Promise<ReturnType<typeof tagJson>[]> | undefined;

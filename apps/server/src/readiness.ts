@@ -1,7 +1,8 @@
 // What a load balancer asks (/health/ready): can every enabled mode serve? A segment tag that is
 // loaded on its first request, refused or used up is a fact about that tag, reported per tag (here,
 // in the metrics and on the monitor), never the node's readiness: a node that serves every other
-// tag must get the traffic, and a lazy tag is loaded by exactly the request readiness would hold back.
+// tag must get the traffic, and a lazy tag is loaded by exactly the request readiness would hold
+// back.
 import type { TagSnapshot } from "@leaf/segment";
 import { registryBackend } from "./backends/index";
 import type { AppContext } from "./id-sources";

@@ -62,7 +62,9 @@ function pathPattern(url: string): RegExp {
   return new RegExp(`^${source}$`);
 }
 
-/** The routes of one app by path: which methods each answers and which query parameters each takes. */
+/**
+ * The routes of one app by path: which methods each answers and which query parameters each takes.
+ */
 export class RouteRules {
   private readonly paths = new Map<string, PathEntry>();
 

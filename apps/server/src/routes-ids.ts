@@ -87,8 +87,9 @@ export function registerIdRoutes(
 
   // ---- Java Leaf's paths ----------------------------------------------------------------------
   // Every method Java Leaf answers, with any body: Java clients POST with form bodies, JSON or
-  // nothing at all. The body is read (up to the body limit) and ignored, in a plugin of their own so
-  // that the other routes keep their strict content types. Parameters come from the query string.
+  // nothing at all. The body is read (up to the body limit) and ignored, in a plugin of their own
+  // so that the other routes keep their strict content types. Parameters come from the query
+  // string.
 
   app.register(async (javaPaths) => {
     javaPaths.removeAllContentTypeParsers();
@@ -286,7 +287,10 @@ export function registerIdRoutes(
   });
 }
 
-/** The redis sequence's string form read in `timeZone`; a 400 naming the parameter when it is not a zone. */
+/**
+ * The redis sequence's string form read in `timeZone`; a 400 naming the parameter when it is not a
+ * zone.
+ */
 function formatIn(timeZone: string): SequenceIdFormat {
   try {
     return new SequenceIdFormat({ timeZone });

@@ -87,7 +87,8 @@ export async function startServer(
   });
   // While draining, and once the port is closed, every answer asks the client to close its
   // keep-alive connection, so that its next request opens a connection to another node instead of
-  // finding this one gone. (Between the two, while the port closes, clients keep their connections.)
+  // finding this one gone. (Between the two, while the port closes, clients keep their
+  // connections.)
   app.addHook("onSend", (_request, reply, payload, done) => {
     if (ctx.state === "draining" || ctx.portClosed) reply.header("connection", "close");
     done(null, payload);

@@ -78,7 +78,10 @@ export interface LeafServices {
   segment: SegmentMode | undefined;
   snowflake: SnowflakeMode | undefined;
   redisSequence: RedisSequenceMode | undefined;
-  /** Stops the worker (last report, lease released), the generator and Redis; then the registry and store. */
+  /**
+   * Stops the worker (last report, lease released), the generator and Redis; then the registry and
+   * store.
+   */
   close(): Promise<void>;
 }
 

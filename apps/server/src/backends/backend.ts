@@ -1,7 +1,7 @@
 // What a backend entry is: one object per segment store and per worker-id registry the server can
-// use, with its kind name, its configuration keys, how it checks them, how it builds the adapter and
-// what it tells health, metrics, capacity and the monitor. The server's configuration, wiring and
-// reporting iterate over the entries listed in backends/index.ts; adding a backend is one file
+// use, with its kind name, its configuration keys, how it checks them, how it builds the adapter
+// and what it tells health, metrics, capacity and the monitor. The server's configuration, wiring
+// and reporting iterate over the entries listed in backends/index.ts; adding a backend is one file
 // here plus one line there.
 import type { WorkerIdRegistry } from "@leaf/core";
 import type { SegmentStore } from "@leaf/segment";
@@ -43,8 +43,8 @@ interface BackendBase<
   /**
    * Keys that name this backend's address. When the mode's kind key (segment.store,
    * snowflake.registry) is not set, naming one of them chooses this backend; and a configuration
-   * that names one of a shared backend is a deployment other hosts call (the server listens on every
-   * interface, default worker ids are refused).
+   * that names one of a shared backend is a deployment other hosts call (the server listens on
+   * every interface, default worker ids are refused).
    */
   readonly addressKeys: readonly Keys[number]["key"][];
   /** Other servers may share it: the deployment guards treat it as such. */
@@ -128,7 +128,10 @@ export interface StoreBackend<
 /** A registry chosen in snowflake.registry: its kind and the variant written, if any. */
 export interface RegistryChoice {
   registry: string;
-  /** The fork's zk_normal / zk_recycle: the name as written when it is one of {@link RegistryBackend.variants}. */
+  /**
+   * The fork's zk_normal / zk_recycle: the name as written when it is one of {@link
+   * RegistryBackend.variants}.
+   */
   variant?: string;
 }
 

@@ -1,5 +1,5 @@
-// The ZooKeeper registry: Java Leaf's tree /snowflake/{name}/forever (normal mode: a fixed worker id
-// per ip:port, readable by Java Leaf), or recycled ids (recycle mode, the fork's zk_recycle).
+// The ZooKeeper registry: Java Leaf's tree /snowflake/{name}/forever (normal mode: a fixed worker
+// id per ip:port, readable by Java Leaf), or recycled ids (recycle mode, the fork's zk_recycle).
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { LeafError, NodeIdentity } from "@leaf/core";

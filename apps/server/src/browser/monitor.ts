@@ -1,5 +1,6 @@
-// The monitor page's script, bundled into the page (monitor-script.ts, build/browser-script.ts): polls /api/v1/monitor every second and the store's rows every five, and builds
-// the DOM with textContent only (a tag name can never inject markup).
+// The monitor page's script, bundled into the page (monitor-script.ts, build/browser-script.ts):
+// polls /api/v1/monitor every second and the store's rows every five, and builds the DOM with
+// textContent only (a tag name can never inject markup).
 import type { MonitorState, StoreRow } from "../monitor-state";
 
 type Segment = MonitorState["segment"];

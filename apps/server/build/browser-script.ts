@@ -1,7 +1,7 @@
-// The monitor page's browser script (src/browser/monitor.ts) bundled by esbuild into the text of one
-// classic script (an IIFE). src/monitor-script.ts calls monitorScriptFromSource() when the server runs
-// from its source (tsx, vitest); the build (tsup) replaces that module with the bundled text, so the
-// published package needs no bundler. Both use the esbuild tsup brings.
+// The monitor page's browser script (src/browser/monitor.ts) bundled by esbuild into the text of
+// one classic script (an IIFE). src/monitor-script.ts calls monitorScriptFromSource() when the
+// server runs from its source (tsx, vitest); the build (tsup) replaces that module with the bundled
+// text, so the published package needs no bundler. Both use the esbuild tsup brings.
 import { createRequire } from "node:module";
 import { resolve } from "node:path";
 import { fileURLToPath } from "node:url";

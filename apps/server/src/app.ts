@@ -8,6 +8,7 @@ import Fastify, {
   LogController,
 } from "fastify";
 import { AccessTokens, AdminToken, hideToken, requestLogFields } from "./access-tokens";
+import { type FastPath, fastIdPaths, serverWithFastPath } from "./fast-paths";
 import { errorText, HttpCodes, toErrorBody } from "./http-errors";
 import { type AppContext, IdSources } from "./id-sources";
 import { registerObservability } from "./observability";
@@ -34,6 +35,7 @@ export function listRoutes(app: FastifyInstance): Array<{ method: string; url: s
 /** Builds the application for `ctx`. Routes answer "starting" until `ctx.services` is set. */
 export function buildApp(ctx: AppContext, options: BuildAppOptions = {}): FastifyInstance {
   const { config } = ctx;
+  let fast: FastPath | undefined;
   const app = Fastify({
     logger: options.logger ?? {
       level: config.logLevel,
@@ -41,6 +43,9 @@ export function buildApp(ctx: AppContext, options: BuildAppOptions = {}): Fastif
     },
     logController: new LogController({ disableRequestLogging: !config.server.requestLog }),
     childLoggerFactory: lazyRequestLogger,
+    // The single-id Java paths' common case is answered before fastify routes it (fast-paths.ts).
+    serverFactory: (handler, serverOptions) =>
+      serverWithFastPath(handler, serverOptions, () => fast),
     routerOptions: { maxParamLength: 2048 },
     bodyLimit: 64 * 1024,
     // The stop closes connections itself (graceful-stop.ts) and answers SHUTTING_DOWN in the
@@ -57,6 +62,7 @@ export function buildApp(ctx: AppContext, options: BuildAppOptions = {}): Fastif
     },
   });
   const sources = new IdSources(ctx);
+  fast = fastIdPaths(ctx, sources);
   const tokens = config.server.accessTokens
     ? new AccessTokens(config.server.accessTokens)
     : undefined;

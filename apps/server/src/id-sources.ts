@@ -104,6 +104,23 @@ export class IdSources {
     return id;
   }
 
+  /**
+   * One segment id of `tag` if there is one at hand at once; undefined instead of waiting or
+   * throwing (no id is taken then: {@link segmentId} says why, or waits).
+   */
+  segmentIdNow(tag: string): bigint | undefined {
+    const mode = this.ctx.services?.segment;
+    if (mode === undefined || this.ctx.state === "starting") return undefined;
+    let id: bigint;
+    try {
+      id = mode.generator.nextIdSync(tag);
+    } catch {
+      return undefined;
+    }
+    this.countSegment(tag, 1);
+    return id;
+  }
+
   /** `count` consecutive segment ids of `tag`. */
   async segmentIds(tag: string, count: number): Promise<bigint[]> {
     const ids = await this.segment().generator.nextIds(tag, count);

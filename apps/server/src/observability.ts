@@ -3,8 +3,9 @@
 // activity samples and the capacity checks run while the app does. Each route gets its own
 // counting hook, with its series and mode found once when it is registered: the request path
 // only adds numbers.
-import type { FastifyInstance, onResponseHookHandler } from "fastify";
-import type { Counted } from "./activity";
+import type { FastifyInstance, FastifyRequest } from "fastify";
+import type { Activity, Counted } from "./activity";
+import type { RouteAnswers } from "./answer-metrics";
 import type { AppContext } from "./id-sources";
 import type { ServerMetrics } from "./metrics";
 import type { RouteConfig } from "./routes-ids";
@@ -16,13 +17,20 @@ export function registerObservability(app: FastifyInstance, ctx: AppContext): vo
   const namespace = ctx.config.redisSequence?.namespace ?? "";
   app.addHook("onRoute", (route) => {
     const mode = (route.config as RouteConfig | undefined)?.mode;
+    const counter = new AnswerCounter(metrics, route.url, mode, namespace);
     const own = route.onResponse === undefined ? [] : [route.onResponse].flat();
-    route.onResponse = [...own, countAnswers(metrics, route.url, mode, namespace)];
+    route.onResponse = [
+      ...own,
+      (request, reply, done) => {
+        counter.count(request.method, reply.statusCode, reply.elapsedTime / 1000, tagOf(request));
+        done();
+      },
+    ];
   });
   // Requests no route matched (404s, and requests refused before routing).
-  const unmatched = countAnswers(metrics, "unmatched", undefined, namespace);
-  app.addHook("onResponse", function onUnmatched(request, reply, done) {
-    if (request.is404) return unmatched.call(this, request, reply, done);
+  const unmatched = new AnswerCounter(metrics, "unmatched", undefined, namespace);
+  app.addHook("onResponse", (request, reply, done) => {
+    if (request.is404) unmatched.count(request.method, reply.statusCode, reply.elapsedTime / 1000);
     done();
   });
   app.addHook("onReady", (done) => {
@@ -35,45 +43,50 @@ export function registerObservability(app: FastifyInstance, ctx: AppContext): vo
   });
 }
 
-/** The onResponse hook that counts the answers of `route` (and of `mode`'s ids, if any). */
-function countAnswers(
-  metrics: ServerMetrics,
-  route: string,
-  mode: string | undefined,
-  namespace: string,
-): onResponseHookHandler {
-  const answers = metrics.answers.route(route);
-  const { activity } = metrics;
-  if (mode === undefined) {
-    return (request, reply, done) => {
-      const status = reply.statusCode;
-      answers.add(request.method, status, reply.elapsedTime / 1000);
-      if (status >= 400) activity.error(null, `HTTP ${status}`);
-      done();
-    };
-  }
+/** The segment tag a request names in its path (`:key` of Java Leaf's path, `:tag` of the API). */
+function tagOf(request: FastifyRequest): string | undefined {
+  const params = request.params as { key?: string; tag?: string } | undefined;
+  return params?.key ?? params?.tag;
+}
+
+/**
+ * Counts the answers of one route: its http_* series and, for an id route, the monitor's requests
+ * of its mode and tag. Made once per route; {@link count} only adds numbers.
+ */
+export class AnswerCounter {
+  private readonly answers: RouteAnswers;
+  private readonly activity: Activity;
   // The activity counts by tag, created on first use: per tag only once the tag has answered with
   // ids, so a stream of unknown tags adds no rows.
-  const counts = new Map<string, Counted>();
-  const countOf = (tag: string): Counted => {
-    let count = counts.get(tag);
-    if (count === undefined) {
-      count = activity.requestCount(mode, tag);
-      counts.set(tag, count);
+  private readonly requests = new Map<string, Counted>();
+
+  constructor(
+    metrics: ServerMetrics,
+    route: string,
+    private readonly mode: string | undefined,
+    private readonly namespace: string,
+  ) {
+    this.answers = metrics.answers.route(route);
+    this.activity = metrics.activity;
+  }
+
+  /** One answer of `status` after `seconds`; `segmentTag`: the tag the request named, if any. */
+  count(method: string, status: number, seconds: number, segmentTag?: string): void {
+    this.answers.add(method, status, seconds);
+    if (this.mode === undefined) {
+      if (status >= 400) this.activity.error(null, `HTTP ${status}`);
+      return;
     }
-    return count;
-  };
-  return (request, reply, done) => {
-    const status = reply.statusCode;
-    answers.add(request.method, status, reply.elapsedTime / 1000);
     let tag = "";
     if (status < 400) {
-      if (mode === "segment") {
-        const params = request.params as { key?: string; tag?: string };
-        tag = params.key ?? params.tag ?? "";
-      } else if (mode === "redisSequence") tag = namespace;
+      if (this.mode === "segment") tag = segmentTag ?? "";
+      else if (this.mode === "redisSequence") tag = this.namespace;
     }
-    countOf(tag).n++;
-    done();
-  };
+    let requests = this.requests.get(tag);
+    if (requests === undefined) {
+      requests = this.activity.requestCount(this.mode, tag);
+      this.requests.set(tag, requests);
+    }
+    requests.n++;
+  }
 }

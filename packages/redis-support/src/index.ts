@@ -19,6 +19,7 @@ export {
 } from "./redis-eviction";
 export {
   describeRedisUrl,
+  isRedisAuthRefusal,
   isRedisScriptClient,
   isRedisWriteRefusal,
   type LuaScript,

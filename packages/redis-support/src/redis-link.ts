@@ -116,13 +116,29 @@ export function isRedisWriteRefusal(reason: string): boolean {
 }
 
 /**
+ * True when Redis refused the client's credentials: WRONGPASS (a wrong user or password, Redis 6
+ * and later), NOAUTH (no password given to a Redis that requires one), or "ERR invalid password"
+ * (a password given to a Redis 5 or older that has another, or none).
+ */
+export function isRedisAuthRefusal(reason: string): boolean {
+  return /^(WRONGPASS|NOAUTH)\b|^ERR (invalid password|AUTH <password> called without any password)/.test(
+    reason,
+  );
+}
+
+/**
  * How a failed Redis round trip reads in a message, after "Redis at HOST": "refused the write (…)"
- * for a refusal, else "did not answer (…)", with the client's last connection error when it says
- * more than `reason`.
+ * for a refusal, "refused the credentials (…)" when the command or the client's last connection
+ * error says the password (or user) was refused, else "did not answer (…)", with the client's last
+ * connection error when it says more than `reason`.
  */
 export function redisFailurePhrase(reason: string, lastConnectionError?: string): string {
   if (isRedisWriteRefusal(reason)) {
     return `refused the write (${reason}); it is not a master that may accept writes now`;
+  }
+  const auth = [reason, lastConnectionError ?? ""].find(isRedisAuthRefusal);
+  if (auth !== undefined) {
+    return `refused the credentials (${auth}); check the user and password in the URL`;
   }
   const last =
     lastConnectionError && lastConnectionError !== reason

@@ -135,6 +135,25 @@ describe("redisFailurePhrase", () => {
     expect(redisFailurePhrase("ERR unknown command 'READONLY'")).toMatch(/^did not answer/);
   });
 
+  it("says Redis refused the credentials when the command or the last connection error says so", () => {
+    expect(
+      redisFailurePhrase(
+        "Connection is closed.",
+        "WRONGPASS invalid username-password pair or user is disabled.",
+      ),
+    ).toBe(
+      "refused the credentials (WRONGPASS invalid username-password pair or user is disabled.); check the user and password in the URL",
+    );
+    expect(redisFailurePhrase("NOAUTH Authentication required.")).toMatch(
+      /^refused the credentials \(NOAUTH Authentication required\.\)/,
+    );
+    expect(redisFailurePhrase("Connection is closed.", "ERR invalid password")).toMatch(
+      /^refused the credentials/,
+    );
+    // The words inside another error are not a refusal of the credentials.
+    expect(redisFailurePhrase("ERR unknown command 'NOAUTH'")).toMatch(/^did not answer/);
+  });
+
   it("reads Redis 6's wrapping of a script's refusal", () => {
     const reason =
       "ERR Error running script (call to f_2b4c6d): @user_script:1: @user_script: 1: -READONLY You can't write against a read only replica. ";

@@ -6,6 +6,7 @@
 // copy the server still holds could run after other changes and undo them. The host failover, the
 // once-only writes and the range checks are @leaf/segment's HostedRanges, shared with the
 // PostgreSQL store; this file holds the SQL and mysql2's side of them.
+import type { Socket } from "node:net";
 import { classifyMysqlError, mysqlError } from "@leaf/mysql-support";
 import type { NewTag, ResidueRecord, SegmentRange, SegmentStore, TagRecord } from "@leaf/segment";
 import {
@@ -89,6 +90,8 @@ export class MysqlSegmentStore implements SegmentStore {
   private readonly ranges: HostedRanges<PoolConnection>;
   /** The residue record, when the database is in a residue set (`leaf_alloc_residue`). */
   private readonly residue: MysqlResidueTable;
+  /** The sockets of the connections this store used that are still open (see {@link close}). */
+  private readonly sockets = new Set<Socket>();
 
   constructor(options: MysqlSegmentStoreOptions) {
     const hosts = hostCluster(options);
@@ -344,10 +347,28 @@ export class MysqlSegmentStore implements SegmentStore {
     return this.ranges.stats();
   }
 
-  /** Closes every pool. Idempotent. */
+  /**
+   * Closes every pool. Idempotent. Statements in flight get up to `queryTimeoutMs` to answer (a
+   * give-back that answers in time is done); then the sockets still open are destroyed and close()
+   * returns. mysql2's pool end waits for each connection's last statement, and one whose server
+   * does not answer (SIGSTOPped, cut off) would hold it until the server answers, however long.
+   * Nothing is sent again: a write without an answer stays as its call reported it (sent once,
+   * outcome unknown; a range not answered is a gap).
+   */
   async close(): Promise<void> {
     if (!this.ranges.close()) return;
-    await this.cluster.end().catch(() => {});
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const late = new Promise<"late">((resolve) => {
+      timer = setTimeout(() => resolve("late"), this.queryTimeoutMs);
+    });
+    const ended = this.cluster.end().then(
+      () => "ended" as const,
+      () => "ended" as const,
+    );
+    const outcome = await Promise.race([ended, late]);
+    clearTimeout(timer);
+    if (outcome === "late") for (const socket of this.sockets) socket.destroy();
+    this.sockets.clear();
   }
 
   private selectOne(extra = ""): string {
@@ -365,7 +386,11 @@ export class MysqlSegmentStore implements SegmentStore {
       hostNames: this.hostNames,
       serverOption: STORE_FIXES.server,
       makeReadOnly: "SET GLOBAL read_only = ON",
-      connect: (index) => this.cluster.getConnection(nodeId(index)),
+      connect: async (index) => {
+        const conn = await this.cluster.getConnection(nodeId(index));
+        this.watch(conn);
+        return conn;
+      },
       release: (conn) => conn.release(),
       destroy: (conn) => conn.destroy(),
       execute: async (conn, sql) => {
@@ -379,6 +404,18 @@ export class MysqlSegmentStore implements SegmentStore {
       toError: (error, doing, host) => mysqlError(error, { ...this.context(doing), host }),
       details: (info) => ({ mysql: info.kind, errno: info.serverCode }),
     };
+  }
+
+  /**
+   * Keeps the socket of `conn` until it closes, for {@link close}. mysql2 keeps a connection's
+   * socket as `stream` and offers no other way to end it at once (`destroy()` only half-closes it,
+   * which a stopped server never answers).
+   */
+  private watch(conn: PoolConnection): void {
+    const socket = (conn.connection as unknown as { stream?: Socket }).stream;
+    if (socket === undefined || socket.destroyed || this.sockets.has(socket)) return;
+    this.sockets.add(socket);
+    socket.once("close", () => this.sockets.delete(socket));
   }
 
   /** Creates the deleted tags' table when it is missing (a table made by Java Leaf's script). */

@@ -10,7 +10,7 @@ export {
   postgresError,
   sqlStateOf,
 } from "./postgres-errors";
-export { DEFAULT_SCHEMA, qualifyPostgresTable } from "./postgres-table";
+export { DEFAULT_SCHEMA, qualifyPostgresTable, SCHEMA_LOCK_SQL } from "./postgres-table";
 export {
   type ParsedPostgresUrl,
   type PostgresHost,

@@ -15,3 +15,15 @@ export const DEFAULT_SCHEMA = "public";
 export function qualifyPostgresTable(table: string): string {
   return table.includes(".") ? table : `${DEFAULT_SCHEMA}.${table}`;
 }
+
+/**
+ * The statement that lets several processes create the same tables at once: run first in the
+ * transaction of `CREATE ... IF NOT EXISTS` statements, it takes a transaction-level advisory
+ * lock (one key for every Leaf table, released at commit or rollback), so that the second process
+ * waits for the first's commit and then finds the tables. Without it PostgreSQL checks IF NOT
+ * EXISTS before it inserts the catalog rows, and the second CREATE fails with a duplicate key in
+ * `pg_type` or `pg_class` (23505) or an existing type (42710): servers, or a server's worker
+ * processes, started together on an empty database with their tables to create failed to start.
+ * No privilege is needed for it.
+ */
+export const SCHEMA_LOCK_SQL = "SELECT pg_advisory_xact_lock(7810756220220105836)";

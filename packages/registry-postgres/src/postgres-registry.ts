@@ -19,7 +19,7 @@ import {
 import type pg from "pg";
 import { COMPONENT, type Credentials, Database, isPool } from "./database";
 import { acquireLeased, type PostgresLease } from "./postgres-lease";
-import { checkTableName, DEFAULT_TABLE, grantSequence, schemaSql } from "./schema";
+import { checkTableName, DEFAULT_TABLE, grantSequence, lockedSchemaSql } from "./schema";
 
 /** Why a lease still held when the registry closes is lost. */
 const CLOSED_WHILE_HELD = "the registry was closed while the lease was held";
@@ -222,9 +222,12 @@ export class PostgresRegistry implements WorkerIdRegistry {
     return lease;
   }
 
-  /** Creates this registry's table and sequence when they do not exist ({@link schemaSql}). */
+  /**
+   * Creates this registry's table and sequence when they do not exist (the package's `schemaSql`);
+   * processes running it at once wait for each other.
+   */
   async createSchema(): Promise<void> {
-    await this.db.query(schemaSql(this.table), [], `creating ${this.table}`);
+    await this.db.query(lockedSchemaSql(this.table), [], `creating ${this.table}`);
   }
 
   /**

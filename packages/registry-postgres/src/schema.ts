@@ -2,7 +2,7 @@
 // database's clock) and the sequence of fencing tokens, in `public` unless the name gives a schema.
 // sql/leaf_worker_lease.sql holds the same statements for the default table name.
 import { configError } from "@leaf/core";
-import { qualifyPostgresTable } from "@leaf/postgres-support";
+import { qualifyPostgresTable, SCHEMA_LOCK_SQL } from "@leaf/postgres-support";
 import type pg from "pg";
 import { COMPONENT, Database, isPool } from "./database";
 
@@ -72,6 +72,15 @@ COMMENT ON COLUMN ${name}.issue_horizon IS 'holder clock (ms) + lease at its las
 `;
 }
 
+/**
+ * What {@link createSchema} sends: {@link schemaSql} behind the advisory lock that lets several
+ * processes run it at once (one query of several statements: one transaction, which the lock
+ * lasts).
+ */
+export function lockedSchemaSql(table: string): string {
+  return `${SCHEMA_LOCK_SQL};\n${schemaSql(table)}`;
+}
+
 /** Options of {@link createSchema}. */
 export interface CreateSchemaOptions {
   /** Table name, optionally `schema.table` (default leaf_worker_lease; no schema: `public`). */
@@ -80,7 +89,10 @@ export interface CreateSchemaOptions {
   timeoutMs?: number;
 }
 
-/** Creates the table and its sequence when they do not exist. */
+/**
+ * Creates the table and its sequence when they do not exist; processes running it at once wait
+ * for each other.
+ */
 export async function createSchema(
   connection: string | pg.Pool,
   options: CreateSchemaOptions = {},
@@ -93,7 +105,7 @@ export async function createSchema(
     sequence: grantSequence(table),
   });
   try {
-    await database.query(schemaSql(table), [], `creating ${table}`);
+    await database.query(lockedSchemaSql(table), [], `creating ${table}`);
   } finally {
     await database.end();
   }

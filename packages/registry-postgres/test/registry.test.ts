@@ -35,10 +35,28 @@ async function sql(text: string, values: unknown[] = [], database = db) {
 }
 
 describe("PostgresRegistry", () => {
-  it("ships sql/leaf_worker_lease.sql holding exactly what createSchema runs", () => {
+  it("ships sql/leaf_worker_lease.sql holding exactly the statements createSchema runs behind its lock", () => {
     const file = readFileSync(new URL("../sql/leaf_worker_lease.sql", import.meta.url), "utf8");
     expect(file).toBe(schemaSql());
   });
+
+  it("creates its table from several processes at once on an empty database: none fails", async () => {
+    // PostgreSQL checks IF NOT EXISTS before it writes the catalog: two sessions creating the
+    // table together failed on a duplicate key in pg_class, unless they wait for each other.
+    const failed: string[] = [];
+    const rounds = 20;
+    for (let round = 0; round < rounds; round++) {
+      const url = postgres.urlFor(await postgres.createDatabase("leaf_race"));
+      const registries = [0, 1].map(() => new PostgresRegistry({ url }));
+      const results = await Promise.allSettled([
+        createSchema(url),
+        ...registries.map((r) => r.createSchema()),
+      ]);
+      await Promise.all(registries.map((r) => r.close()));
+      for (const r of results) if (r.status === "rejected") failed.push(String(r.reason));
+    }
+    expect(failed, `${failed.length} of ${rounds * 3} failed`).toEqual([]);
+  }, 60_000);
 
   it("refuses bad options, naming the option and the value", () => {
     expect(() => new PostgresRegistry({ url: "mysql://root@127.0.0.1:3306/leaf" })).toThrow(

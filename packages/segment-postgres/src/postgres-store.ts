@@ -5,6 +5,7 @@
 // listed hosts are writable (a split brain) or from a host whose max id is behind. The host
 // failover, the once-only writes and the range checks are @leaf/segment's HostedRanges, shared with
 // the MySQL store; this file holds the SQL and pg's side of them.
+import { SCHEMA_LOCK_SQL } from "@leaf/postgres-support";
 import type { NewTag, ResidueRecord, SegmentRange, SegmentStore, TagRecord } from "@leaf/segment";
 import {
   belowDeletedTag,
@@ -96,12 +97,16 @@ export class PostgresSegmentStore implements SegmentStore {
 
   /**
    * Creates the `leaf_alloc` table and the deleted tags' table (`leaf_alloc_deleted`) when they do
-   * not exist, on a writable host.
+   * not exist, on a writable host. One transaction behind an advisory lock: processes creating them
+   * at once (servers, a server's worker processes) wait for each other rather than fail.
    */
   async createSchema(): Promise<void> {
     await this.ranges.createSchema([
+      "BEGIN",
+      SCHEMA_LOCK_SQL,
       leafAllocSchema(this.tableName),
       deletedTagsSchema(this.tableName),
+      "COMMIT",
     ]);
   }
 

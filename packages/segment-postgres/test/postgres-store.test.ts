@@ -121,6 +121,25 @@ describe("PostgresSegmentStore", () => {
     expect(shipped).toContain(`${LEAF_ALLOC_SCHEMA};\n`);
   });
 
+  it("creates its tables from several processes at once on an empty database: none fails", async () => {
+    // PostgreSQL checks IF NOT EXISTS before it writes the catalog: two sessions creating the
+    // tables together failed on a duplicate key in pg_type (a server's worker processes started
+    // on an empty database with createTable), unless they wait for each other.
+    const failed: string[] = [];
+    const rounds = 20;
+    for (let round = 0; round < rounds; round++) {
+      const url = db.urlFor(await db.createDatabase("segment_race"));
+      const stores = [0, 1].map(() => new PostgresSegmentStore({ url }));
+      const results = await Promise.allSettled([
+        createSchema({ url }),
+        ...stores.map((s) => s.createSchema()),
+      ]);
+      await Promise.all(stores.map((s) => s.close()));
+      for (const r of results) if (r.status === "rejected") failed.push(String(r.reason));
+    }
+    expect(failed, `${failed.length} of ${rounds * 3} failed`).toEqual([]);
+  }, 60_000);
+
   it("takes ranges from a table filled by hand, as Java Leaf's users fill theirs", async () => {
     const table = "leaf_alloc_java";
     const store = new PostgresSegmentStore({ url: db.urlFor(database), table });

@@ -1,11 +1,13 @@
 // Shared by the tests of servers with several worker processes (server.workers): such a server as a
-// real process (the CLI from source, through tsx), its workers as the monitor lists them, and load
-// on keep-alive connections that keeps every id it receives.
+// real process (the CLI from source, through tsx), its workers as the monitor lists them, load on
+// keep-alive connections that keeps every id it receives, and the check that both workers served
+// with their own worker ids and ranges.
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import type { Agent } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import {
+  countRepeatedIds,
   freePort,
   httpGet,
   IdLog,
@@ -13,6 +15,7 @@ import {
   LeafServerProcess,
   NoAnswer,
 } from "@leaf/testkit";
+import { expect } from "vitest";
 import { CLI } from "./cli-process";
 
 /** A worker process as `/api/v1/monitor` lists it. */
@@ -101,7 +104,8 @@ export type LoadLoop = Ask | Ask[];
 /**
  * Keep-alive load on one server: `loops` concurrent loops over `connections` sockets (node:cluster
  * hands connections to the workers in turn, so several sockets reach every worker). Every id
- * answered is kept per space; every answer without ids is counted by its code.
+ * answered (text, one per line, or a JSON answer's `ids`) is kept per space; every answer without
+ * ids is counted by its code.
  */
 export class IdLoad {
   readonly ids = new Map<string, IdLog>();
@@ -167,7 +171,9 @@ export class IdLoad {
       try {
         const answer = await httpGet(this.port, path, { agent: this.agent, timeoutMs: 5000 });
         this.answers++;
-        if (answer.status === 200) {
+        if (answer.status === 200 && answer.body.startsWith("{")) {
+          for (const id of (JSON.parse(answer.body) as { ids: string[] }).ids) log.push(BigInt(id));
+        } else if (answer.status === 200) {
           for (const line of answer.body.split("\n")) if (line !== "") log.push(BigInt(line));
         } else {
           const code = /^([A-Z_]+):/m.exec(answer.body)?.[1] ?? `HTTP ${answer.status}`;
@@ -189,4 +195,64 @@ export class IdLoad {
 /** The worker id of a snowflake id of Leaf's layout (41 + 10 + 12 bits). */
 export function leafWorkerId(id: bigint): number {
   return Number((id >> 12n) & 1023n);
+}
+
+/** The modes {@link servesFromBoth} asks for: a segment tag, snowflake ids, redis sequence ids. */
+export interface Spaces {
+  segment?: string;
+  snowflake?: boolean;
+  redisSequence?: boolean;
+}
+
+/**
+ * Load on both workers until `ids` ids were received, then every id counted: none twice in a
+ * space; the snowflake ids carry both workers' ids and only theirs; both workers took segment
+ * ranges; both workers' redis sequences are ready.
+ */
+export async function servesFromBoth(
+  server: LeafServerProcess,
+  spaces: Spaces,
+  ids = 60_000,
+): Promise<{ workers: ListedWorker[]; counts: Record<string, number> }> {
+  // Each loop asks for every kind in turn: whichever worker its connection landed on, it counts.
+  const asks: Ask[] = [];
+  if (spaces.segment) {
+    asks.push({ space: "segment", path: `/api/segment/get/${spaces.segment}?count=100` });
+  }
+  if (spaces.snowflake) asks.push({ space: "snowflake", path: "/api/snowflake/get/k?count=100" });
+  if (spaces.redisSequence) {
+    asks.push({ space: "redisSequence", path: "/api/v1/redis-sequence/ids?shard=3&count=100" });
+  }
+  const load = new IdLoad(server.port, Array(8).fill(asks), 8);
+  await load.more(ids);
+  await load.stop();
+  expect(load.codes.size, JSON.stringify(Object.fromEntries(load.codes))).toBe(0);
+  const workers = await listWorkers(server);
+  expect(workers.map((w) => w.state)).toEqual(["running", "running"]);
+  const counts: Record<string, number> = {};
+  for (const [space, log] of load.ids) {
+    const { duplicates, total, sorted } = countRepeatedIds([log]);
+    counts[space] = total;
+    expect(total, `${space}: ids answered`).toBeGreaterThan(0);
+    expect(duplicates, `${space}: ids answered twice`).toBe(0);
+    if (space === "snowflake") {
+      const held = workers.map((w) => w.summary!.workerId);
+      expect(new Set(held).size, "each worker holds its own worker id").toBe(2);
+      const seen = new Set<number>();
+      for (const id of sorted) seen.add(leafWorkerId(id));
+      expect([...seen].sort()).toEqual([...held].sort());
+    }
+  }
+  if (spaces.segment) {
+    for (const w of workers)
+      expect(w.summary!.ranges, `worker ${w.slot} took ranges`).toBeGreaterThan(0);
+  }
+  if (spaces.redisSequence) {
+    // Its state is a gauge: one line per worker process.
+    const metrics = (await server.getText("/metrics", 5000)) ?? "";
+    for (const w of workers) {
+      expect(metrics).toContain(`leaf_redis_sequence_state{worker="${w.slot}",state="ready"} 1`);
+    }
+  }
+  return { workers, counts };
 }

@@ -9,7 +9,6 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { MysqlSegmentStore } from "@leaf/segment-mysql";
 import {
-  countRepeatedIds,
   httpGet,
   type LeafServerProcess,
   type MysqlHandle,
@@ -22,14 +21,7 @@ import {
 } from "@leaf/testkit";
 import { chromium } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import {
-  IdLoad,
-  type ListedWorker,
-  leafWorkerId,
-  listWorkers,
-  removeServerFolders,
-  workersServer,
-} from "./workers-process";
+import { listWorkers, removeServerFolders, servesFromBoth, workersServer } from "./workers-process";
 
 const NAME = "workers";
 const ADMIN = "admin-token-0123456789abcdef";
@@ -69,47 +61,6 @@ async function started(label: string, config: Record<string, unknown>) {
   servers.push(server);
   await server.start();
   return server;
-}
-
-/**
- * Load on both workers until `ids` ids were received, then every id counted: none twice in a
- * space; the snowflake ids carry both workers' ids and only theirs; both workers took ranges.
- */
-async function servesFromBoth(
-  server: LeafServerProcess,
-  spaces: { segment?: string; snowflake?: boolean },
-  ids = 60_000,
-): Promise<{ workers: ListedWorker[]; counts: Record<string, number> }> {
-  // Each loop asks for both kinds in turn: whichever worker its connection landed on, it counts.
-  const asks = [];
-  if (spaces.segment) {
-    asks.push({ space: "segment", path: `/api/segment/get/${spaces.segment}?count=100` });
-  }
-  if (spaces.snowflake) asks.push({ space: "snowflake", path: "/api/snowflake/get/k?count=100" });
-  const load = new IdLoad(server.port, Array(8).fill(asks), 8);
-  await load.more(ids);
-  await load.stop();
-  expect(load.codes.size, JSON.stringify(Object.fromEntries(load.codes))).toBe(0);
-  const workers = await listWorkers(server);
-  expect(workers.map((w) => w.state)).toEqual(["running", "running"]);
-  const counts: Record<string, number> = {};
-  for (const [space, log] of load.ids) {
-    const { duplicates, total, sorted } = countRepeatedIds([log]);
-    counts[space] = total;
-    expect(duplicates, `${space}: ids answered twice`).toBe(0);
-    if (space === "snowflake") {
-      const held = workers.map((w) => w.summary!.workerId);
-      expect(new Set(held).size, "each worker holds its own worker id").toBe(2);
-      const seen = new Set<number>();
-      for (const id of sorted) seen.add(leafWorkerId(id));
-      expect([...seen].sort()).toEqual([...held].sort());
-    }
-  }
-  if (spaces.segment) {
-    for (const w of workers)
-      expect(w.summary!.ranges, `worker ${w.slot} took ranges`).toBeGreaterThan(0);
-  }
-  return { workers, counts };
 }
 
 const kitRequire = createRequire(import.meta.resolve("@leaf/testkit"));

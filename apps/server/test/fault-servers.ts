@@ -60,6 +60,8 @@ export function idsOf(answer: Answer): string[] {
 export class Load {
   readonly batches: string[][] = [];
   refused = 0;
+  /** The refusals' answers (status and the start of the body), with how many times each came. */
+  readonly refusals = new Map<string, number>();
   private running = true;
   private readonly loops: Array<Promise<void>> = [];
 
@@ -85,7 +87,11 @@ export class Load {
         while (this.running) {
           for (const answer of await connection.get(this.path, this.depth)) {
             if (answer.status === 200) this.batches.push(idsOf(answer));
-            else this.refused++;
+            else {
+              this.refused++;
+              const what = `${answer.status} ${answer.body.slice(0, 300)}`;
+              this.refusals.set(what, (this.refusals.get(what) ?? 0) + 1);
+            }
           }
         }
       } catch {

@@ -123,6 +123,21 @@ function classSince(loads: Load[], from: number[], r: number, n: number): number
   return count;
 }
 
+/** Each server's residue members as its monitor lists them, and what the loads were refused. */
+async function seen(servers: LeafServerProcess[], loads: Load[]): Promise<string> {
+  const parts: string[] = [];
+  for (const s of servers) {
+    const monitor = await s
+      .getJson<{ segment?: { members?: unknown } }>("/api/v1/monitor", 5_000)
+      .catch((error: Error) => ({ error: error.message }));
+    parts.push(
+      `${s.label}: ${JSON.stringify(monitor && "segment" in monitor ? monitor.segment?.members : monitor)}`,
+    );
+  }
+  const refusals = loads.map((l) => JSON.stringify(Object.fromEntries(l.refusals)));
+  return `members ${parts.join("; ")}; refusals ${refusals.join(", ")}`;
+}
+
 /** The lines of `name` in a server's /metrics. */
 async function metric(server: LeafServerProcess, name: string): Promise<string[]> {
   const text = (await server.getText("/metrics", 5_000)) ?? "";
@@ -237,7 +252,11 @@ describe("the server on a residue set of two MariaDB databases", () => {
           await until(
             `20,000 ids from database ${dbs[up]!.name} with ${d.name} ${fault}`,
             () => classSince(loads, from, up, 2) > 20_000,
-          );
+          ).catch(async (error: Error) => {
+            // What the servers saw, so that a failure here says why.
+            error.message += `; ${classSince(loads, from, up, 2)} so far; ${await seen(servers, loads)}`;
+            throw error;
+          });
           report.push(
             `${d.name} ${fault}: ${classSince(loads, from, up, 2)} ids from ${dbs[up]!.name}`,
           );
@@ -291,6 +310,12 @@ describe("the server on a residue set of two MariaDB databases", () => {
     } finally {
       await Promise.all(loads.map((l) => l.stop()));
       for (const s of servers) await s.stop();
+      // Every database back for the next test, whichever fault a failure left in place.
+      for (const d of dbs) {
+        d.proxy.heal();
+        if (d.db.running) d.db.resume();
+        else await d.db.start();
+      }
     }
   }, 600_000);
 });
@@ -349,6 +374,12 @@ describe("the server on a mixed MariaDB + PostgreSQL residue set", () => {
     } finally {
       await Promise.all(loads.map((l) => l.stop()));
       for (const s of servers) await s.stop();
+      // Every database back for the next test, whichever fault a failure left in place.
+      for (const d of dbs) {
+        d.proxy.heal();
+        if (d.db.running) d.db.resume();
+        else await d.db.start();
+      }
     }
   }, 600_000);
 });

@@ -124,11 +124,16 @@ function accepted(
 ): boolean {
   const code = answer.code!;
   const overlapping = windows.filter((w) => w.fromMs <= answer.toMs && answer.fromMs <= w.toMs);
+  const effects = overlapping.flatMap((w) => w.effects);
   if (answer.server === "pool") {
     // A client over every server: UNAVAILABLE or TIMEOUT when every server failed, or a server's
     // code.
     if (overlapping.length > 0 && (code === "UNAVAILABLE" || code === "TIMEOUT")) return true;
-    return overlapping.some((w) => w.effects.some((e) => e.codes.includes(code)));
+    return effects.some(
+      (e) =>
+        e.codes.includes(code) &&
+        (e.outage === undefined || e.servers.some((server) => allDown(effects, server, e.outage!))),
+    );
   }
   if (
     NO_ANSWER.includes(code) &&
@@ -138,12 +143,33 @@ function accepted(
   ) {
     return true;
   }
-  return overlapping.some((w) =>
-    w.effects.some(
-      (e) =>
-        (e.servers.includes("*") || e.servers.includes(answer.server)) && e.codes.includes(code),
-    ),
+  return effects.some(
+    (e) =>
+      (e.servers.includes("*") || e.servers.includes(answer.server)) &&
+      e.codes.includes(code) &&
+      (e.outage === undefined || allDown(effects, answer.server, e.outage)),
   );
+}
+
+/**
+ * Whether `effects` (active at once) take every database of a residue set away from `server` ("*":
+ * from every server): one database down is served through, so its codes need the others down too.
+ */
+function allDown(
+  effects: Effect[],
+  server: string,
+  outage: NonNullable<Effect["outage"]>,
+): boolean {
+  const down = new Set(
+    effects
+      .filter(
+        (e) =>
+          e.outage !== undefined &&
+          (e.servers.includes("*") || e.servers.includes(server) || server === "*"),
+      )
+      .map((e) => e.outage!.database),
+  );
+  return outage.of.every((database) => down.has(database));
 }
 
 /** Sorts a copy of the space's ids; counts extra copies; finds the duplicate seen earliest. */

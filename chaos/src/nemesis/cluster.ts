@@ -27,6 +27,7 @@ import { LeafProcess, serverCli } from "../leaf-process";
 import { type PostgresDatabase, postgresDatabase } from "../postgres-kit";
 import { type SegmentDatabase, segmentDatabaseOn } from "../services";
 import type { Family } from "./families";
+import { formResidueSetOf } from "./family-residue";
 import type { History } from "./history";
 import { createRedisNamespace } from "./redis-segment";
 import { stallWatchEnv } from "./stalls";
@@ -106,14 +107,20 @@ export class Cluster {
 
   /**
    * Starts `stores` (in parallel), creates `tags` in a new database when MariaDB or PostgreSQL is
-   * one, or in the Redis segment store's namespace with `redisSegment`.
+   * one, or in the Redis segment store's namespace with `redisSegment`; with `residue`, forms the
+   * databases into a residue set.
    */
   async startStores(
     stores: StoreKind[],
     tags: Array<{ tag: string; step: number }>,
     options: Pick<
       Family,
-      "zkEnsemble" | "mysqlReplica" | "postgresReplica" | "redisReplica" | "redisSegment"
+      | "zkEnsemble"
+      | "mysqlReplica"
+      | "postgresReplica"
+      | "redisReplica"
+      | "redisSegment"
+      | "residue"
     > = {},
   ): Promise<void> {
     const { zkEnsemble, mysqlReplica, postgresReplica, redisReplica } = options;
@@ -162,6 +169,7 @@ export class Cluster {
       this.pgDb = await postgresDatabase(postgres as never, tags, this.postgresPair?.replica);
       await this.postgresPair?.waitForReplica();
     }
+    if (options.residue) this.note(`residue set formed: ${await formResidueSetOf(this)}`);
   }
 
   /** Makes each server's proxies, clock and process (not started). */

@@ -14,6 +14,7 @@ import {
 import type { Cluster, ServerSpec, StoreKind } from "./cluster";
 import { postgresRegistryOf, segmentPostgresFamily } from "./family-postgres";
 import { segmentRedisFamily } from "./family-redis-segment";
+import { segmentResidueFamily } from "./family-residue";
 import { workersFamily } from "./family-workers";
 import type { Mode } from "./history";
 
@@ -32,6 +33,11 @@ export interface ClientSpec {
   space: string;
   /** Whether ids from one server process must increase for this client (README promise). */
   increasing: boolean;
+  /**
+   * With `increasing`: ids increase only within each residue class `id % residueClasses` (a
+   * residue set's databases each hand out one class; across them ids are not ordered).
+   */
+  residueClasses?: number;
 }
 
 /** A family: one mode (and registry) with its cluster and load. */
@@ -67,6 +73,11 @@ export interface Family {
   redisReplica?: boolean;
   /** The Redis segment store's namespace, created with `tags` before the servers start. */
   redisSegment?: string;
+  /**
+   * The databases of a residue set (`segment.store=residue`), in member order: each server reaches
+   * each through its own proxy, and one of them down costs no request while another answers.
+   */
+  residue?: StoreKind[];
   /** Its own faults restart the family's store (with an operator's recovery): not `store-kill`. */
   ownStoreRestart?: boolean;
   /** The servers a restart may be refused on while a worker id is still leased: retries. */
@@ -379,6 +390,7 @@ export const FAMILIES: readonly Family[] = [
   segmentReplicaFamily(),
   segmentPostgresFamily(),
   segmentRedisFamily(),
+  segmentResidueFamily(),
   workersFamily(),
 ];
 

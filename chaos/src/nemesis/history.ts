@@ -102,9 +102,15 @@ export class History {
 
   /**
    * Records an answer with its ids. `increasing`: ids from one server process to one client must go
-   * up (the README promises it for segment ids and for snowflake ids without backup worker ids).
+   * up (the README promises it for segment ids and for snowflake ids without backup worker ids);
+   * `{ classes: N }`: within each residue class `id % N` only (a residue set's databases).
    */
-  record(answer: Answer, ids: readonly bigint[], increasing: boolean, message?: string): void {
+  record(
+    answer: Answer,
+    ids: readonly bigint[],
+    increasing: boolean | { classes: number },
+    message?: string,
+  ): void {
     const index = this.answers.length;
     this.answers.push(answer);
     if (answer.code !== undefined) {
@@ -119,9 +125,11 @@ export class History {
     }
     space.push(ids, index);
     if (!increasing) return;
+    const classes = increasing === true ? 1n : BigInt(increasing.classes);
     const key = `${answer.client}\u0000${answer.server}\u0000${answer.incarnation}`;
-    let last = this.lastIds.get(key);
     for (const id of ids) {
+      const classKey = classes === 1n ? key : `${key}\u0000${id % classes}`;
+      const last = this.lastIds.get(classKey);
       if (last !== undefined && id <= last) {
         this.decreases.push({
           client: answer.client,
@@ -132,9 +140,8 @@ export class History {
           answer: index,
         });
       }
-      last = id;
+      this.lastIds.set(classKey, id);
     }
-    if (last !== undefined) this.lastIds.set(key, last);
   }
 
   /** Names of the spaces that got ids. */

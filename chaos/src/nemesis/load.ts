@@ -105,7 +105,11 @@ export class NemesisLoad {
       mode: spec.mode,
       space: spec.space,
     };
-    if (ids) this.history.record({ ...base, ids: ids.length }, ids, spec.increasing);
+    const increasing =
+      spec.increasing && spec.residueClasses !== undefined
+        ? { classes: spec.residueClasses }
+        : spec.increasing;
+    if (ids) this.history.record({ ...base, ids: ids.length }, ids, increasing);
     else this.history.record({ ...base, ids: 0, code }, [], false, message);
     return ids !== undefined;
   }

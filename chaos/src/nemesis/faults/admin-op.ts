@@ -3,7 +3,7 @@
 // the answered maxId + 1 (issue 24, item 2: the answered maxId must cover every range handed out).
 import mysql from "mysql2/promise";
 import { ADMIN_TOKEN } from "../../server-configs";
-import type { Cluster } from "../cluster";
+import { type Cluster, sleep } from "../cluster";
 import type { Family } from "../families";
 import type { Fault, Params } from "./fault";
 
@@ -34,6 +34,25 @@ async function admin(
     json = { text };
   }
   return { status: answer.status, json };
+}
+
+/**
+ * A residue set's admin call until it is done in every database: one that did not answer makes it
+ * 503 (`partial`), and the server README's step is to call it again (at most 20 s here).
+ */
+async function completed(
+  c: Cluster,
+  call: () => Promise<{ status: number; json: Record<string, unknown> }>,
+): Promise<{ status: number; json: Record<string, unknown> }> {
+  const deadline = performance.now() + 20_000;
+  for (;;) {
+    const answer = await call().catch(() => ({ status: 0, json: {} }));
+    if ((answer.status !== 503 && answer.status !== 0) || performance.now() > deadline) {
+      return answer;
+    }
+    c.note(`admin: a database of the set did not answer (${answer.status}): called again`);
+    await sleep(500);
+  }
 }
 
 async function run(c: Cluster, family: Family, target: string, params: Params): Promise<void> {
@@ -72,18 +91,25 @@ async function run(c: Cluster, family: Family, target: string, params: Params): 
       return;
     }
     case "recreate": {
-      const deleted = await admin(c, label, "DELETE", `/api/v1/admin/tags/${target}`);
+      const deleteTag = () => admin(c, label, "DELETE", `/api/v1/admin/tags/${target}`);
+      const deleted = family.residue ? await completed(c, deleteTag) : await deleteTag();
       const maxId = deleted.json.maxId;
       if (deleted.status !== 200 || typeof maxId !== "string") {
         c.note(`admin: ${label} could not delete ${target}: ${deleted.status}`);
         return;
       }
-      const startId = (BigInt(maxId) + 1n).toString();
-      const made = await admin(c, label, "POST", "/api/v1/admin/tags", {
-        tag: target,
-        step: 500,
-        startId,
-      });
+      let startId = (BigInt(maxId) + 1n).toString();
+      const create = () =>
+        admin(c, label, "POST", "/api/v1/admin/tags", { tag: target, step: 500, startId });
+      let made = family.residue ? await completed(c, create) : await create();
+      const minStartId = (made.json.details as { minStartId?: unknown } | undefined)?.minStartId;
+      if (family.residue && made.status === 409 && typeof minStartId === "string") {
+        // A database deleted the tag with a higher max id (its delete answered in an earlier,
+        // partial call): the set refuses below it and names where to start.
+        c.note(`admin: ${target} refused at ${startId}, deleted before at ${minStartId}`);
+        startId = minStartId;
+        made = await completed(c, create);
+      }
       c.note(
         `admin: ${label} deleted ${target} (answered maxId ${maxId}) and created it again at ${startId}: ${made.status}`,
       );

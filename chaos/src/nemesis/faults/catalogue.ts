@@ -12,6 +12,7 @@ import { primaryKill } from "./primary-kill";
 import { redisPromoted } from "./redis-promoted";
 import { redisRestartEmpty } from "./redis-restart-empty";
 import { replicaPromoted } from "./replica-promoted";
+import { residueOutage } from "./residue-outage";
 import { rowLock } from "./row-lock";
 import { secondPod } from "./second-pod";
 import { serverKill } from "./server-kill";
@@ -46,6 +47,7 @@ export const CATALOGUE: readonly Fault[] = [
   postgresPromoted,
   redisRestartEmpty,
   redisPromoted,
+  residueOutage,
   workerKill,
   workerPause,
   primaryKill,

@@ -1,7 +1,7 @@
 // The shape of a fault in the catalogue: what it can hit in a family, what it holds while active
 // (two faults holding one resource never overlap), how long it lasts, how it starts and stops, and
 // which error codes it may cause on which servers, and for how long after it stops.
-import type { Cluster } from "../cluster";
+import type { Cluster, StoreKind } from "../cluster";
 import type { Family } from "../families";
 import type { Prng } from "../prng";
 
@@ -10,6 +10,12 @@ export interface Effect {
   /** Server labels; "*" for every server of the family. */
   servers: string[];
   codes: string[];
+  /**
+   * The database of a residue set this effect takes away from `servers`: one down costs no request
+   * while another answers (segment and server READMEs), so the codes are accepted only while the
+   * effects active for the answering server take away every database of `of`.
+   */
+  outage?: { database: string; of: string[] };
 }
 
 /** What a fault may cause. */
@@ -62,3 +68,13 @@ export function mainServers(family: Family): string[] {
 
 /** The resource of a server process (pause, kill, stop are exclusive). */
 export const processOf = (label: string) => `process:${label}`;
+
+/**
+ * The family's store codes on `servers` while `store` fails; for a database of a residue set, only
+ * while every database of the set fails for that server (see {@link Effect.outage}).
+ */
+export function storeEffect(family: Family, servers: string[], store: string): Effect {
+  const members = family.residue;
+  if (!members?.includes(store as StoreKind)) return { servers, codes: family.storeCodes };
+  return { servers, codes: family.storeCodes, outage: { database: store, of: [...members] } };
+}

@@ -2,7 +2,7 @@
 // connections stay open), healed after 1-12 s.
 import type { StoreKind } from "../cluster";
 import type { Family } from "../families";
-import type { Fault } from "./fault";
+import { type Fault, storeEffect } from "./fault";
 
 /** "A~mysql" for every server and store it reaches. */
 export function links(family: Family): string[] {
@@ -33,7 +33,7 @@ export const linkCut: Fault = {
     c.proxy(label, store).heal();
   },
   effects: (family, target) => ({
-    effects: [{ servers: [splitLink(target)[0]], codes: family.storeCodes }],
+    effects: [storeEffect(family, [splitLink(target)[0]], splitLink(target)[1])],
     settleMs: family.recoveryMs,
   }),
 };

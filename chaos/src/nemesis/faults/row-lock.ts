@@ -2,7 +2,7 @@
 // committed at the end): every range load of the tag waits behind it; a give-back (SIGTERM) queued
 // behind it must not run twice (issue 24, item 1).
 import mysql from "mysql2/promise";
-import type { Fault } from "./fault";
+import { type Fault, storeEffect } from "./fault";
 
 const sessions = new Map<string, mysql.Connection>();
 
@@ -39,7 +39,7 @@ export const rowLock: Fault = {
     conn.destroy();
   },
   effects: (family) => ({
-    effects: [{ servers: ["*"], codes: family.storeCodes }],
+    effects: [storeEffect(family, ["*"], "mysql")],
     settleMs: family.recoveryMs,
   }),
 };

@@ -2,7 +2,7 @@
 // their data; Redis (no persistence) comes back empty, which the redis registry and the redis
 // sequence must detect and fence.
 import type { StoreKind } from "../cluster";
-import type { Fault } from "./fault";
+import { type Fault, storeEffect } from "./fault";
 
 export const storeKill: Fault = {
   name: "store-kill",
@@ -24,8 +24,8 @@ export const storeKill: Fault = {
       await c.storeRestarted(target as StoreKind);
     }
   },
-  effects: (family) => ({
-    effects: [{ servers: ["*"], codes: family.storeCodes }],
+  effects: (family, target) => ({
+    effects: [storeEffect(family, ["*"], target)],
     settleMs: family.recoveryMs,
   }),
 };

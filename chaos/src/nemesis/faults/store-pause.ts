@@ -1,7 +1,7 @@
 // SIGSTOP of a store (MariaDB, ZooKeeper, Redis, etcd) for 1-10 s, then SIGCONT: every server using
 // it waits; leases may lapse.
 import type { StoreKind } from "../cluster";
-import type { Fault } from "./fault";
+import { type Fault, storeEffect } from "./fault";
 
 export const storePause: Fault = {
   name: "store-pause",
@@ -19,8 +19,8 @@ export const storePause: Fault = {
     const store = c.store(target as StoreKind);
     if (store.running) store.resume();
   },
-  effects: (family) => ({
-    effects: [{ servers: ["*"], codes: family.storeCodes }],
+  effects: (family, target) => ({
+    effects: [storeEffect(family, ["*"], target)],
     settleMs: family.recoveryMs,
   }),
 };

@@ -1,0 +1,103 @@
+// The nemesis checker on a residue set's history, written by hand (no processes): what it accepts
+// while one database of two is down (nothing: the set serves through it) and while both are, and
+// which ids it asks to increase (per residue class, not across the set).
+import { describe, expect, it } from "vitest";
+import { check, type Window } from "../src/nemesis/checker";
+import { selectFamilies } from "../src/nemesis/families";
+import { faultNamed } from "../src/nemesis/faults/catalogue";
+import { History } from "../src/nemesis/history";
+
+const family = selectFamilies(["segment-residue"])[0]!;
+
+/** The window of `fault` on `target` from `fromMs` to `toMs`, with the effects the fault declares. */
+function window(fault: string, target: string, fromMs: number, toMs: number): Window {
+  return {
+    step: 1,
+    fault,
+    target,
+    fromMs,
+    stoppedMs: toMs,
+    toMs,
+    effects: faultNamed(fault).effects(family, target, {}).effects,
+  };
+}
+
+/** A history of one refused request to `server` at `atMs`. */
+function refusedAt(server: string, atMs: number): History {
+  const history = new History();
+  history.record(
+    {
+      client: `${server} java segment`,
+      server,
+      incarnation: 1,
+      fromMs: atMs,
+      toMs: atMs + 10,
+      mode: "segment",
+      space: "segment:nem",
+      ids: 0,
+      code: "SEGMENTS_EXHAUSTED",
+    },
+    [],
+    false,
+  );
+  return history;
+}
+
+describe("the nemesis checker on segment-residue", () => {
+  it("refuses a store code while only one database of the set is down for that server", () => {
+    for (const w of [
+      window("store-kill", "mysql", 0, 5000),
+      window("store-pause", "postgres", 0, 5000),
+      window("link-cut", "A~postgres", 0, 5000),
+      window("row-lock", "nem", 0, 5000),
+    ]) {
+      expect(check(refusedAt("A", 1000), [w], []).broken).toEqual(["codes"]);
+    }
+  });
+
+  it("accepts it while the faults active take both databases away from that server, and only there", () => {
+    const windows = [
+      window("store-kill", "mysql", 0, 5000),
+      window("link-cut", "B~postgres", 0, 5000),
+    ];
+    expect(check(refusedAt("B", 1000), windows, []).broken).toEqual([]);
+    expect(check(refusedAt("A", 1000), windows, []).broken).toEqual(["codes"]);
+    // Not at once: B had one database at every moment.
+    const apart = [
+      window("store-kill", "mysql", 0, 900),
+      window("link-cut", "B~postgres", 1100, 5000),
+    ];
+    expect(check(refusedAt("B", 1000), apart, []).broken).toEqual(["codes"]);
+    const both = [window("residue-outage", "mysql+postgres", 0, 5000)];
+    expect(check(refusedAt("C", 1000), both, []).broken).toEqual([]);
+  });
+
+  it("asks ids to increase per residue class of one server process, not across the classes", () => {
+    const history = new History();
+    const answer = (ids: bigint[], atMs: number) =>
+      history.record(
+        {
+          client: "A java segment",
+          server: "A",
+          incarnation: 1,
+          fromMs: atMs,
+          toMs: atMs + 1,
+          mode: "segment",
+          space: "segment:nem",
+          ids: ids.length,
+        },
+        ids,
+        { classes: 2 },
+      );
+    // Even ids from one database, then odd ones from the other, lower: allowed.
+    answer([5000n, 5002n], 0);
+    answer([3001n, 3003n], 10);
+    answer([5004n], 20);
+    expect(check(history, [], []).broken).toEqual([]);
+    // An even id below an even id already answered: a decrease.
+    answer([4998n], 30);
+    const verdict = check(history, [], []);
+    expect(verdict.broken).toEqual(["decreases"]);
+    expect(verdict.firstDecrease).toContain("5004 then 4998");
+  });
+});

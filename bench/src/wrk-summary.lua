@@ -1,0 +1,24 @@
+-- wrk's script for `pnpm bench http` (bench/src/http.ts).
+-- With WRK_IDS_FILE set, the body of every 200 answer is written to that file followed by a line
+-- end (the bench counts the ids in it for repeats); every target gets the same script, so the load
+-- generator's cost is the same whatever it measures. One file per wrk thread: run with -t1.
+-- At the end, one line: requests, duration, latency percentiles in microseconds, socket errors and
+-- answers with a status of 400 or more.
+local path = os.getenv("WRK_IDS_FILE")
+if path ~= nil and path ~= "" then
+  local out
+  response = function(status, headers, body)
+    if status == 200 then
+      if out == nil then out = assert(io.open(path, "wb")) end
+      out:write(body, "\n")
+    end
+  end
+end
+
+done = function(summary, latency, requests)
+  local errors = summary.errors
+  io.write(string.format(
+    'WRK {"requests":%d,"durationMicros":%d,"p50Micros":%d,"p99Micros":%d,"socketErrors":%d,"non2xx":%d,"bytes":%d}\n',
+    summary.requests, summary.duration, latency:percentile(50), latency:percentile(99),
+    errors.connect + errors.read + errors.write + errors.timeout, errors.status, summary.bytes))
+end

@@ -8,7 +8,7 @@ import Fastify, {
   LogController,
 } from "fastify";
 import { AccessTokens, AdminToken, hideToken, requestLogFields } from "./access-tokens";
-import { type FastPath, fastIdPaths, serverWithFastPath } from "./fast-paths";
+import { fastIdPaths, putFastPathFirst } from "./fast-paths";
 import { errorText, HttpCodes, toErrorBody } from "./http-errors";
 import { type AppContext, IdSources } from "./id-sources";
 import { registerObservability } from "./observability";
@@ -35,7 +35,6 @@ export function listRoutes(app: FastifyInstance): Array<{ method: string; url: s
 /** Builds the application for `ctx`. Routes answer "starting" until `ctx.services` is set. */
 export function buildApp(ctx: AppContext, options: BuildAppOptions = {}): FastifyInstance {
   const { config } = ctx;
-  let fast: FastPath | undefined;
   const app = Fastify({
     logger: options.logger ?? {
       level: config.logLevel,
@@ -43,9 +42,6 @@ export function buildApp(ctx: AppContext, options: BuildAppOptions = {}): Fastif
     },
     logController: new LogController({ disableRequestLogging: !config.server.requestLog }),
     childLoggerFactory: lazyRequestLogger,
-    // The single-id Java paths' common case is answered before fastify routes it (fast-paths.ts).
-    serverFactory: (handler, serverOptions) =>
-      serverWithFastPath(handler, serverOptions, () => fast),
     routerOptions: { maxParamLength: 2048 },
     bodyLimit: 64 * 1024,
     // The stop closes connections itself (graceful-stop.ts) and answers SHUTTING_DOWN in the
@@ -62,7 +58,9 @@ export function buildApp(ctx: AppContext, options: BuildAppOptions = {}): Fastif
     },
   });
   const sources = new IdSources(ctx);
-  fast = fastIdPaths(ctx, sources);
+  // The single-id Java paths' common case is answered before fastify routes it (fast-paths.ts).
+  const fast = fastIdPaths(ctx, sources);
+  if (fast !== undefined) putFastPathFirst(app.server, fast);
   const tokens = config.server.accessTokens
     ? new AccessTokens(config.server.accessTokens)
     : undefined;

@@ -2,14 +2,15 @@
 // before fastify routes the request when nothing in it needs fastify: a GET without query string or
 // body, a key of plain characters, the server running (not draining: no `Connection: close` to
 // add), no access tokens, no request log, and an id at hand at once. The answer is the fastify
-// route's (the id as plain text, the same headers), counted as the route counts it (the http_*
-// series, the monitor's activity, the ids issued). Any other request, and any of these without an
-// id at hand (a tag still loading, any error), goes on to fastify, whose routes answer it as always.
+// route's (the id as plain text, the same headers), counted as the route counts it once it is sent
+// (the http_* series, the monitor's activity; the ids issued as soon as one is taken). Any other
+// request, and any of these without an id at hand (a tag still loading, any error), goes on to
+// fastify, whose routes answer it as always; a snowflake refusal is handed to the route with the
+// request, so that what the refusal did (a clock rollback counted, logged) happens once.
 // fastify's routing, hooks and reply cost about as much as the id itself on such a request; this
 // is what keeps these two paths near the fastest id server Node allows (bench/src/http.ts).
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import { performance } from "node:perf_hooks";
-import type { FastifyServerFactoryHandler } from "fastify";
 import type { AppContext, IdSources } from "./id-sources";
 import { AnswerCounter } from "./observability";
 import { API } from "./openapi";
@@ -63,17 +64,35 @@ export function fastIdPaths(ctx: AppContext, sources: IdSources): FastPath | und
     else {
       try {
         id = sources.snowflakeId();
-      } catch {
-        return false; // fastify's route asks again, and answers the error as it does
+      } catch (error) {
+        // fastify's route answers this refusal as it does, without asking the generator again.
+        (request as RefusedRequest)[REFUSAL] = error;
+        return false;
       }
     }
     if (id === undefined) return false;
     const text = id.toString();
     response.writeHead(200, HEADERS[text.length]);
     response.end(text);
-    counter.count("GET", 200, (performance.now() - start) / 1000, key);
+    // Counted once sent, as fastify counts a route's answer (its onResponse hook): an answer a
+    // client never takes (its connection reset with requests pipelined) is not counted.
+    response.once("finish", () =>
+      counter.count("GET", 200, (performance.now() - start) / 1000, key),
+    );
     return true;
   };
+}
+
+/** Where a request carries the refusal the fast path met, for the route. */
+const REFUSAL = Symbol("leaf.fastPathRefusal");
+type RefusedRequest = IncomingMessage & { [REFUSAL]?: unknown };
+
+/**
+ * The error the fast path met asking for an id for `request` (fastify's `request.raw`), if any:
+ * the route throws it rather than asking again, so that a refusal is counted and logged once.
+ */
+export function fastPathRefusal(request: IncomingMessage): unknown {
+  return (request as RefusedRequest)[REFUSAL];
 }
 
 function hasBody(request: IncomingMessage): boolean {
@@ -82,22 +101,19 @@ function hasBody(request: IncomingMessage): boolean {
 }
 
 /**
- * fastify's `serverFactory`: the HTTP server fastify would make (its timeouts from fastify's
- * options), whose requests go to `fastPath()` first and to fastify's handler when it declines.
+ * Puts `fastPath` in front of fastify's request handler on `server` (fastify's own HTTP server,
+ * `app.server`): a request goes to fastify when the fast path declines it. Not through fastify's
+ * `serverFactory`, with which fastify binds only the first address of a host name (`localhost`:
+ * `::1` or `127.0.0.1`, not both). A server fastify makes for another address of the host answers
+ * every request through fastify. Does nothing unless fastify's handler is the server's one
+ * `request` listener.
  */
-export function serverWithFastPath(
-  handler: FastifyServerFactoryHandler,
-  options: Record<string, unknown>,
-  fastPath: () => FastPath | undefined,
-): Server {
-  const server = createServer((request, response) => {
-    const fast = fastPath();
-    if (fast === undefined || !fast(request, response)) handler(request, response);
+export function putFastPathFirst(server: Server, fastPath: FastPath): void {
+  const listeners = server.listeners("request");
+  if (listeners.length !== 1) return;
+  const handler = listeners[0] as (request: IncomingMessage, response: ServerResponse) => void;
+  server.removeListener("request", handler);
+  server.on("request", (request: IncomingMessage, response: ServerResponse) => {
+    if (!fastPath(request, response)) handler.call(server, request, response);
   });
-  server.keepAliveTimeout = options.keepAliveTimeout as number;
-  server.requestTimeout = options.requestTimeout as number;
-  server.setTimeout(options.connectionTimeout as number);
-  const perSocket = options.maxRequestsPerSocket as number | undefined;
-  if (perSocket !== undefined && perSocket > 0) server.maxRequestsPerSocket = perSocket;
-  return server;
 }

@@ -5,6 +5,7 @@ import { SequenceIdFormat } from "@leaf/redis-sequence";
 import type { FastifyInstance, FastifyReply, FastifyRequest } from "fastify";
 import type { AccessTokens } from "./access-tokens";
 import { DECODE_LAYOUTS, decodeId, describeLayout, javaDecode, readLayoutName } from "./decode";
+import { fastPathRefusal } from "./fast-paths";
 import { badParameter } from "./http-errors";
 import {
   decodeInput,
@@ -122,6 +123,9 @@ export function registerIdRoutes(
         if (count !== undefined) {
           return sources.snowflakeIds(count).then((ids) => sendBatch(request, reply, ids, ""));
         }
+        // Refused already on the fast path: answered as refused, not asked again.
+        const refusal = fastPathRefusal(request.raw);
+        if (refusal !== undefined) throw refusal;
         reply.send(sources.snowflakeId().toString());
       },
     });

@@ -3,13 +3,19 @@
 // count an answer twice, or break another feature. Every id is counted. Each test compares the fast
 // path (a plain GET) with the fastify route itself (the same path with an empty query string `?`,
 // which the fast path leaves to fastify) on the same server.
+import dns from "node:dns";
+import { mkdtempSync, rmSync } from "node:fs";
 import net from "node:net";
-import { countDuplicates, httpGet, keepAliveAgent } from "@leaf/testkit";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { countDuplicates, FakeClock, freePort, httpGet, keepAliveAgent } from "@leaf/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { serverProcess, sleep } from "./fault-servers";
 import { startTestServer, type TestServer } from "./helpers";
 import { removeServerFolders, workersServer } from "./workers-process";
 
 const TAG = "leaf-segment-test";
+const dirs: string[] = [];
 let test: TestServer;
 
 beforeAll(async () => {
@@ -18,6 +24,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await test?.stop();
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
 });
 
 /** One answer read off a raw socket: status line, headers (lower-case names), body. */
@@ -223,7 +230,81 @@ describe("the fast path's answers are the route's, byte for byte", () => {
   });
 });
 
+describe("counted as the route counts", () => {
+  it("pipelined requests of a client that resets its connection: the same http_* counts and monitor activity as the route's", async () => {
+    const { port } = test.server;
+    const activity = test.server.context.metrics.activity.requestCount("segment", TAG);
+    const counted: Record<string, { ids: bigint; http: number; issued: number; activity: number }> =
+      {};
+    for (const [name, path] of [
+      ["route", `/api/segment/get/${TAG}?`],
+      ["fast path", `/api/segment/get/${TAG}`],
+    ] as const) {
+      const before = await nextSegmentId(port);
+      const metricsBefore = await scrape(port);
+      const activityBefore = activity.n;
+      await exchange(port, getRequest(path).repeat(200), { reset: true, waitMs: 500 });
+      const after = await nextSegmentId(port);
+      const metricsAfter = await scrape(port);
+      counted[name] = {
+        ids: after - before - 1n,
+        http:
+          sample(metricsAfter, "http_requests_total", SEGMENT_ROUTE) -
+          sample(metricsBefore, "http_requests_total", SEGMENT_ROUTE) -
+          1, // the batch of one read above
+        issued:
+          sample(metricsAfter, "leaf_ids_issued_total", SEGMENT_ISSUED) -
+          sample(metricsBefore, "leaf_ids_issued_total", SEGMENT_ISSUED) -
+          1,
+        activity: activity.n - activityBefore - 1,
+      };
+    }
+    console.log("client reset after 200 pipelined requests:", counted);
+    expect(counted["fast path"]).toEqual(counted.route);
+  });
+});
+
 describe("configurations", () => {
+  it("server.host=localhost listens on every address of localhost, as fastify alone does (a hosts file with ::1 and 127.0.0.1)", async () => {
+    // This machine's hosts file names 127.0.0.1 alone; most name ::1 too (Debian's default). The
+    // resolver answers as such a file would; the server and fastify are real.
+    const real = dns.lookup;
+    const addresses = [
+      { address: "::1", family: 6 },
+      { address: "127.0.0.1", family: 4 },
+    ];
+    // biome-ignore lint/suspicious/noExplicitAny: dns.lookup's overloads
+    (dns as any).lookup = (host: string, options: any, callback?: any) => {
+      const cb = typeof options === "function" ? options : callback;
+      const opts = typeof options === "object" && options !== null ? options : {};
+      if (host !== "localhost") return real(host, options, callback);
+      if (opts.all) process.nextTick(cb, null, addresses);
+      else process.nextTick(cb, null, "::1", 6);
+    };
+    let local: TestServer | undefined;
+    try {
+      local = await startTestServer({ server: { host: "localhost" } });
+      const { port } = local.server;
+      const reached: Record<string, string> = {};
+      for (const host of ["::1", "127.0.0.1"]) {
+        try {
+          const answers = answersIn(
+            await exchange(port, getRequest("/api/snowflake/get/k", ["Connection: close"]), {
+              host,
+            }),
+          );
+          reached[host] = String(answers[0]?.status);
+        } catch (error) {
+          reached[host] = (error as NodeJS.ErrnoException).code ?? String(error);
+        }
+      }
+      expect(reached).toEqual({ "::1": "200", "127.0.0.1": "200" });
+    } finally {
+      dns.lookup = real;
+      await local?.stop();
+    }
+  });
+
   it("server.adminToken set: the fast path answers, the admin API still asks for the token; a tag deleted and created again through it repeats no id", async () => {
     const admin = "admin-secret-token-0123456789";
     const guarded = await startTestServer({ server: { adminToken: admin } });
@@ -279,7 +360,73 @@ describe("configurations", () => {
   });
 });
 
-describe("a real process", () => {
+describe("real processes", () => {
+  it("clock moved back past the tolerance: each refused request counts one clock rollback, fast path or route", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "leaf-fast-clock-"));
+    dirs.push(dir);
+    const clock = new FakeClock({ file: join(dir, "faketime.offset") });
+    const server = serverProcess(
+      "clock",
+      dir,
+      await freePort(),
+      {
+        name: "fast-clock",
+        segment: { enabled: false },
+        snowflake: { enabled: true, ip: "127.0.0.1", registry: "local", local: { workerId: 3 } },
+      },
+      clock,
+    );
+    try {
+      await server.start();
+      const agent = keepAliveAgent(1);
+      for (let i = 0; i < 20; i++) {
+        const answer = await httpGet(server.port, "/api/snowflake/get/k", {
+          agent,
+          timeoutMs: 5000,
+        });
+        expect(answer.status).toBe(200);
+      }
+      clock.set(-3000);
+      const refused = 'action="refused"';
+      const counts: Record<
+        string,
+        { refusedAnswers: number; rollbacks: number; logLines: number }
+      > = {};
+      for (const [name, path] of [
+        ["route", "/api/snowflake/get/k?"],
+        ["fast path", "/api/snowflake/get/k"],
+      ] as const) {
+        const before = sample(
+          await scrape(server.port),
+          "leaf_snowflake_clock_rollbacks_total",
+          refused,
+        );
+        const linesBefore = server.output.split("ms: refused").length;
+        let refusedAnswers = 0;
+        for (let i = 0; i < 5; i++) {
+          const answer = await httpGet(server.port, path, { agent, timeoutMs: 5000 });
+          if (answer.status !== 200) refusedAnswers++;
+        }
+        await sleep(500); // the log lines reach the pipe
+        const after = sample(
+          await scrape(server.port),
+          "leaf_snowflake_clock_rollbacks_total",
+          refused,
+        );
+        counts[name] = {
+          refusedAnswers,
+          rollbacks: after - before,
+          logLines: server.output.split("ms: refused").length - linesBefore,
+        };
+      }
+      console.log("5 requests each with the clock 3 s back:", counts);
+      agent.destroy();
+      expect(counts["fast path"]).toEqual(counts.route);
+    } finally {
+      await server.kill();
+    }
+  }, 120_000);
+
   it("server.workers 2: every fast answer's id once, and /metrics (every worker's) counts each answer and id once", async () => {
     const server = await workersServer("fast-workers", { snowflake: { enabled: true } });
     try {

@@ -24,8 +24,11 @@ export const clockBack: Fault = {
   async stop(c, _family, target) {
     c.clocks.get(target)!.set(before.get(target) ?? 0);
   },
+  // Setting the clock right again is a forward step of backMs: past the horizon its last report
+  // stored (while stepped back, or with the store away meanwhile), the server answers LEASE_LOST
+  // until a report stores the restored clock, as after clock-forward: the family's recovery time.
   effects: (family, target) => ({
     effects: [{ servers: [target], codes: family.clockCodes }],
-    settleMs: 2000,
+    settleMs: Math.max(2000, family.recoveryMs),
   }),
 };

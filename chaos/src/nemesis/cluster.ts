@@ -135,7 +135,14 @@ export class Cluster {
             return [kind, await startMysql({ useEnv: false })];
           case "zookeeper":
             if (zkEnsemble) {
-              this.ensemble = await startZookeeperEnsemble({ size: 3 });
+              // A cut-off follower answers reads for syncLimit ticks (5 s), past the 4 s sessions,
+              // as with ZooKeeper's own defaults (tickTime 2 s, syncLimit 5: 10 s).
+              this.ensemble = await startZookeeperEnsemble({
+                size: 3,
+                tickTime: 200,
+                syncLimit: 25,
+                maxSessionTimeout: 20_000,
+              });
               return [kind, this.ensemble.members[0]!];
             }
             return [kind, await startZookeeper({ useEnv: false })];

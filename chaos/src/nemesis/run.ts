@@ -15,7 +15,7 @@ import { describeStep, type Schedule, type Step, without } from "./schedule";
 import { OwnStalls, type Stall, serverStalls, stallWindows } from "./stalls";
 
 /** Faults in which a spare takes a held worker id over. */
-const TAKEOVERS = ["standby", "second-pod", "clock-forward-cut"];
+const TAKEOVERS = ["standby", "second-pod", "clock-forward-cut", "standby-follower"];
 
 /** What one run of one schedule gave. */
 export interface FamilyRun {

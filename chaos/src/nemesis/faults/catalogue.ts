@@ -5,6 +5,7 @@ import { clockForward } from "./clock-forward";
 import { clockForwardCut } from "./clock-forward-cut";
 import { defaultsStart } from "./defaults-start";
 import type { Fault } from "./fault";
+import { fullDisk } from "./full-disk";
 import { linkCut } from "./link-cut";
 import { maxIdBack } from "./max-id-back";
 import { postgresPromoted } from "./postgres-promoted";
@@ -19,6 +20,7 @@ import { serverKill } from "./server-kill";
 import { serverPause } from "./server-pause";
 import { serverTerm } from "./server-term";
 import { standby } from "./standby";
+import { standbyFollower } from "./standby-follower";
 import { storeKill } from "./store-kill";
 import { storePause } from "./store-pause";
 import { workerKill } from "./worker-kill";
@@ -43,6 +45,8 @@ export const CATALOGUE: readonly Fault[] = [
   maxIdBack,
   defaultsStart,
   zkFollowerPartition,
+  standbyFollower,
+  fullDisk,
   replicaPromoted,
   postgresPromoted,
   redisRestartEmpty,

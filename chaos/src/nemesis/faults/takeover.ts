@@ -12,7 +12,7 @@ import type { Family } from "../families";
 import { type Effects, NO_ANSWER, type Params } from "./fault";
 
 /** How the holder's lease is made to lapse. */
-export const LAPSES = ["cut", "pause", "clock-forward-cut"] as const;
+export const LAPSES = ["cut", "pause", "clock-forward-cut", "follower-partition"] as const;
 export type Lapse = (typeof LAPSES)[number];
 
 /** ms the healed holder and the spare run side by side before the spare is killed. */
@@ -87,6 +87,10 @@ export async function startTakeover(
       c.proxy(holder, store).cutOff();
       break;
     }
+    case "follower-partition":
+      // The holder's ZooKeeper member cut off from its ensemble (faults/standby-follower.ts).
+      c.ensemble!.isolate(Number(params.member));
+      break;
   }
   c.note(`${spare} asks for ${holder}'s worker id ${workerId} (${lapse} on ${holder})`);
   const attempt: Attempt = { stopping: false, workerId, loop: Promise.resolve() };
@@ -122,6 +126,8 @@ export async function stopTakeover(
   const holderServer = c.server(holder);
   if (lapse === "pause") {
     if (holderServer.running) holderServer.resume();
+  } else if (lapse === "follower-partition") {
+    c.ensemble!.heal();
   } else {
     c.proxy(holder, family.leaseStore!).heal();
   }

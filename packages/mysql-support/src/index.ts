@@ -16,3 +16,4 @@ export {
   parseMysqlUrl,
   redactMysqlUrl,
 } from "./mysql-url";
+export { OpenSockets, type PoolEndOutcome } from "./open-sockets";

@@ -2,7 +2,13 @@
 // mysql2 options or a ready pool), statements with a hard time limit so that a hung server never
 // stalls a lease, and MySQL errors turned into LeafErrors that say what to do.
 import { configError, ErrorCodes, LeafError } from "@leaf/core";
-import { classifyMysqlError, mysqlError, parseMysqlUrl, redactMysqlUrl } from "@leaf/mysql-support";
+import {
+  classifyMysqlError,
+  mysqlError,
+  OpenSockets,
+  parseMysqlUrl,
+  redactMysqlUrl,
+} from "@leaf/mysql-support";
 import {
   type Connection,
   createConnection,
@@ -96,6 +102,8 @@ export class Database {
   readonly timeoutMs: number;
   /** Connection options when this registry made the pool (undefined for a pool it was given). */
   private readonly options: PoolOptions | undefined;
+  /** The sockets of the connections handed out that are still open (see {@link end}). */
+  private readonly sockets = new OpenSockets();
 
   constructor(settings: DatabaseSettings) {
     this.timeoutMs = settings.timeoutMs;
@@ -123,6 +131,7 @@ export class Database {
     const connection = await limit(this.pool.getConnection(), this.timeoutMs, doing, (late) =>
       late.release(),
     );
+    this.sockets.watch(connection);
     try {
       const result = await runOn<T>(connection, sql, params, this.timeoutMs, doing);
       connection.release();
@@ -147,6 +156,7 @@ export class Database {
       (connection) => {
         // An idle connection the server closes emits "error"; without a listener it would crash.
         connection.on("error", () => {});
+        this.sockets.watch(connection);
         return connection;
       },
     );
@@ -159,9 +169,16 @@ export class Database {
     else connection.end().catch(() => connection.destroy());
   }
 
-  /** Closes the pool when this registry created it. */
+  /**
+   * Closes the pool when this registry created it. Statements in flight get up to `timeoutMs` to
+   * answer; then the sockets still open are destroyed and end() returns. mysql2's pool end queues
+   * each connection's quit behind its last statement, and one whose server does not answer
+   * (SIGSTOPped, cut off) would hold it until the server answers, however long. Nothing is sent
+   * again: a statement without an answer stays as its call reported it (UNAVAILABLE, outcome
+   * unknown).
+   */
   async end(): Promise<void> {
-    if (this.options) await this.pool.end();
+    if (this.options) await this.sockets.endWithin(this.pool.end(), this.timeoutMs);
   }
 }
 

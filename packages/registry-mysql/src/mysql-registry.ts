@@ -237,7 +237,8 @@ export class MysqlRegistry<M extends RegistryMode = RegistryMode> implements Wor
   /**
    * Stops renewals and closes connections. Leases still held are not released, but they are lost
    * (`lost` aborts): without renewals (lease mode) or the lock session (fixed mode) nothing keeps
-   * another process off their ids. Release them first for a clean hand-over.
+   * another process off their ids. Release them first for a clean hand-over. Ends while MySQL does
+   * not answer: statements in flight get up to `queryTimeoutMs`, then their connections are cut.
    */
   async close(): Promise<void> {
     if (this.closed) return;

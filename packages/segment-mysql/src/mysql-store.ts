@@ -6,8 +6,7 @@
 // copy the server still holds could run after other changes and undo them. The host failover, the
 // once-only writes and the range checks are @leaf/segment's HostedRanges, shared with the
 // PostgreSQL store; this file holds the SQL and mysql2's side of them.
-import type { Socket } from "node:net";
-import { classifyMysqlError, mysqlError } from "@leaf/mysql-support";
+import { classifyMysqlError, mysqlError, OpenSockets } from "@leaf/mysql-support";
 import type { NewTag, ResidueRecord, SegmentRange, SegmentStore, TagRecord } from "@leaf/segment";
 import {
   belowDeletedTag,
@@ -91,7 +90,7 @@ export class MysqlSegmentStore implements SegmentStore {
   /** The residue record, when the database is in a residue set (`leaf_alloc_residue`). */
   private readonly residue: MysqlResidueTable;
   /** The sockets of the connections this store used that are still open (see {@link close}). */
-  private readonly sockets = new Set<Socket>();
+  private readonly sockets = new OpenSockets();
 
   constructor(options: MysqlSegmentStoreOptions) {
     const hosts = hostCluster(options);
@@ -357,18 +356,7 @@ export class MysqlSegmentStore implements SegmentStore {
    */
   async close(): Promise<void> {
     if (!this.ranges.close()) return;
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const late = new Promise<"late">((resolve) => {
-      timer = setTimeout(() => resolve("late"), this.queryTimeoutMs);
-    });
-    const ended = this.cluster.end().then(
-      () => "ended" as const,
-      () => "ended" as const,
-    );
-    const outcome = await Promise.race([ended, late]);
-    clearTimeout(timer);
-    if (outcome === "late") for (const socket of this.sockets) socket.destroy();
-    this.sockets.clear();
+    await this.sockets.endWithin(this.cluster.end(), this.queryTimeoutMs);
   }
 
   private selectOne(extra = ""): string {
@@ -388,7 +376,7 @@ export class MysqlSegmentStore implements SegmentStore {
       makeReadOnly: "SET GLOBAL read_only = ON",
       connect: async (index) => {
         const conn = await this.cluster.getConnection(nodeId(index));
-        this.watch(conn);
+        this.sockets.watch(conn);
         return conn;
       },
       release: (conn) => conn.release(),
@@ -404,18 +392,6 @@ export class MysqlSegmentStore implements SegmentStore {
       toError: (error, doing, host) => mysqlError(error, { ...this.context(doing), host }),
       details: (info) => ({ mysql: info.kind, errno: info.serverCode }),
     };
-  }
-
-  /**
-   * Keeps the socket of `conn` until it closes, for {@link close}. mysql2 keeps a connection's
-   * socket as `stream` and offers no other way to end it at once (`destroy()` only half-closes it,
-   * which a stopped server never answers).
-   */
-  private watch(conn: PoolConnection): void {
-    const socket = (conn.connection as unknown as { stream?: Socket }).stream;
-    if (socket === undefined || socket.destroyed || this.sockets.has(socket)) return;
-    this.sockets.add(socket);
-    socket.once("close", () => this.sockets.delete(socket));
   }
 
   /** Creates the deleted tags' table when it is missing (a table made by Java Leaf's script). */

@@ -4,7 +4,7 @@
 // still stopped, and nothing it did matters for uniqueness: stores opened after it, and generators
 // on a residue set, hand out no id twice.
 import { formResidueSet, ResidueSegmentStore, SegmentIdGenerator } from "@leaf/segment";
-import { countDuplicates, type MysqlHandle, startMysql } from "@leaf/testkit";
+import { countDuplicates, type MysqlHandle, settlesWhilePaused, startMysql } from "@leaf/testkit";
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { MysqlSegmentStore } from "../src/index";
 
@@ -45,24 +45,6 @@ const storeOn = (server: MysqlHandle, database: string) =>
     queryTimeoutMs: 1_000,
   });
 
-/** Whether `promise` settled while `server` stayed stopped (resumed after PAUSED_MS at most). */
-async function settlesWhilePaused(server: MysqlHandle, promise: Promise<unknown>) {
-  let settled = false;
-  const watched = promise.then(
-    () => {
-      settled = true;
-    },
-    () => {
-      settled = true;
-    },
-  );
-  await Promise.race([watched, sleep(PAUSED_MS)]);
-  const whilePaused = settled;
-  server.resume();
-  await watched;
-  return whilePaused;
-}
-
 /** Every id of `ranges` ([start, end) of stride `stride`). */
 function idsOf(ranges: { start: bigint; end: bigint; stride?: number }[]): bigint[] {
   const ids: bigint[] = [];
@@ -92,7 +74,11 @@ describe("MysqlSegmentStore.close() while MariaDB is SIGSTOPped", () => {
       ),
     ];
     await sleep(300);
-    const closedWhilePaused = await settlesWhilePaused(server, first.close());
+    const { whilePaused: closedWhilePaused } = await settlesWhilePaused(
+      server,
+      first.close(),
+      PAUSED_MS,
+    );
     expect(closedWhilePaused).toBe(true);
     // Neither answered (the give-back's first statement is the no-op before its write): both are
     // refused as closed, the range is not handed out and the last range's ids are not given back
@@ -164,7 +150,11 @@ describe("MysqlSegmentStore.close() while MariaDB is SIGSTOPped", () => {
       await eventually(() => expect(first.store.status()[0]!.state).toBe("stalled"));
       running = false;
       await load;
-      const closedWhilePaused = await settlesWhilePaused(paused, first.generator.close());
+      const { whilePaused: closedWhilePaused } = await settlesWhilePaused(
+        paused,
+        first.generator.close(),
+        PAUSED_MS,
+      );
       expect(closedWhilePaused).toBe(true);
     } finally {
       running = false;

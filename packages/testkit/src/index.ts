@@ -80,6 +80,7 @@ export {
   redisReplicaLags,
   startRedisReplicaSet,
 } from "./redis-replica-set";
+export { type PausedOutcome, settlesWhilePaused } from "./settles-while-paused";
 export { started } from "./started";
 export { TcpProxy, type TcpProxyOptions } from "./tcp-proxy";
 export type {

@@ -14,7 +14,8 @@ const CLI = new URL("../src/cli.ts", import.meta.url).pathname;
 
 /**
  * One server process, restartable on the same port and data folder (`{dir}/{label}-data`): the
- * CLI from source with `config`, no drain on SIGTERM, 60 s to become ready.
+ * CLI from source with `config`, no drain on SIGTERM, 60 s to become ready; `stopTimeoutMs`: how
+ * long stop() waits after SIGTERM before SIGKILL (the test kit's default: 20 s).
  */
 export function serverProcess(
   label: string,
@@ -22,6 +23,7 @@ export function serverProcess(
   port: number,
   config: Record<string, unknown>,
   clock?: FakeClock,
+  stopTimeoutMs?: number,
 ): LeafServerProcess {
   return new LeafServerProcess({
     cli: CLI,
@@ -31,6 +33,7 @@ export function serverProcess(
     config: { ...config, server: { ...(config.server as object | undefined), drainMs: 0 } },
     clock,
     readyTimeoutMs: 60_000,
+    ...(stopTimeoutMs !== undefined ? { stopTimeoutMs } : {}),
   });
 }
 

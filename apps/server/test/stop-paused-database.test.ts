@@ -1,0 +1,118 @@
+// A server stopped (SIGTERM) while its MariaDB is SIGSTOPped, with the MySQL registry holding its
+// worker id and a timestamp report (lease mode: a renewal) in flight: the process exits while the
+// database is still stopped (every close is bounded by the registry's and the store's timeouts), and
+// says the release was not made rather than claiming it. A server started once the database runs
+// again issues no id the first one issued.
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import {
+  countDuplicates,
+  freePort,
+  type LeafServerProcess,
+  type MysqlHandle,
+  settlesWhilePaused,
+  startMysql,
+  stopAll,
+} from "@leaf/testkit";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Load, serverProcess, sleep, until } from "./fault-servers";
+
+/** How long the database stays stopped after SIGTERM: far past the registry's timeouts (3-5 s). */
+const PAUSED_MS = 30_000;
+/** Single snowflake ids. */
+const PATH = "/api/snowflake/get/stop";
+
+const dirs: string[] = [];
+let mysql: MysqlHandle;
+
+beforeAll(async () => {
+  mysql = await startMysql({ useEnv: false });
+}, 180_000);
+
+afterAll(async () => {
+  if (mysql?.running) mysql.resume();
+  await stopAll();
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+});
+
+/**
+ * The configuration of a server with the MySQL registry in `mode`; fixed mode shares its database
+ * with the segment store (Java Leaf's leaf.jdbc.url), lease mode has the registry alone.
+ */
+function configOf(mode: "fixed" | "lease", database: string): Record<string, unknown> {
+  const url = mysql.urlFor(database);
+  return {
+    name: `stop-${mode}`,
+    snowflake: {
+      enabled: true,
+      ip: "127.0.0.1",
+      registry: "mysql",
+      mysql: { url, password: "", mode, createTable: true },
+    },
+    segment:
+      mode === "fixed"
+        ? { enabled: true, mysql: { url, password: "", createTable: true } }
+        : { enabled: false },
+  };
+}
+
+/** The exit code and how long after SIGTERM it came; the database is resumed after PAUSED_MS. */
+async function stopWhilePaused(server: LeafServerProcess) {
+  const { whilePaused, result, settledAfterMs } = await settlesWhilePaused(
+    mysql,
+    server.stop(),
+    PAUSED_MS,
+  );
+  if (result.status === "rejected") throw result.reason;
+  return { whilePaused, exit: result.value, settledAfterMs };
+}
+
+describe.each(["lease", "fixed"] as const)(
+  "a server with the MySQL registry in %s mode",
+  (mode) => {
+    it("stops on SIGTERM while its MariaDB is SIGSTOPped with a report in flight; the next server issues no id twice", async () => {
+      const database = await mysql.createDatabase(`leaf_stop_${mode}`);
+      const dir = mkdtempSync(join(tmpdir(), "leaf-stop-paused-"));
+      dirs.push(dir);
+      const config = configOf(mode, database);
+      const port = await freePort();
+      // Far past PAUSED_MS: a stop that waits for the database is seen as such, not killed.
+      const first = serverProcess("A", dir, port, config, undefined, 120_000);
+      await first.start();
+      const load = new Load(port, PATH, 2, 8);
+      await until("ids answered", () => load.ids >= 2_000);
+      mysql.pause();
+      // Reports (and lease mode's renewals) come every 3 s: one is waiting for the database.
+      await sleep(3_500);
+      await load.stop();
+      const { whilePaused, exit, settledAfterMs } = await stopWhilePaused(first);
+      console.log(
+        `${mode}: exit ${JSON.stringify(exit)} ${settledAfterMs} ms after SIGTERM; output:\n${first.output.slice(-600)}`,
+      );
+      expect(whilePaused).toBe(true);
+      expect(exit.signal).toBeNull();
+      // The release got no answer: the stop is reported as failed, not as a lease released.
+      expect(exit.code).toBe(1);
+      expect(first.output).toContain("shutdown failed");
+      // The database runs again: a server on the same ip:port (fixed mode: the same row's id; lease
+      // mode: whichever id it is granted) issues nothing the first issued.
+      const second = serverProcess("B", dir, port, config);
+      await until(
+        "the second server started",
+        async () => (await second.tryStart()).started,
+        90_000,
+      );
+      const after = new Load(port, PATH, 2, 8);
+      try {
+        await until("ids answered by the second server", () => after.ids >= 2_000);
+      } finally {
+        await after.stop();
+        await second.stop();
+      }
+      const count = countDuplicates([...load.batches, ...after.batches]);
+      console.log(`${mode}: ${count.total} ids, ${count.duplicates} twice`);
+      expect(count.duplicates).toBe(0);
+    }, 300_000);
+  },
+);

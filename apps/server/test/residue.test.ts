@@ -249,9 +249,12 @@ describe("the server on a residue set of two MariaDB databases", () => {
           const d = dbs[down]!;
           await apply(d);
           const from = loads.map((l) => l.batches.length);
+          // The servers first hand out the ranges they hold ahead (prefetched, up to 8 of 20,000
+          // ids each, of either database): on a busy machine that alone can take a minute.
           await until(
             `20,000 ids from database ${dbs[up]!.name} with ${d.name} ${fault}`,
             () => classSince(loads, from, up, 2) > 20_000,
+            180_000,
           ).catch(async (error: Error) => {
             // What the servers saw, so that a failure here says why.
             error.message += `; ${classSince(loads, from, up, 2)} so far; ${await seen(servers, loads)}`;

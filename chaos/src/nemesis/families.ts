@@ -57,6 +57,11 @@ export interface Family {
    * quarantine).
    */
   recoveryMs: number;
+  /**
+   * How long an HTTP client waits for one answer (default 2 s): longer where the README lets a
+   * call wait longer (the redis sequence waits up to `maxWaitMs` for the second after a fence).
+   */
+  requestTimeoutMs?: number;
   /** The store that leases worker ids (the link a clock step plus cut targets). */
   leaseStore?: StoreKind;
   /** Segment tag served by the MariaDB servers (row locks and admin operations use it). */
@@ -355,6 +360,10 @@ function redisSequenceFamily(): Family {
     storeCodes: ["UNAVAILABLE"],
     clockCodes: ["CLOCK_SKEW", "UNAVAILABLE"],
     recoveryMs: 5000,
+    // A call may wait up to maxWaitMs (5 s, the default) for the second after a fence (a Redis
+    // restarted empty is fenced up to the highest second granted), then take a range (at most
+    // refillTimeoutMs, 1 s): a client that gives up sooner records an answer still on its way.
+    requestTimeoutMs: 7000,
     restartAttempts: 2,
   };
 }

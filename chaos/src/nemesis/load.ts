@@ -13,7 +13,7 @@ import type { History } from "./history";
 const INTERVAL_MS = 50;
 /** Largest batch a client asks for. */
 const MAX_BATCH = 60;
-/** Time limit of one HTTP request. */
+/** Time limit of one HTTP request, unless the family sets its own (`requestTimeoutMs`). */
 const REQUEST_TIMEOUT_MS = 2000;
 
 const ID_TEXT = /^[0-9]{1,19}$/;
@@ -78,7 +78,7 @@ export class NemesisLoad {
     try {
       const answer = await httpGet(server.port, path(spec, count), {
         agent,
-        timeoutMs: REQUEST_TIMEOUT_MS,
+        timeoutMs: this.family.requestTimeoutMs ?? REQUEST_TIMEOUT_MS,
       });
       if (answer.status === 200) {
         ids = parse(spec, answer.body);

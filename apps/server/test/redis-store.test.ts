@@ -129,9 +129,13 @@ describe("the server on the Redis segment store", () => {
   it("serves two servers from one namespace with every id once; after Redis restarts empty it refuses rather than repeats", async () => {
     expect((await storeCommand("shared", "create-namespace")).code).toBe(0);
     const ports = [await freePort(), await freePort()];
-    const a = await startCli(tempDir(), storeEnv("shared", ports[0]));
+    // A fixed step and Java Leaf's double buffer: each server holds at most two ranges of 10 when
+    // Redis empties, so 60 more draws from each must reach the store. (With the dynamic step and a
+    // deeper prefetch the ranges held ahead may outlast the draws, and nothing would be refused.)
+    const held = { LEAF_SEGMENT_DYNAMIC_STEP: "false", LEAF_SEGMENT_PREFETCH_MAX_DEPTH: "1" };
+    const a = await startCli(tempDir(), { ...storeEnv("shared", ports[0]), ...held });
     await createTag(ports[0]!, "orders", 10);
-    const b = await startCli(tempDir(), storeEnv("shared", ports[1]));
+    const b = await startCli(tempDir(), { ...storeEnv("shared", ports[1]), ...held });
     const answered: string[] = [];
     let refused = 0;
     const draw = async (rounds: number) => {

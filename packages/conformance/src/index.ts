@@ -1,7 +1,13 @@
 // @leaf/conformance: the vitest suites every adapter of ours and of third parties runs unchanged,
 // one per contract, all with one shape: `suite(test, { name, create, ...capabilities })`. Also on
 // the subpaths `@leaf/conformance/registry` and `@leaf/conformance/segment-store`.
-export { type RegistryConformanceOptions, registryConformance } from "./registry";
+export {
+  type ClosePausedOptions,
+  type PausedOutcome,
+  type RegistryConformanceOptions,
+  registryClosePausedConformance,
+  registryConformance,
+} from "./registry";
 export {
   type SegmentStoreConformanceOptions,
   type SegmentStoreDurabilityOptions,

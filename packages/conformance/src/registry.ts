@@ -13,6 +13,7 @@ import {
 import {
   type Capability,
   type ConformanceContext,
+  expectTrue,
   isUnsupported,
   NOT_DECLARED,
   skipUnsupported,
@@ -21,6 +22,11 @@ import {
   uniqueNamespace,
 } from "./shared";
 
+export {
+  type ClosePausedOptions,
+  type PausedOutcome,
+  registryClosePausedConformance,
+} from "./registry-close-paused";
 export type { Capability, ConformanceContext, TestFunction, Unsupported } from "./shared";
 
 /** Options of {@link registryConformance}. */
@@ -416,10 +422,6 @@ async function acquireError(pending: Promise<unknown>): Promise<unknown> {
 function describe(error: unknown): string {
   if (error === undefined) return "a lease";
   return isLeafError(error) ? `${error.code}: ${error.message}` : String(error);
-}
-
-function expectTrue(condition: boolean, message: string): asserts condition {
-  if (!condition) throw new Error(`conformance: ${message}`);
 }
 
 async function waitFor(check: () => boolean, ms: number, message: string): Promise<void> {

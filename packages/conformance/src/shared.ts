@@ -53,3 +53,8 @@ let namespaces = 0;
 export function uniqueNamespace(prefix: string): string {
   return `${prefix}${Date.now().toString(36)}${(namespaces++).toString(36)}`;
 }
+
+/** Throws "conformance: `message`" unless `condition` holds. */
+export function expectTrue(condition: boolean, message: string): asserts condition {
+  if (!condition) throw new Error(`conformance: ${message}`);
+}

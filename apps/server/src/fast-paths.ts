@@ -75,12 +75,25 @@ export function fastIdPaths(ctx: AppContext, sources: IdSources): FastPath | und
     response.writeHead(200, HEADERS[text.length]);
     response.end(text);
     // Counted once sent, as fastify counts a route's answer (its onResponse hook): an answer a
-    // client never takes (its connection reset with requests pipelined) is not counted.
-    response.once("finish", () =>
-      counter.count("GET", 200, (performance.now() - start) / 1000, key),
-    );
+    // client never takes (its connection reset with requests pipelined) is not counted. One shared
+    // listener reading what it counts from the response, not a closure per request.
+    const answer = response as FastAnswer;
+    answer[COUNTED] = { counter, start, key };
+    response.on("finish", counted);
     return true;
   };
+}
+
+/** What a fast answer's 'finish' listener counts. */
+const COUNTED = Symbol("leaf.fastPathCounted");
+type FastAnswer = ServerResponse & {
+  [COUNTED]?: { counter: AnswerCounter; start: number; key: string };
+};
+
+/** A fast answer's 'finish' listener: counts it once sent. */
+function counted(this: FastAnswer): void {
+  const { counter, start, key } = this[COUNTED]!;
+  counter.count("GET", 200, (performance.now() - start) / 1000, key);
 }
 
 /** Where a request carries the refusal the fast path met, for the route. */

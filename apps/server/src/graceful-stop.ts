@@ -26,8 +26,13 @@ const LATE_MS = 50;
 interface Tracked {
   /** Requests received and not yet answered. */
   active: number;
-  /** ms (performance clock) of the last accept, request or answer. */
+  /**
+   * ms (performance clock) of the accept, or of the first drain tick that saw a request or an
+   * answer after the last one it saw (`touched`): read no clock on each request.
+   */
   lastActiveAt: number;
+  /** A request or an answer since the last drain tick. */
+  touched: boolean;
   ended: boolean;
 }
 
@@ -40,7 +45,7 @@ type TrackedResponse = ServerResponse & { [TRACKED]?: Tracked };
 function answered(this: TrackedResponse): void {
   const tracked = this[TRACKED]!;
   tracked.active--;
-  tracked.lastActiveAt = performance.now();
+  tracked.touched = true;
 }
 
 /** Follows every connection of an HTTP server: requests in flight and last activity. */
@@ -52,14 +57,14 @@ export class ConnectionTracker {
     server.on("connection", (socket: net.Socket) => {
       const now = performance.now();
       this.lastAcceptAt = now;
-      this.sockets.set(socket, { active: 0, lastActiveAt: now, ended: false });
+      this.sockets.set(socket, { active: 0, lastActiveAt: now, touched: false, ended: false });
       socket.once("close", () => this.sockets.delete(socket));
     });
     server.on("request", (request, response: TrackedResponse) => {
       const tracked = this.sockets.get(request.socket);
       if (tracked === undefined) return;
       tracked.active++;
-      tracked.lastActiveAt = performance.now();
+      tracked.touched = true;
       // One shared listener, not a closure with `once` per request: this runs on every request.
       response[TRACKED] = tracked;
       response.on("close", answered);
@@ -111,6 +116,11 @@ export class ConnectionTracker {
       last = now;
       if (late) continue;
       for (const [socket, tracked] of this.sockets) {
+        if (tracked.touched) {
+          tracked.touched = false;
+          tracked.lastActiveAt = now;
+          continue;
+        }
         if (tracked.ended || tracked.active > 0 || now - tracked.lastActiveAt < IDLE_CLOSE_MS) {
           continue;
         }

@@ -7,7 +7,11 @@ import { luaScript, REDIS_TAKEOVER_LUA } from "@leaf/redis-support";
  * Helpers of every script. Ids stay decimal strings in Lua (its numbers are doubles, exact only up
  * to 2^53): `canonical` accepts 0 .. 2^63 - 1 written without sign or leading zeros, `below`
  * compares two canonical strings, and every sum is made by Redis's own 64-bit HINCRBY, which
- * refuses to pass 2^63 - 1. Error replies are `LEAF_<KIND> <json>`.
+ * refuses to pass 2^63 - 1. `canonical_step` accepts 1 .. 2^31 - 1 in the same form (Lua's
+ * tonumber alone would read "0x10" as 16 and " 7" as 7). A marker copy (`t:`/`d:`) that is not
+ * canonical is refused (`bad_mark`), never skipped: skipping it would drop the check it is for.
+ * Every write of the marker sets `written_ms`, Redis TIME then (see MARKER_CHECK). Error replies
+ * are `LEAF_<KIND> <json>`.
  */
 const HELPERS = `${REDIS_TAKEOVER_LUA}
 if redis.replicate_commands then pcall(redis.replicate_commands) end
@@ -22,6 +26,13 @@ local function canonical(s)
   if type(s) ~= 'string' or #s > 19 then return false end
   if s ~= '0' and not string.find(s, '^[1-9]%d*$') then return false end
   return #s < 19 or s <= '9223372036854775807'
+end
+local function canonical_step(s)
+  if type(s) ~= 'string' or #s > 10 or not string.find(s, '^[1-9]%d*$') then return false end
+  return tonumber(s) <= 2147483647
+end
+local function bad_mark(tag, field, value)
+  return fail('BAD_MARK', {tag = tag, field = field, value = tostring(value)})
 end
 local function below(a, b)
   if #a ~= #b then return #a < #b end
@@ -48,39 +59,61 @@ end
  * promoted. Otherwise the namespace is fenced (LEAF_FENCED): every call is refused until an
  * operator lifts the fence (LIFT_FENCE_SCRIPT). Both are recorded in the marker and logged by
  * Redis at warning level.
+ *
+ * "Promoted from a replica" is INFO's second_repl_offset, which Redis 7 also sets on a master
+ * restarted from an RDB file with replication info: a master killed and restarted from an older
+ * snapshot looks promoted. What tells them apart is time: a promoted replica was running when the
+ * last write it holds was made (it received it), a restarted process started after every write it
+ * holds. So every write of the marker records Redis TIME (`written_ms`), and a takeover is accepted
+ * only when this process started (TIME - uptime, whole seconds rounded down, so never earlier than
+ * the truth) at or before the marker's `written_ms`. A marker without it (written by an earlier
+ * version) is fenced. This rests on the clocks: a restarted master's clock not stepped back across
+ * its restart by more than the restart took (for a replica restarted and then promoted, its clock
+ * not behind the old master's by more than that).
  */
 const MARKER_CHECK = `${HELPERS}
 local marker = redis.call('HMGET', marker_key, 'run_id', 'replid', 'wait_replicas', 'fence_reason',
-  'fenced_at_ms')
+  'fenced_at_ms', 'written_ms')
 if not marker[1] then return fail('MISSING', {}) end
 if marker[3] ~= ARGV[1] then return fail('SETTINGS', {wait_replicas = marker[3] or ''}) end
 if marker[4] then return fail('FENCED', {reason = marker[4], at = marker[5] or ''}) end
 local takeover, run_id, replid, uptime_ms, promoted = leaf_redis_takeover(marker[1], marker[2])
 if takeover then
-  if promoted and (tonumber(marker[3]) or 0) >= 1 then
+  local written_ms = marker[6] and string.find(marker[6], '^%d+$') and tonumber(marker[6])
+  local started_ms = now_ms - uptime_ms
+  local running = written_ms and started_ms <= written_ms
+  if promoted and running and (tonumber(marker[3]) or 0) >= 1 then
     redis.call('HSET', marker_key, 'run_id', run_id, 'replid', replid, 'accepted_reason', takeover,
-      'accepted_at_ms', ms(now_ms), 'accepted_run_id', marker[1])
+      'accepted_at_ms', ms(now_ms), 'accepted_run_id', marker[1], 'written_ms', ms(now_ms))
     redis.log(redis.LOG_WARNING, 'leaf segment-redis: marker ' .. marker_key .. ' ' .. takeover ..
       ': accepted, every write waited for ' .. marker[3] .. ' replicas')
   else
     redis.call('HSET', marker_key, 'run_id', run_id, 'replid', replid, 'fence_reason', takeover,
-      'fenced_at_ms', ms(now_ms), 'fenced_run_id', marker[1])
+      'fenced_at_ms', ms(now_ms), 'fenced_run_id', marker[1], 'written_ms', ms(now_ms))
+    local why = ''
+    if promoted and not running then
+      why = ' (started at ' .. ms(started_ms) .. ' ms, after the last write of the marker it ' ..
+        'holds, ' .. tostring(marker[6]) .. ': a restart, not a promotion)'
+    end
     redis.log(redis.LOG_WARNING, 'leaf segment-redis: marker ' .. marker_key .. ' ' .. takeover ..
-      ': ranges handed out before may be missing, every call refused until the fence is lifted')
+      why .. ': ranges handed out before may be missing, every call refused until the fence is ' ..
+      'lifted')
     return fail('FENCED', {reason = takeover, at = ms(now_ms)})
   end
 elseif replid ~= marker[2] then
-  redis.call('HSET', marker_key, 'replid', replid)
+  redis.call('HSET', marker_key, 'replid', replid, 'written_ms', ms(now_ms))
 end
 `;
 
 /**
  * Reading the row of the tag in KEYS[2], ARGV[2] its name: LEAF_GONE when the key is missing while
- * the marker records the tag (deleted by hand, evicted), LEAF_UNKNOWN when neither has it.
+ * the marker records the tag (deleted by hand, evicted), LEAF_UNKNOWN when neither has it,
+ * LEAF_BAD_MARK when the marker's copy of its max id is not canonical.
  */
 const READ_ROW = `
 local tag_key, tag = KEYS[2], ARGV[2]
 local high = redis.call('HGET', marker_key, 't:' .. tag)
+if high and not canonical(high) then return bad_mark(tag, 't:' .. tag, high) end
 local row = redis.call('HMGET', tag_key, 'max_id', 'step', 'version', 'description', 'updated_ms')
 if not row[1] and not row[2] then
   if high then return fail('GONE', {tag = tag, high = high}) end
@@ -92,22 +125,19 @@ end
  * Takes a range. KEYS: marker, tag. ARGV: waitReplicas, tag, step ('' for the stored one), floor
  * (the end of the last range this store instance returned, decimal).
  *
- * Refused, nothing changed: a stored step that is not 1 .. 2^31 - 1 (LEAF_BAD_STEP), a max id
- * that is not 0 .. 2^63 - 1 (LEAF_BAD_MAX), a max id below the marker's high-water max id (moved
- * back by hand, LEAF_BEHIND) or below the floor (LEAF_BELOW_FLOOR, with the run id: a host other
- * than the floor's is a stale primary), a range past 2^63 - 1 (LEAF_EXHAUSTED, HINCRBY's overflow
- * check). Answers {new max id, stored step, version, run id}; the version counts the tag's range
- * writes, for give-backs.
+ * Refused, nothing changed: a stored step that is not 1 .. 2^31 - 1 in decimal (LEAF_BAD_STEP), a
+ * max id that is not 0 .. 2^63 - 1 (LEAF_BAD_MAX) or a marker copy that is not (LEAF_BAD_MARK), a
+ * max id below the marker's high-water max id (moved back by hand, LEAF_BEHIND) or below the floor
+ * (LEAF_BELOW_FLOOR, with the run id: a host other than the floor's is a stale primary), a range
+ * past 2^63 - 1 (LEAF_EXHAUSTED, HINCRBY's overflow check). Answers {new max id, stored step,
+ * version, run id}; the version counts the tag's range writes, for give-backs.
  */
 export const TAKE_SCRIPT = luaScript(`${MARKER_CHECK}${READ_ROW}
+if not canonical_step(row[2]) then return fail('BAD_STEP', {tag = tag, step = tostring(row[2])}) end
 local stored_step = tonumber(row[2])
-if not stored_step or stored_step ~= math.floor(stored_step) or stored_step < 1
-  or stored_step > 2147483647 then
-  return fail('BAD_STEP', {tag = tag, step = tostring(row[2])})
-end
 local max_id = row[1]
 if not canonical(max_id) then return fail('BAD_MAX', {tag = tag, max = tostring(max_id)}) end
-if high and canonical(high) and below(max_id, high) then
+if high and below(max_id, high) then
   return fail('BEHIND', {tag = tag, max = max_id, high = high})
 end
 if below(max_id, ARGV[4]) then
@@ -124,7 +154,7 @@ end
 local new_max = redis.call('HGET', tag_key, 'max_id')
 local version = redis.call('HINCRBY', tag_key, 'version', 1)
 redis.call('HSET', tag_key, 'updated_ms', ms(now_ms))
-redis.call('HSET', marker_key, 't:' .. tag, new_max)
+redis.call('HSET', marker_key, 't:' .. tag, new_max, 'written_ms', ms(now_ms))
 return {new_max, ms(stored_step), ms(version), run_id}
 `);
 
@@ -143,7 +173,7 @@ if row[1] ~= ARGV[4] or version ~= ARGV[5] or (high and high ~= ARGV[4]) then
 end
 local next_version = redis.call('HINCRBY', tag_key, 'version', 1)
 redis.call('HSET', tag_key, 'max_id', ARGV[3], 'updated_ms', ms(now_ms))
-redis.call('HSET', marker_key, 't:' .. tag, ARGV[3])
+redis.call('HSET', marker_key, 't:' .. tag, ARGV[3], 'written_ms', ms(now_ms))
 return {'given', ms(next_version)}
 `);
 
@@ -158,6 +188,8 @@ local tag_key, tag = KEYS[2], ARGV[2]
 if redis.call('EXISTS', tag_key) == 1 then return fail('EXISTS', {tag = tag}) end
 local high = redis.call('HGET', marker_key, 't:' .. tag)
 local deleted = redis.call('HGET', marker_key, 'd:' .. tag)
+if high and not canonical(high) then return bad_mark(tag, 't:' .. tag, high) end
+if deleted and not canonical(deleted) then return bad_mark(tag, 'd:' .. tag, deleted) end
 local floor = false
 if deleted then floor = deleted end
 if high and (not floor or below(floor, high)) then floor = high end
@@ -171,7 +203,7 @@ if ARGV[6] == '1' then
   description = ARGV[5]
   redis.call('HSET', tag_key, 'description', description)
 end
-redis.call('HSET', marker_key, 't:' .. tag, ARGV[3])
+redis.call('HSET', marker_key, 't:' .. tag, ARGV[3], 'written_ms', ms(now_ms))
 return {ARGV[3], ARGV[4], description, ms(now_ms)}
 `);
 
@@ -181,6 +213,7 @@ return {ARGV[3], ARGV[4], description, ms(now_ms)}
  */
 export const UPDATE_STEP_SCRIPT = luaScript(`${MARKER_CHECK}${READ_ROW}
 redis.call('HSET', tag_key, 'step', ARGV[3], 'updated_ms', ms(now_ms))
+redis.call('HSET', marker_key, 'written_ms', ms(now_ms))
 return {row[1] or '', ARGV[3], row[4], ms(now_ms)}
 `);
 
@@ -193,6 +226,9 @@ return {row[1] or '', ARGV[3], row[4], ms(now_ms)}
 export const DELETE_TAG_SCRIPT = luaScript(`${MARKER_CHECK}
 local tag_key, tag = KEYS[2], ARGV[2]
 local high = redis.call('HGET', marker_key, 't:' .. tag)
+local deleted = redis.call('HGET', marker_key, 'd:' .. tag)
+if high and not canonical(high) then return bad_mark(tag, 't:' .. tag, high) end
+if deleted and not canonical(deleted) then return bad_mark(tag, 'd:' .. tag, deleted) end
 local row = redis.call('HMGET', tag_key, 'max_id', 'step', 'description', 'updated_ms')
 if not row[1] and not row[2] then
   if high then return fail('GONE', {tag = tag, high = high}) end
@@ -200,10 +236,10 @@ if not row[1] and not row[2] then
 end
 if not canonical(row[1]) then return fail('BAD_MAX', {tag = tag, max = tostring(row[1])}) end
 local recorded = row[1]
-for _, other in ipairs({high or '0', redis.call('HGET', marker_key, 'd:' .. tag) or '0'}) do
-  if canonical(other) and below(recorded, other) then recorded = other end
+for _, other in ipairs({high or '0', deleted or '0'}) do
+  if below(recorded, other) then recorded = other end
 end
-redis.call('HSET', marker_key, 'd:' .. tag, recorded)
+redis.call('HSET', marker_key, 'd:' .. tag, recorded, 'written_ms', ms(now_ms))
 redis.call('HDEL', marker_key, 't:' .. tag)
 redis.call('DEL', tag_key)
 return {row[1], row[2] or '', row[3], row[4], recorded}
@@ -236,18 +272,34 @@ return out
 `);
 
 /**
- * Creates the namespace's marker when it is missing. KEYS: marker. ARGV: waitReplicas. Answers
- * {'created'} or {'exists', waitReplicas recorded}.
+ * Creates the namespace's marker when it is missing, recording each tag key found in the namespace
+ * (only the marker was lost) with its max id, as a range would: the tags are listed again, and a
+ * fence lifted later raises them. KEYS: marker. ARGV: waitReplicas, the tag keys' common prefix,
+ * then the names of the tag keys the client found (SCAN; no tag key can be made while the marker is
+ * missing, so none is added between). A found key whose max id is not canonical refuses the call
+ * (LEAF_BAD_MAX) before anything is written. Answers {'created', tags recorded} or {'exists',
+ * waitReplicas recorded}.
  */
 export const CREATE_NAMESPACE_SCRIPT = luaScript(`${HELPERS}
 if redis.call('EXISTS', marker_key) == 1 then
   return {'exists', redis.call('HGET', marker_key, 'wait_replicas') or ''}
 end
+local found = {}
+for i = 3, #ARGV do
+  local max_id = redis.call('HGET', ARGV[2] .. ARGV[i], 'max_id')
+  if max_id then
+    if not canonical(max_id) then return fail('BAD_MAX', {tag = ARGV[i], max = max_id}) end
+    found[#found + 1] = ARGV[i]
+    found[#found + 1] = max_id
+  end
+end
 local _, run_id, replid = leaf_redis_takeover(false, false)
 redis.call('HSET', marker_key, 'run_id', run_id, 'replid', replid, 'wait_replicas', ARGV[1],
-  'created_at_ms', ms(now_ms))
-redis.log(redis.LOG_NOTICE, 'leaf segment-redis: namespace marker ' .. marker_key .. ' created')
-return {'created'}
+  'created_at_ms', ms(now_ms), 'written_ms', ms(now_ms))
+for i = 1, #found, 2 do redis.call('HSET', marker_key, 't:' .. found[i], found[i + 1]) end
+redis.log(redis.LOG_NOTICE, 'leaf segment-redis: namespace marker ' .. marker_key .. ' created, ' ..
+  (#found / 2) .. ' tag keys found recorded')
+return {'created', ms(#found / 2)}
 `);
 
 /**
@@ -255,9 +307,11 @@ return {'created'}
  * out: every tag's max id (the higher of its key's and the marker's) and every deleted tag's
  * recorded max id is first raised by `raiseBy`, then the fence is cleared and the marker names
  * this process. All or nothing: a value that would pass 2^63 - 1 refuses the lift
- * (LEAF_LIFT_OVERFLOW) before anything changes. KEYS: marker. ARGV: waitReplicas, raiseBy
- * (decimal), 2^63 - 1 - raiseBy (decimal), the tag keys' common prefix. Answers {'not-fenced'} or
- * {'lifted', reason, tags raised}.
+ * (LEAF_LIFT_OVERFLOW) before anything changes. Tag keys the marker does not record (found by the
+ * client's SCAN, passed after the prefix) are raised and recorded too; a marker copy that is not
+ * canonical refuses the lift (LEAF_BAD_MARK). KEYS: marker. ARGV: waitReplicas, raiseBy (decimal),
+ * 2^63 - 1 - raiseBy (decimal), the tag keys' common prefix, the names of the tag keys found.
+ * Answers {'not-fenced'} or {'lifted', reason, tags raised}.
  */
 export const LIFT_FENCE_SCRIPT = luaScript(`${HELPERS}
 local marker = redis.call('HMGET', marker_key, 'run_id', 'replid', 'wait_replicas', 'fence_reason')
@@ -267,18 +321,35 @@ if not marker[4] then return {'not-fenced'} end
 local raise_by, limit, prefix = ARGV[2], ARGV[3], ARGV[4]
 local fields = redis.call('HGETALL', marker_key)
 local plan = {}
+local recorded = {}
+local function add(kind, tag, value, key_max)
+  if key_max and canonical(key_max) and (not value or below(value, key_max)) then value = key_max end
+  if not value then return fail('BAD_MAX', {tag = tag, max = tostring(key_max)}) end
+  if below(limit, value) then return fail('LIFT_OVERFLOW', {tag = tag, max = value}) end
+  plan[#plan + 1] = {kind, tag, value, key_max}
+end
 for i = 1, #fields, 2 do
   local kind, tag = string.sub(fields[i], 1, 2), string.sub(fields[i], 3)
   if kind == 't:' or kind == 'd:' then
-    local value = fields[i + 1]
+    if not canonical(fields[i + 1]) then return bad_mark(tag, fields[i], fields[i + 1]) end
     local key_max = false
-    if kind == 't:' then key_max = redis.call('HGET', prefix .. tag, 'max_id') end
-    if key_max and canonical(key_max) and (not canonical(value) or below(value, key_max)) then
-      value = key_max
+    if kind == 't:' then
+      recorded[tag] = true
+      key_max = redis.call('HGET', prefix .. tag, 'max_id')
     end
-    if not canonical(value) then return fail('BAD_MAX', {tag = tag, max = tostring(value)}) end
-    if below(limit, value) then return fail('LIFT_OVERFLOW', {tag = tag, max = value}) end
-    plan[#plan + 1] = {kind, tag, value, key_max}
+    local refused = add(kind, tag, fields[i + 1], key_max)
+    if refused then return refused end
+  end
+end
+for i = 5, #ARGV do
+  local tag = ARGV[i]
+  if not recorded[tag] then
+    recorded[tag] = true
+    local key_max = redis.call('HGET', prefix .. tag, 'max_id')
+    if key_max then
+      local refused = add('t:', tag, false, key_max)
+      if refused then return refused end
+    end
   end
 end
 local raised = 0
@@ -295,7 +366,7 @@ for _, entry in ipairs(plan) do
 end
 local _, run_id, replid = leaf_redis_takeover(marker[1], marker[2])
 redis.call('HSET', marker_key, 'run_id', run_id, 'replid', replid, 'last_fence_reason', marker[4],
-  'lifted_at_ms', ms(now_ms), 'lifted_raise_by', raise_by)
+  'lifted_at_ms', ms(now_ms), 'lifted_raise_by', raise_by, 'written_ms', ms(now_ms))
 redis.call('HDEL', marker_key, 'fence_reason', 'fenced_at_ms', 'fenced_run_id')
 redis.log(redis.LOG_WARNING, 'leaf segment-redis: fence of ' .. marker_key .. ' lifted, ' .. raised ..
   ' tags raised by ' .. raise_by)

@@ -21,6 +21,7 @@ import {
   normalizeNewTag,
   RangeFloors,
 } from "@leaf/segment/adapter";
+import type { Cluster, Redis } from "ioredis";
 import {
   CREATE_NAMESPACE_SCRIPT,
   CREATE_TAG_SCRIPT,
@@ -74,6 +75,11 @@ export interface RedisNamespaceState {
   /** Replicas every write waits for, as recorded at creation. */
   waitReplicas: number | undefined;
   createdAt: number | undefined;
+  /**
+   * Redis TIME (ms) of the marker's last write: a takeover is accepted as a promotion only by a
+   * process that started at or before it (undefined: written by an earlier version, fenced).
+   */
+  writtenAt: number | undefined;
   /** Set while the namespace is fenced (every call refused): why and since when (ms). */
   fence: { reason: string; at: number | undefined } | undefined;
   /** The last fence lifted, and when (ms), with the raiseBy given. */
@@ -175,17 +181,21 @@ export class RedisSegmentStore implements SegmentStore {
    * Creates the namespace's marker when it is missing; answers false when it exists. Run it once
    * for a new namespace (the server and generators never do): without a marker every call is
    * refused, because a marker that is gone means Redis may have lost every tag's max id. After a
-   * loss, run it only once the tags are restored above every id handed out.
+   * loss, run it only once the tags are restored above every id handed out. Tag keys found in the
+   * namespace (SCAN) are recorded in the new marker with their max ids.
    */
   async createNamespace(): Promise<boolean> {
     // Read first: an existing marker is not written, so there is nothing for replicas to confirm.
     const state = await this.inspect();
     let recorded = state.exists ? String(state.waitReplicas ?? "") : undefined;
     if (recorded === undefined) {
+      // Tag keys left from before (only the marker was lost) are recorded by the script: while the
+      // marker is missing no tag key can be made, so none appears between the scan and the script.
+      const found = await this.scanTagNames("creating the namespace");
       const reply = await this.call(
         CREATE_NAMESPACE_SCRIPT,
         [],
-        [],
+        [this.keys.tagPrefix, ...found],
         "creating the namespace",
         true,
       );
@@ -204,7 +214,8 @@ export class RedisSegmentStore implements SegmentStore {
 
   /**
    * Lifts the fence set after a restart or failover that may have lost writes: every tag's max id
-   * (and every deleted tag's recorded one) is first raised by `raiseBy`, then ranges are served
+   * (every tag key of the namespace, recorded in the marker or not, and every deleted tag's
+   * recorded one) is first raised by `raiseBy`, then ranges are served
    * again. Call it only once every tag's max id plus `raiseBy` is above every id handed out (from
    * the ranges' users' own records, or a generous `raiseBy`). Answers `lifted: false` when the
    * namespace is not fenced (nothing changed).
@@ -219,10 +230,13 @@ export class RedisSegmentStore implements SegmentStore {
         details: { key: "raiseBy" },
       });
     }
+    // Every tag key of the namespace is raised, also one the marker does not record (a marker
+    // re-created by an earlier version over existing keys): no tag key is made while fenced.
+    const found = await this.scanTagNames("lifting the fence");
     const reply = await this.call(
       LIFT_FENCE_SCRIPT,
       [],
-      [raiseBy.toString(), (MAX_ID - raiseBy).toString(), this.keys.tagPrefix],
+      [raiseBy.toString(), (MAX_ID - raiseBy).toString(), this.keys.tagPrefix, ...found],
       "lifting the fence",
       true,
     );
@@ -242,6 +256,7 @@ export class RedisSegmentStore implements SegmentStore {
       runId: m.get("run_id"),
       waitReplicas: num("wait_replicas"),
       createdAt: num("created_at_ms"),
+      writtenAt: num("written_ms"),
       fence: m.has("fence_reason")
         ? { reason: m.get("fence_reason")!, at: num("fenced_at_ms") }
         : undefined,
@@ -415,6 +430,46 @@ export class RedisSegmentStore implements SegmentStore {
     if (this.closed) return;
     this.closed = true;
     await this.link.close();
+  }
+
+  /**
+   * The names of the namespace's tag keys, by SCAN (on every master of a Cluster: the keys share the
+   * namespace's hash tag, so one master has them all). Used where no tag key can be made meanwhile
+   * (no marker, or a fenced one).
+   */
+  private async scanTagNames(what: string): Promise<string[]> {
+    if (this.closed) throw closedError("the Redis segment store");
+    await this.start();
+    const prefix = this.keys.tagPrefix;
+    const pattern = `${prefix.replace(/[*?[\]\\]/g, "\\$&")}*`;
+    const names = new Set<string>();
+    try {
+      const servers: Redis[] =
+        this.link.topology === "cluster"
+          ? (this.link.client as Cluster).nodes("master")
+          : [this.link.client as Redis];
+      for (const server of servers) {
+        let cursor = "0";
+        do {
+          this.counters.roundTrips++;
+          const [next, keys] = await withTimeLimit(
+            server.scan(cursor, "MATCH", pattern, "COUNT", 1000),
+            this.o.commandTimeoutMs,
+            "waiting for Redis to answer",
+          );
+          for (const key of keys) {
+            if (key.startsWith(prefix) && key.length > prefix.length) {
+              names.add(key.slice(prefix.length));
+            }
+          }
+          cursor = next;
+        } while (cursor !== "0");
+      }
+    } catch (error) {
+      if (this.closed) throw closedError("the Redis segment store");
+      throw this.failure(error, `${what} (listing the namespace's tag keys)`);
+    }
+    return [...names].sort();
   }
 
   /** The tag's max id and version by HMGET (the give-back's probe): ["", ""] when there is none. */

@@ -67,6 +67,8 @@ export function refusalError(refusal: ScriptRefusal, context: RefusalContext): L
       return badStoredStep(tag, f.step, context.where);
     case "BAD_MAX":
       return badMax(tag, String(f.max), context.where);
+    case "BAD_MARK":
+      return badMark(tag, String(f.field ?? ""), String(f.value ?? ""), context);
     case "EXHAUSTED":
       return rangeOverflow(tag, BigInt(String(f.max)), Number(f.step));
     case "BEHIND":
@@ -134,6 +136,24 @@ function badMax(tag: string, max: string, where: string): LeafError {
       "expected a decimal integer from 0 to 2^63 - 1; nothing was changed. Fix the key (HSET max_id to " +
       "a value above every id handed out)",
     details: { tag, reason: "bad-max-id", maxId: max },
+  });
+}
+
+/**
+ * The marker's copy of a tag's max id (`t:<tag>`) or a deleted tag's (`d:<tag>`) that is not 0 ..
+ * 2^63 - 1 in decimal (edited by hand): the checks that rest on it (a max id set back, a tag
+ * re-created below its old ids) cannot be made, so the tag is refused rather than served unchecked.
+ */
+function badMark(tag: string, field: string, value: string, context: RefusalContext): LeafError {
+  return new LeafError({
+    component: COMPONENT,
+    code: ErrorCodes.CORRUPT_DATA,
+    message:
+      `refused tag ${JSON.stringify(tag)}: the namespace's marker ${context.markerKey} records its max id ` +
+      `(field ${JSON.stringify(field)}) as ${JSON.stringify(value)} in ${context.where}, expected a decimal ` +
+      "integer from 0 to 2^63 - 1; nothing was changed. The check that a max id never moves back rests on " +
+      "it: fix the field (HSET it to the highest max id the tag ever had, at least its key's max_id)",
+    details: { tag, reason: "bad-max-id", markerField: field, value },
   });
 }
 

@@ -9,8 +9,10 @@ export {
   registryConformance,
 } from "./registry";
 export {
+  type SegmentStoreClosePausedOptions,
   type SegmentStoreConformanceOptions,
   type SegmentStoreDurabilityOptions,
+  segmentStoreClosePausedConformance,
   segmentStoreConformance,
   segmentStoreDurabilityConformance,
   type WriteFault,

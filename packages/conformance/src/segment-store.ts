@@ -2,6 +2,10 @@
 // @leaf/segment) runs unchanged, the contract one and the durability one under a real write fault.
 
 export {
+  type SegmentStoreClosePausedOptions,
+  segmentStoreClosePausedConformance,
+} from "./segment-store-close-paused";
+export {
   type SegmentStoreDurabilityOptions,
   segmentStoreDurabilityConformance,
   type WriteFault,

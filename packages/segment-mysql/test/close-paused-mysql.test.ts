@@ -2,10 +2,12 @@
 // for each connection's last statement, so a store whose server does not answer used to hold its
 // close (and a server's stop) until the server was resumed. Now close() ends while the server is
 // still stopped, and nothing it did matters for uniqueness: stores opened after it, and generators
-// on a residue set, hand out no id twice.
+// on a residue set, hand out no id twice. The single store's case is the conformance suite's
+// (`segmentStoreClosePausedConformance`), which segment-postgres runs too.
+import { segmentStoreClosePausedConformance } from "@leaf/conformance/segment-store";
 import { formResidueSet, ResidueSegmentStore, SegmentIdGenerator } from "@leaf/segment";
 import { countDuplicates, type MysqlHandle, settlesWhilePaused, startMysql } from "@leaf/testkit";
-import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, test, vi } from "vitest";
 import { MysqlSegmentStore } from "../src/index";
 
 /** Retries `check` until it passes; generous, since these machines are shared (not a speed bound). */
@@ -45,59 +47,26 @@ const storeOn = (server: MysqlHandle, database: string) =>
     queryTimeoutMs: 1_000,
   });
 
-/** Every id of `ranges` ([start, end) of stride `stride`). */
-function idsOf(ranges: { start: bigint; end: bigint; stride?: number }[]): bigint[] {
-  const ids: bigint[] = [];
-  for (const r of ranges) for (let id = r.start; id < r.end; id++) ids.push(id);
-  return ids;
-}
-
 describe("MysqlSegmentStore.close() while MariaDB is SIGSTOPped", () => {
-  it("ends while the server is stopped with a range and a give-back in flight; a store opened after takes no id twice", async () => {
-    const server = servers[0]!;
-    const database = await server.createDatabase("close_paused");
-    const first = storeOn(server, database);
-    await first.createSchema();
-    await first.createTag({ tag: "t", step: 100 });
-    const handedOut = [await first.takeRange("t"), await first.takeRange("t")];
-    const last = await first.takeRange("t");
-    server.pause();
-    // A range and a give-back of the last range's ids, each on a connection of its own, unanswered.
-    const inFlight = [
-      first.takeRange("t").then(
-        () => "a range",
-        (e: { code?: string }) => e.code,
-      ),
-      first.giveBack("t", last.start, last.end).then(
-        (given) => (given ? "given back" : "not given back"),
-        (e: { code?: string }) => e.code,
-      ),
-    ];
-    await sleep(300);
-    const { whilePaused: closedWhilePaused } = await settlesWhilePaused(
-      server,
-      first.close(),
-      PAUSED_MS,
-    );
-    expect(closedWhilePaused).toBe(true);
-    // Neither answered (the give-back's first statement is the no-op before its write): both are
-    // refused as closed, the range is not handed out and the last range's ids are not given back
-    // (a gap). Whatever the server runs of them once resumed changes nothing below.
-    expect(await Promise.all(inFlight)).toEqual(["CLOSED", "CLOSED"]);
-    handedOut.push(last);
-    const second = storeOn(server, database);
-    try {
-      const later = [];
-      for (let i = 0; i < 5; i++) later.push(await second.takeRange("t"));
-      const count = countDuplicates([idsOf(handedOut), idsOf(later)]);
-      expect({ total: count.total, duplicates: count.duplicates }).toEqual({
-        total: 800,
-        duplicates: 0,
-      });
-    } finally {
-      await second.close();
-    }
-  }, 120_000);
+  // A range and a give-back of the last range's ids, each on a connection of its own, unanswered.
+  // Neither answered (the give-back's first statement is the no-op before its write): both are
+  // refused as closed, and whatever the server runs of them once resumed changes nothing.
+  describe("a store with a range and a give-back in flight", () => {
+    let database = "";
+    beforeAll(async () => {
+      database = await servers[0]!.createDatabase("close_paused");
+      const store = storeOn(servers[0]!, database);
+      await store.createSchema();
+      await store.close();
+    });
+    segmentStoreClosePausedConformance(test, {
+      name: "segment-mysql",
+      create: () => storeOn(servers[0]!, database),
+      pause: () => servers[0]!.pause(),
+      settleWhilePaused: (promise) => settlesWhilePaused(servers[0]!, promise, PAUSED_MS),
+      giveBackOutcomes: ["CLOSED"],
+    });
+  });
 
   it("lets a generator on a residue set close while one of its two databases is stopped under load, with no id twice", async () => {
     const databases = await Promise.all(servers.map((s) => s.createDatabase("close_residue")));

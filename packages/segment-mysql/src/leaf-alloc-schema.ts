@@ -72,6 +72,12 @@ export function residueTableName(table: string = DEFAULT_TABLE): string {
 }
 
 /**
+ * The residue table's `members` column: the member ids of the record's epoch, as JSON text (null
+ * in rows written before it existed; the store adds it to such a table on its next write).
+ */
+export const MEMBERS_COLUMN = "`members` text NULL";
+
+/**
  * The `CREATE TABLE` statement of the residue table (see {@link residueTableName}): one row, the
  * database's residue class in its set (tinyid's `delta` and `remainder`), written by
  * `formResidueSet` and read after every range a residue set's store takes.
@@ -86,6 +92,7 @@ export function residueSchema(table: string = DEFAULT_TABLE): string {
   \`remainder\` int(11) NOT NULL,
   \`state\` varchar(16) NOT NULL,
   \`version\` bigint(20) NOT NULL,
+  ${MEMBERS_COLUMN},
   \`update_time\` timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP,
   PRIMARY KEY (\`id\`),
   CONSTRAINT \`one_row\` CHECK (\`id\` = 1)

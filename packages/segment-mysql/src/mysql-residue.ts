@@ -2,9 +2,9 @@
 // row of `leaf_alloc_residue`, read after every range the set's store takes, and written only with
 // a compare-and-set on its version. Kept apart from the store, which runs these on its host.
 import type { ResidueRecord } from "@leaf/segment";
-import { type ResidueRow, residueRecordOf } from "@leaf/segment/adapter";
+import { type ResidueRow, residueMembersText, residueRecordOf } from "@leaf/segment/adapter";
 import type { PoolConnection, ResultSetHeader, RowDataPacket } from "mysql2/promise";
-import { quoteTable, residueSchema, residueTableName } from "./leaf-alloc-schema";
+import { MEMBERS_COLUMN, quoteTable, residueSchema, residueTableName } from "./leaf-alloc-schema";
 
 /** Sends one statement on a connection (the store's, which counts round trips). */
 export type Send = <T>(conn: PoolConnection, sql: string, values?: unknown[]) => Promise<[T]>;
@@ -27,7 +27,8 @@ export class MysqlResidueTable {
     try {
       const [rows] = await this.send<(ResidueRow & RowDataPacket)[]>(
         conn,
-        `SELECT set_id, member_id, epoch, delta, remainder, state, version FROM ${this.table} WHERE id = 1`,
+        // Every column: a table created before the members column existed is read as it is.
+        `SELECT * FROM ${this.table} WHERE id = 1`,
       );
       return rows[0] === undefined ? undefined : residueRecordOf(rows[0]);
     } catch (error) {
@@ -36,9 +37,22 @@ export class MysqlResidueTable {
     }
   }
 
-  /** Creates the table when it is missing. Changes no row. */
+  /**
+   * Creates the table when it is missing, and its `members` column when the table was created
+   * before that column existed. Changes no row.
+   */
   async ensure(conn: PoolConnection): Promise<void> {
     await this.send(conn, residueSchema(this.tableName));
+    const [columns] = await this.send<RowDataPacket[]>(
+      conn,
+      `SHOW COLUMNS FROM ${this.table} LIKE 'members'`,
+    );
+    if (columns.length > 0) return;
+    try {
+      await this.send(conn, `ALTER TABLE ${this.table} ADD COLUMN ${MEMBERS_COLUMN}`);
+    } catch (error) {
+      if ((error as { errno?: number }).errno !== 1060) throw error; // added meanwhile
+    }
   }
 
   /**
@@ -58,11 +72,12 @@ export class MysqlResidueTable {
       next.remainder,
       next.state,
       next.version,
+      residueMembersText(next),
     ];
     const statement =
       expected === null
-        ? `INSERT IGNORE INTO ${this.table} (id, set_id, member_id, epoch, delta, remainder, state, version) SELECT 1, ?, ?, ?, ?, ?, ?, ? FROM DUAL WHERE @@global.read_only = 0`
-        : `UPDATE ${this.table} SET set_id = ?, member_id = ?, epoch = ?, delta = ?, remainder = ?, state = ?, version = ? WHERE id = 1 AND version = ? AND @@global.read_only = 0`;
+        ? `INSERT IGNORE INTO ${this.table} (id, set_id, member_id, epoch, delta, remainder, state, version, members) SELECT 1, ?, ?, ?, ?, ?, ?, ?, ? FROM DUAL WHERE @@global.read_only = 0`
+        : `UPDATE ${this.table} SET set_id = ?, member_id = ?, epoch = ?, delta = ?, remainder = ?, state = ?, version = ?, members = ? WHERE id = 1 AND version = ? AND @@global.read_only = 0`;
     const [results] = await this.send<[ResultSetHeader, RowDataPacket[]]>(
       conn,
       `${statement}; SELECT @@global.read_only AS read_only`,

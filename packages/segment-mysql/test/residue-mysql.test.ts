@@ -293,7 +293,8 @@ describe("a residue set over two MariaDB servers", () => {
     const load = drive(takers);
     try {
       await eventually(() => expect(total(takers)).toBeGreaterThan(5_000));
-      // An operator gives b a residue of its own making: 0 of 3 (the set holds 0 and 1 of 2).
+      // An operator gives b a residue of its own making: 0 of 3 (the set holds 0 and 1 of 2), its
+      // list of members left as it was (2 databases): a damaged record.
       await query(
         list[1]!,
         "UPDATE leaf_alloc_residue SET delta = 3, remainder = 0, version = version + 1",
@@ -311,10 +312,15 @@ describe("a residue set over two MariaDB servers", () => {
       const late = await taker("late", [list[1]!, list[0]!]).catch((error: unknown) => error);
       if (!isLeafError(late)) load.add(late as Taker);
       await sleep(1_000);
-      // Another gives b the remainder a holds.
+      // Another gives b the remainder a holds, with a list of members to match (b first, then a):
+      // well-formed, but not the list a names for the epoch.
+      const aRecord = (await query(list[0]!, "SELECT member_id FROM leaf_alloc_residue")) as {
+        member_id: string;
+      }[];
       await query(
         list[1]!,
-        "UPDATE leaf_alloc_residue SET delta = 2, remainder = 0, version = version + 1",
+        "UPDATE leaf_alloc_residue SET delta = 2, remainder = 0, members = JSON_ARRAY(member_id, ?), version = version + 1",
+        [aRecord[0]!.member_id],
       );
       const later = await taker("later", [list[1]!, list[0]!]).catch((error: unknown) => error);
       if (!isLeafError(later)) load.add(later as Taker);
@@ -327,8 +333,8 @@ describe("a residue set over two MariaDB servers", () => {
       const count = duplicates(takers);
       console.log(`residue changed by hand: ${count.total} ids, ${count.duplicates} twice`);
       expect(count.duplicates).toBe(0);
-      expect(late).toSatisfy(codeOf(ErrorCodes.INVALID_CONFIG, "delta-mismatch"));
-      expect(later).toSatisfy(codeOf(ErrorCodes.INVALID_CONFIG, "remainder-taken"));
+      expect(late).toSatisfy(codeOf(ErrorCodes.CORRUPT_DATA, "bad-residue"));
+      expect(later).toSatisfy(codeOf(ErrorCodes.INVALID_CONFIG, "other-list"));
       for (const t of takers) {
         const b = t.store.status().find((m) => m.name === "b")!;
         expect(b.state).toMatch(/refused|backoff|unverified/);
@@ -339,6 +345,45 @@ describe("a residue set over two MariaDB servers", () => {
       for (const t of takers) await t.generator.close();
     }
   }, 180_000);
+
+  it("reads records of a residue table made before the members column, and adds the column when the set is re-formed", async () => {
+    const list = await databases(["a", "b"]);
+    // The table and records as an earlier version wrote them: no members column.
+    for (const [i, d] of list.entries()) {
+      await query(
+        d,
+        "CREATE TABLE leaf_alloc_residue (id tinyint(4) NOT NULL DEFAULT '1', set_id varchar(64) NOT NULL, member_id varchar(64) NOT NULL, epoch int(11) NOT NULL, delta int(11) NOT NULL, remainder int(11) NOT NULL, state varchar(16) NOT NULL, version bigint(20) NOT NULL, update_time timestamp NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP, PRIMARY KEY (id))",
+      );
+      await query(
+        d,
+        "INSERT INTO leaf_alloc_residue (id, set_id, member_id, epoch, delta, remainder, state, version) VALUES (1, 'old-set', ?, 0, 2, ?, 'active', 2)",
+        [`old-member-${i}`, i],
+      );
+    }
+    const admin = residueStore(list);
+    await admin.createTag({ tag: "t", step: 100, startId: 1n });
+    const before = await admin.takeRange("t");
+    expect(before).toMatchObject({ stride: 2, remainder: 0 });
+    await admin.close();
+    const report = await form(list);
+    expect(report).toMatchObject({ epoch: 1, unchanged: false });
+    for (const [i, d] of list.entries()) {
+      const [row] = (await query(
+        d,
+        "SELECT remainder, epoch, members FROM leaf_alloc_residue",
+      )) as {
+        remainder: number;
+        epoch: number;
+        members: string;
+      }[];
+      expect(row).toEqual({
+        remainder: i,
+        epoch: 1,
+        members: JSON.stringify(["old-member-0", "old-member-1"]),
+      });
+    }
+    expect((await form(list)).unchanged).toBe(true);
+  });
 
   it("refuses the same database listed twice and databases of two different sets", async () => {
     const [a, b] = await databases(["a", "b"]);

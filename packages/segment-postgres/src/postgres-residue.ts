@@ -2,9 +2,9 @@
 // row of `leaf_alloc_residue`, read after every range the set's store takes, and written only with
 // a compare-and-set on its version. Kept apart from the store, which runs these on its host.
 import type { ResidueRecord } from "@leaf/segment";
-import { type ResidueRow, residueRecordOf } from "@leaf/segment/adapter";
+import { type ResidueRow, residueMembersText, residueRecordOf } from "@leaf/segment/adapter";
 import type pg from "pg";
-import { quoteTable, residueSchema, residueTableName } from "./leaf-alloc-schema";
+import { MEMBERS_COLUMN, quoteTable, residueSchema, residueTableName } from "./leaf-alloc-schema";
 
 /** Sends one statement on a connection (the store's, which counts round trips). */
 export type Send = (
@@ -32,7 +32,9 @@ export class PostgresResidueTable {
     try {
       const { rows } = await this.send(
         conn,
-        `SELECT set_id, member_id, epoch, delta, remainder, state, version::text AS version FROM ${this.table} WHERE id = 1`,
+        // Every column (bigint comes as text): a table created before the members column existed
+        // is read as it is.
+        `SELECT * FROM ${this.table} WHERE id = 1`,
       );
       const row = rows[0] as ResidueRow | undefined;
       return row === undefined ? undefined : residueRecordOf(row);
@@ -51,6 +53,15 @@ export class PostgresResidueTable {
     const found = rows[0] as { name: string | null } | undefined;
     if (found?.name === null || found?.name === undefined) {
       await this.send(conn, residueSchema(this.tableName));
+      return;
+    }
+    const { rows: columns } = await this.send(
+      conn,
+      "SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = 'members' AND NOT attisdropped",
+      [this.table],
+    );
+    if (columns.length === 0) {
+      await this.send(conn, `ALTER TABLE ${this.table} ADD COLUMN IF NOT EXISTS ${MEMBERS_COLUMN}`);
     }
   }
 
@@ -68,17 +79,18 @@ export class PostgresResidueTable {
       next.remainder,
       next.state,
       String(next.version),
+      residueMembersText(next),
     ];
     const result =
       expected === null
         ? await this.send(
             conn,
-            `INSERT INTO ${this.table} (id, set_id, member_id, epoch, delta, remainder, state, version) VALUES (1, $1, $2, $3, $4, $5, $6, $7) ON CONFLICT (id) DO NOTHING`,
+            `INSERT INTO ${this.table} (id, set_id, member_id, epoch, delta, remainder, state, version, members) VALUES (1, $1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (id) DO NOTHING`,
             values,
           )
         : await this.send(
             conn,
-            `UPDATE ${this.table} SET set_id = $1, member_id = $2, epoch = $3, delta = $4, remainder = $5, state = $6, version = $7, update_time = CURRENT_TIMESTAMP WHERE id = 1 AND version = $8`,
+            `UPDATE ${this.table} SET set_id = $1, member_id = $2, epoch = $3, delta = $4, remainder = $5, state = $6, version = $7, members = $8, update_time = CURRENT_TIMESTAMP WHERE id = 1 AND version = $9`,
             [...values, String(expected)],
           );
     return result.rowCount === 1;

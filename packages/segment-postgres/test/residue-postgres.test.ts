@@ -179,6 +179,27 @@ describe("the residue record in PostgreSQL", () => {
     }
   });
 
+  it("reads a record of a table made before the members column, and adds the column on the next write", async () => {
+    const [d] = await databases(["a"]);
+    await query(
+      d!,
+      `CREATE TABLE leaf_alloc_residue (id smallint NOT NULL DEFAULT 1, set_id varchar(64) NOT NULL, member_id varchar(64) NOT NULL, epoch integer NOT NULL, delta integer NOT NULL, remainder integer NOT NULL, state varchar(16) NOT NULL, version bigint NOT NULL, update_time timestamptz NOT NULL DEFAULT CURRENT_TIMESTAMP, PRIMARY KEY (id));
+       INSERT INTO leaf_alloc_residue (set_id, member_id, epoch, delta, remainder, state, version) VALUES ('set-1', 'member-1', 0, 2, 1, 'joining', 1)`,
+    );
+    const store = storeOf(d!);
+    try {
+      expect(await store.readResidue()).toEqual(record(1));
+      const next = { ...record(2, "active"), members: ["x", "member-1"] };
+      expect(await store.writeResidue(next, 1)).toBe(true);
+      expect(await store.readResidue()).toEqual(next);
+      expect(await query(d!, "SELECT members FROM leaf_alloc_residue")).toEqual([
+        { members: '["x","member-1"]' },
+      ]);
+    } finally {
+      await store.close();
+    }
+  });
+
   it("keeps one writer of many racing from the same version", async () => {
     const [d] = await databases(["a"]);
     const stores = Array.from({ length: 6 }, () => storeOf(d!));

@@ -26,6 +26,7 @@ export {
   checkExpectedVersion,
   checkResidueRecord,
   type ResidueRow,
+  residueMembersText,
   residueRecordOf,
   residueTableName,
 } from "./residue-record";

@@ -32,7 +32,40 @@ export function residueProblem(record: unknown): string | undefined {
   if (!isInt(r.version, 1, Number.MAX_SAFE_INTEGER)) {
     return `its version ${String(r.version)} is not a positive integer`;
   }
+  if (r.members !== undefined) return membersProblem(r as ResidueRecord, r.members);
   return undefined;
+}
+
+/**
+ * What is wrong with `members` as the list of the record's epoch: it must hold `delta` distinct
+ * member ids, this database's own at its remainder (a remainder or a member id changed by hand
+ * on one side breaks that binding).
+ */
+function membersProblem(record: ResidueRecord, members: unknown): string | undefined {
+  if (
+    !Array.isArray(members) ||
+    members.some(
+      (id) => typeof id !== "string" || id.length === 0 || id.length > MAX_RESIDUE_ID_LENGTH,
+    )
+  ) {
+    return `its members ${describeValue(members)} are not a list of member ids`;
+  }
+  if (members.length !== record.delta) {
+    return `its members list ${members.length} databases, its delta says ${record.delta}`;
+  }
+  if (new Set(members).size !== members.length) {
+    return `its members ${describeValue(members)} name a database twice`;
+  }
+  if (members[record.remainder] !== record.memberId) {
+    const at = members.indexOf(record.memberId);
+    return `its remainder ${record.remainder} is not its place in its epoch's members (${at === -1 ? "its member id is not among them" : `its member id is at ${at}`}): a remainder or member id changed by hand`;
+  }
+  return undefined;
+}
+
+function describeValue(value: unknown): string {
+  const text = JSON.stringify(value) ?? String(value);
+  return text.length > 200 ? `${text.slice(0, 200)}...` : text;
 }
 
 /** Throws INVALID_ARGUMENT unless `record` is a residue record (a store's `writeResidue`). */
@@ -73,8 +106,18 @@ export function sameRecord(a: ResidueRecord | undefined, b: ResidueRecord | unde
     a.delta === b.delta &&
     a.remainder === b.remainder &&
     a.state === b.state &&
-    a.version === b.version
+    a.version === b.version &&
+    sameMembers(a.members, b.members)
   );
+}
+
+/** True when `a` and `b` are the same list of members (both absent counts as the same). */
+export function sameMembers(
+  a: readonly string[] | undefined,
+  b: readonly string[] | undefined,
+): boolean {
+  if (a === undefined || b === undefined) return a === b;
+  return a.length === b.length && a.every((id, i) => id === b[i]);
 }
 
 /** A new random set or member id: 32 hex digits. */
@@ -88,7 +131,7 @@ export function newResidueId(): string {
 export function describeRecord(record: unknown): string {
   if (residueProblem(record) !== undefined) return JSON.stringify(record) ?? String(record);
   const r = record as ResidueRecord;
-  return `remainder ${r.remainder} of ${r.delta} (epoch ${r.epoch}, set ${r.setId.slice(0, 8)}, member ${r.memberId.slice(0, 8)}, version ${r.version}, ${r.state})`;
+  return `remainder ${r.remainder} of ${r.delta} (epoch ${r.epoch}, set ${r.setId.slice(0, 8)}, member ${r.memberId.slice(0, 8)}, version ${r.version}, ${r.state}${r.members === undefined ? "" : `, members ${r.members.map((id) => id.slice(0, 8)).join(",")}`})`;
 }
 
 function isInt(value: unknown, min: number, max: number): value is number {
@@ -104,11 +147,13 @@ export interface ResidueRow {
   remainder: number | string;
   state: string;
   version: number | string;
+  /** The epoch's member ids as JSON text; null or absent in rows written before it existed. */
+  members?: string | null;
 }
 
 /** The record of a selected row, as it is: the residue set's store judges it. */
 export function residueRecordOf(row: ResidueRow): ResidueRecord {
-  return {
+  const record: ResidueRecord = {
     setId: String(row.set_id),
     memberId: String(row.member_id),
     epoch: Number(row.epoch),
@@ -117,6 +162,19 @@ export function residueRecordOf(row: ResidueRow): ResidueRecord {
     state: String(row.state) as ResidueRecord["state"],
     version: Number(row.version),
   };
+  if (row.members === undefined || row.members === null) return record;
+  let members: unknown;
+  try {
+    members = JSON.parse(String(row.members));
+  } catch {
+    members = String(row.members); // not JSON: judged (and refused) as it is
+  }
+  return { ...record, members: members as string[] };
+}
+
+/** The `members` column's value of `record`: its epoch's member ids as JSON text, or null. */
+export function residueMembersText(record: ResidueRecord): string | null {
+  return record.members === undefined ? null : JSON.stringify(record.members);
 }
 
 /**

@@ -4,7 +4,13 @@
 // above the highest max id of any, then the new residues are written. A run cut short is finished
 // by running it again with the same members.
 import { configError, ErrorCodes, isLeafError, LeafError } from "@leaf/core";
-import { badStoredResidue, describeRecord, newResidueId, residueProblem } from "./residue-record";
+import {
+  badStoredResidue,
+  describeRecord,
+  newResidueId,
+  residueProblem,
+  sameMembers,
+} from "./residue-record";
 import type { ResidueRecord, SegmentStore, TagRecord } from "./segment-store";
 import { COMPONENT, MAX_ID, MAX_STEP } from "./validation";
 
@@ -46,17 +52,23 @@ const RAISE_ROUNDS = 10;
  *
  * 1. Every member's record is read (all must answer). Databases already in the set must all be
  *    listed: their set id is one, no database is listed twice, and the remainders of the set's
- *    epoch are all there; otherwise INVALID_CONFIG and nothing is written. Members without a record
- *    are new: they get a `joining` record (a database listed twice is caught here).
- * 2. **Fence**: every database of the set gets its record `fenced`. Stores over the set read the
- *    record after every range and use none taken after the fence; they serve the ranges they hold
- *    and take no new one until step 4 (a few round trips per database and tag).
+ *    epoch are all there; once a database is active at an epoch, a list other than the one its
+ *    record names is refused until every member of that epoch is active (then it forms the next
+ *    one); otherwise INVALID_CONFIG and nothing is written. Members without a record, or with a
+ *    `joining` record of a run that did not finish, are new: they get a `joining` record naming
+ *    this run's list (a database listed twice is caught here).
+ * 2. **Fence**: every database of the set gets its record `fenced` (written again when it already
+ *    is: with step 1's, every record is written once by this run before any is activated, so of two
+ *    runs at once only one activates anything). Stores over the set read the record after every
+ *    range and use none taken after the fence; they serve the ranges they hold and take no new one
+ *    until step 4 (a few round trips per database and tag).
  * 3. **Raise**: per tag, R = 1 + the highest max id of any member; the tag is created where it is
  *    missing (at R, or at the max id it was deleted with when higher), and every member's max id
  *    is raised to at least R by taking a range that is never used (a gap). Read back until every
  *    member holds every tag at or above R: every id handed out under the old residues is below R,
  *    every range taken from now on starts at or above it.
- * 4. **Activate**: each member gets its new record, `active`, at the next epoch.
+ * 4. **Activate**: each member gets its new record, `active`, at the next epoch, naming the
+ *    epoch's members: the set's databases first, then the new ones.
  *
  * Removing a database is not supported (the set's databases must all be listed). Admin changes
  * (create, delete) should wait until it is done: a tag deleted in some members only is created
@@ -102,44 +114,48 @@ export async function formResidueSet(
   if (plan.unchanged) {
     return report(plan.setId, plan.epoch, members, records as ResidueRecord[], new Map(), true);
   }
-  const { setId, epoch } = plan;
+  const { setId, epoch, list } = plan;
   const current: (ResidueRecord | undefined)[] = [...records];
+  const done = (r: ResidueRecord | undefined) =>
+    r !== undefined && r.epoch === epoch && r.state === "active" && sameMembers(r.members, list);
 
-  // 1b. New members join first: a database listed twice is caught before anything is fenced.
+  // 2. Claim every member for this run: each record is written once more (compare-and-set on its
+  // version) before any is activated, so of two runs only one can activate anything: whichever
+  // claims a member second makes the other's activation of it fail. New members first: a database
+  // listed twice is caught before anything is fenced.
   for (const m of members) {
-    if (current[m.index] !== undefined) continue;
+    const record = current[m.index];
+    if (record !== undefined && record.state !== "joining") continue;
     const joining: ResidueRecord = {
       setId,
-      memberId: newResidueId(),
+      memberId: list[m.index]!,
       epoch,
       delta: n,
       remainder: m.index,
       state: "joining",
-      version: 1,
+      version: (record?.version ?? 0) + 1,
+      members: list,
     };
-    if (!(await m.store.writeResidue!(joining, null))) {
+    if (!(await m.store.writeResidue!(joining, record?.version ?? null))) {
       const found = await m.store.readResidue!();
       const twin = members.find(
         (o) => o.index < m.index && current[o.index]?.memberId === found?.memberId,
       );
+      if (twin === undefined) throw raced(m, found);
       throw new LeafError({
         component: COMPONENT,
-        code: twin === undefined ? ErrorCodes.UNAVAILABLE : ErrorCodes.INVALID_CONFIG,
-        message:
-          twin === undefined
-            ? `the residue record of ${m.name} was written by someone else while the set was being formed (${describeRecord(found)}): is another formResidueSet running? Run it again once that one is done`
-            : `${m.name} is the same database as ${twin.name}: list each database once (nothing was fenced; run formResidueSet again with the list fixed)`,
-        details: { reason: twin === undefined ? "residue-race" : "listed-twice", member: m.name },
+        code: ErrorCodes.INVALID_CONFIG,
+        message: `${m.name} is the same database as ${twin.name}: list each database once (nothing was fenced; run formResidueSet again with the list fixed)`,
+        details: { reason: "listed-twice", member: m.name },
       });
     }
     current[m.index] = joining;
     say(`${m.name} joins as remainder ${m.index} of ${n} (epoch ${epoch})`);
   }
-
-  // 2. Fence every database of the set.
+  // Then the set's databases: fenced (fenced again when they already are, as a claim).
   for (const m of members) {
     const record = current[m.index]!;
-    if (record.state !== "active") continue;
+    if (record.state === "joining" || done(record)) continue;
     const fenced: ResidueRecord = { ...record, state: "fenced", version: record.version + 1 };
     await write(m, fenced, record.version);
     current[m.index] = fenced;
@@ -149,19 +165,25 @@ export async function formResidueSet(
   // 3. Raise every tag in every member to at least R.
   const startsAt = await raiseAll(members, say);
 
-  // 4. Activate the new residues.
-  for (const m of members) {
+  // 4. Activate the new residues: the set's databases first, then the new ones, so that a new
+  // database is active only once every database of the set is active in the new layout.
+  const order = [
+    ...members.filter((m) => current[m.index]!.state !== "joining"),
+    ...members.filter((m) => current[m.index]!.state === "joining"),
+  ];
+  for (const m of order) {
     const record = current[m.index]!;
+    if (done(record)) continue;
     const next: ResidueRecord = {
       setId,
-      memberId: record.memberId,
+      memberId: list[m.index]!,
       epoch,
       delta: n,
       remainder: m.index,
       state: "active",
       version: record.version + 1,
+      members: list,
     };
-    if (sameLayout(record, next, epoch) && record.state === "active") continue;
     await write(m, next, record.version);
     current[m.index] = next;
     say(`activated ${m.name}: ${describeRecord(next)}`);
@@ -175,14 +197,28 @@ interface Listed {
   index: number;
 }
 
-/** What the records read say to do: the set id and the epoch to reach, or nothing. */
-function planOf(
-  members: Listed[],
-  records: (ResidueRecord | undefined)[],
-  n: number,
-): { setId: string; epoch: number; unchanged: boolean } {
+/** What the records read say to do. */
+interface Plan {
+  setId: string;
+  /** The epoch to form (or the one the set is at, when unchanged). */
+  epoch: number;
+  /** The member ids of that epoch, in member order: the records' `members`. */
+  list: string[];
+  unchanged: boolean;
+}
+
+/**
+ * What the records read say to do: the set id, the epoch to reach and its list of members, or
+ * nothing. The members of an epoch are one list: once a database is active at an epoch, its record
+ * names the epoch's members, and a run with another list is refused until that epoch is complete
+ * (then it forms the next one). Records of an epoch that no database was activated in (`joining`
+ * only) are claims of a run that did not finish: they are claimed again by this run.
+ */
+function planOf(members: Listed[], records: (ResidueRecord | undefined)[], n: number): Plan {
   const present = members.filter((m) => records[m.index] !== undefined);
-  if (present.length === 0) return { setId: newResidueId(), epoch: 0, unchanged: false };
+  // The ids this run would form the set with: each database's own, a new one for a new database.
+  const list = members.map((m) => records[m.index]?.memberId ?? newResidueId());
+  if (present.length === 0) return { setId: newResidueId(), epoch: 0, list, unchanged: false };
   const rec = (m: Listed) => records[m.index]!;
   const setIds = new Set(present.map((m) => rec(m).setId));
   if (setIds.size > 1) {
@@ -204,44 +240,131 @@ function planOf(
     byMemberId.set(rec(m).memberId, m);
   }
   const top = Math.max(...present.map((m) => rec(m).epoch));
-  const atTop = present.filter((m) => rec(m).epoch === top);
-  const below = present.filter((m) => rec(m).epoch < top);
-  const target = (m: Listed) => sameLayout(rec(m), { delta: n, remainder: m.index }, top);
-  const resuming = atTop.some((m) => rec(m).state === "joining") || below.length > 0;
-  if (resuming) {
-    // A run cut short: members at `top` are joining or already active in the new layout; the
-    // others are the set's databases at the epoch before, fenced.
-    for (const m of atTop) {
-      if (!target(m)) {
-        throw invalid(
-          "other-layout",
-          `${m.name} holds ${describeRecord(rec(m))}, not remainder ${m.index} of ${n}: a re-forming with another list of members was cut short; run formResidueSet again with the same members, in the same order`,
-        );
-      }
+  // Databases activated in an epoch (active, or fenced by a later run) are its members; a joining
+  // record is only a claim.
+  const settled = present.filter((m) => rec(m).state !== "joining");
+  for (const m of settled) {
+    if (rec(m).epoch < top - 1) throw staleEpoch(m, rec(m), top);
+  }
+  const atTop = settled.filter((m) => rec(m).epoch === top);
+  const below = settled.filter((m) => rec(m).epoch === top - 1);
+  if (settled.length === 0 && top > 0) {
+    throw invalid(
+      "incomplete-set",
+      `the listed databases hold only joining records (epoch ${top} of set ${setId}) of a run that did not finish: list the databases of the set too`,
+    );
+  }
+  // A claim of a first forming (epoch 0) names the database that run activates first: unless it is
+  // listed (and so seen not active), that run may have activated databases not listed here.
+  for (const m of present) {
+    const r = rec(m);
+    if (r.state !== "joining" || r.epoch !== 0 || r.members === undefined) continue;
+    if (sameMembers(r.members, list) || byMemberId.has(r.members[0]!)) continue;
+    throw invalid(
+      "incomplete-set",
+      `${m.name} holds a joining record of a forming of set ${setId} whose first database (member ${r.members[0]!.slice(0, 8)}) is not listed: list the databases that run formed the set with`,
+    );
+  }
+
+  if (atTop.length === 0) {
+    // No database was activated at `top` yet: its joining records are claims (this run's, cut
+    // short, or another list's); the set is the databases at the epoch before. Form `top`.
+    checkComplete(below, rec);
+    return { setId, epoch: top, list, unchanged: false };
+  }
+
+  const epochList = oneList(atTop, rec, top);
+  if (epochList === undefined) {
+    // Records written before epochs named their members.
+    if (below.length > 0) {
+      throw invalid(
+        "unfinished-run",
+        `${below.map((m) => m.name).join(", ")} ${below.length > 1 ? "are" : "is"} at epoch ${top - 1} while others are at epoch ${top}, in records that do not name their epoch's members: a re-forming by an earlier version was cut short. Restore the fenced databases' records to active at epoch ${top - 1} only if no database is active at epoch ${top} - otherwise ask for help`,
+      );
+    }
+    checkComplete(atTop, rec);
+    return { setId, epoch: top + 1, list, unchanged: false };
+  }
+  if (sameMembers(list, epochList)) {
+    // The epoch's own list: the set as it stands, or a run that activated some of it, to finish.
+    if (
+      present.length === n &&
+      atTop.length === n &&
+      atTop.every((m) => rec(m).state === "active")
+    ) {
+      return { setId, epoch: top, list, unchanged: true };
     }
     for (const m of below) {
-      if (
-        rec(m).epoch !== top - 1 ||
-        (rec(m).state === "active" && atTop.some((o) => rec(o).state === "active"))
-      ) {
-        throw invalid(
-          "stale-epoch",
-          `${m.name} is at epoch ${rec(m).epoch} (${rec(m).state}) while others are at epoch ${top}: it was left out of a re-forming of the set; run formResidueSet with every database of the set`,
-        );
-      }
+      if (rec(m).state === "active") throw staleEpoch(m, rec(m), top);
     }
-    if (!atTop.some((m) => rec(m).state === "active")) checkComplete(below, rec);
-    return { setId, epoch: top, unchanged: false };
+    return { setId, epoch: top, list, unchanged: false };
   }
-  // Every record at one epoch, none joining: the set as it stands.
-  if (
-    present.length === members.length &&
-    atTop.every((m) => target(m) && rec(m).state === "active")
-  ) {
-    return { setId, epoch: top, unchanged: true };
+  // Another list: allowed only once every member of the epoch is listed and was activated in it
+  // (then it forms the next epoch, with new databases).
+  const named = epochList.map(
+    (id) => byMemberId.get(id)?.name ?? `a database not listed (member ${id.slice(0, 8)})`,
+  );
+  const formedBy = `epoch ${top} of the set is formed by ${named.join(", ")} (remainders 0 to ${epochList.length - 1})`;
+  const missing = epochList.filter((id) => byMemberId.get(id) === undefined);
+  if (missing.length > 0) {
+    throw invalid(
+      "incomplete-set",
+      `${formedBy}: list every one of them, in any order, then the new databases; a database cannot be removed${claimsOf(present, rec, epochList, top)}`,
+    );
   }
-  checkComplete(atTop, rec);
-  return { setId, epoch: top + 1, unchanged: false };
+  const unfinished = epochList.filter((id) => rec(byMemberId.get(id)!).epoch !== top);
+  if (unfinished.length > 0) {
+    throw invalid(
+      "other-list",
+      `${formedBy}, and a run forming it was cut short (${unfinished.map((id) => byMemberId.get(id)!.name).join(", ")} not activated yet): run formResidueSet with exactly those members, in that order, to finish it; then add databases${claimsOf(present, rec, epochList, top)}`,
+    );
+  }
+  return { setId, epoch: top + 1, list, unchanged: false };
+}
+
+/**
+ * The members of epoch `epoch` named by the records of `atTop` (databases activated in it): one
+ * list, or undefined when the records name none (written before records named their members).
+ */
+function oneList(
+  atTop: Listed[],
+  rec: (m: Listed) => ResidueRecord,
+  epoch: number,
+): readonly string[] | undefined {
+  const first = atTop[0]!;
+  for (const m of atTop) {
+    if (!sameMembers(rec(m).members, rec(first).members)) {
+      throw invalid(
+        "other-list",
+        `${first.name} and ${m.name} are both at epoch ${epoch} but name different members of it (${describeRecord(rec(first))}; ${describeRecord(rec(m))}): records changed by hand or by two runs; no database should serve until this is sorted out`,
+      );
+    }
+  }
+  return rec(first).members;
+}
+
+/** For a refusal: the listed databases holding claims (joining records) of no epoch's list. */
+function claimsOf(
+  present: Listed[],
+  rec: (m: Listed) => ResidueRecord,
+  epochList: readonly string[],
+  top: number,
+): string {
+  const stale = present.filter(
+    (m) =>
+      rec(m).state === "joining" &&
+      !(rec(m).epoch === top && sameMembers(rec(m).members, epochList)),
+  );
+  if (stale.length === 0) return "";
+  const names = stale.map((m) => m.name).join(", ");
+  return ` (${names} ${stale.length > 1 ? "hold joining records" : "holds a joining record"} of a run that did not finish: not in the set; a run that lists ${stale.length > 1 ? "them" : "it"} with every member of the set adds ${stale.length > 1 ? "them" : "it"})`;
+}
+
+function staleEpoch(m: Listed, record: ResidueRecord, top: number): LeafError {
+  return invalid(
+    "stale-epoch",
+    `${m.name} is at epoch ${record.epoch} (${record.state}) while others are at epoch ${top}: it was left out of a re-forming of the set, or restored from a backup; run formResidueSet with every database of the set`,
+  );
 }
 
 /**
@@ -251,6 +374,7 @@ function planOf(
 function checkComplete(old: Listed[], rec: (m: Listed) => ResidueRecord): void {
   if (old.length === 0) return;
   const delta = rec(old[0]!).delta;
+  oneList(old, rec, rec(old[0]!).epoch);
   const remainders = new Set<number>();
   for (const m of old) {
     if (rec(m).delta !== delta) {
@@ -367,23 +491,17 @@ async function raise(m: Listed, tag: string, gap: bigint): Promise<void> {
 /** Writes `next` in `m` when its version is `expected`, or throws. */
 async function write(m: Listed, next: ResidueRecord, expected: number): Promise<void> {
   if (await m.store.writeResidue!(next, expected)) return;
-  const found = await m.store.readResidue!();
-  throw new LeafError({
-    component: COMPONENT,
-    code: ErrorCodes.UNAVAILABLE,
-    message: `the residue record of ${m.name} changed while the set was being formed (now ${describeRecord(found)}): is another formResidueSet running? Run it again once that one is done`,
-    details: { reason: "residue-race", member: m.name },
-  });
+  throw raced(m, await m.store.readResidue!());
 }
 
-function sameLayout(
-  record: ResidueRecord,
-  layout: { delta: number; remainder: number },
-  epoch: number,
-): boolean {
-  return (
-    record.epoch === epoch && record.delta === layout.delta && record.remainder === layout.remainder
-  );
+/** The error when another run wrote the record of `m` (now `found`) after this run read it. */
+function raced(m: Listed, found: ResidueRecord | undefined): LeafError {
+  return new LeafError({
+    component: COMPONENT,
+    code: ErrorCodes.UNAVAILABLE,
+    message: `the residue record of ${m.name} changed while the set was being formed (now ${describeRecord(found)}): is another formResidueSet running? This run activates nothing more. Once the other is done, run formResidueSet again: it finishes the set as it stands, or tells which members to list`,
+    details: { reason: "residue-race", member: m.name },
+  });
 }
 
 function invalid(reason: string, message: string): LeafError {

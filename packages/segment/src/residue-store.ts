@@ -13,7 +13,13 @@ import {
   isLeafError,
   LeafError,
 } from "@leaf/core";
-import { badStoredResidue, describeRecord, residueProblem, sameRecord } from "./residue-record";
+import {
+  badStoredResidue,
+  describeRecord,
+  residueProblem,
+  sameMembers,
+  sameRecord,
+} from "./residue-record";
 import type {
   NewTag,
   RangeResidue,
@@ -117,6 +123,8 @@ class Member {
   /** The residue verified for it, or undefined until (again) read and checked. */
   record: ResidueRecord | undefined = undefined;
   verifying: Promise<ResidueRecord> | undefined = undefined;
+  /** The record read last, verified or not: a database listed twice is told by its member id. */
+  lastRead: ResidueRecord | undefined = undefined;
   /** The misconfiguration that refused it at its last verification. */
   refusal: LeafError | undefined = undefined;
   failures = 0;
@@ -288,7 +296,13 @@ export class ResidueSegmentStore implements SegmentStore {
           });
       }
     });
-    const wrong = this.members.find((m) => m.refusal !== undefined);
+    // A database listed twice, or one of another set, also makes the list longer than the set
+    // (refused as stale-epoch): told first.
+    const refused = this.members.filter((m) => m.refusal !== undefined);
+    const wrong =
+      refused.find((m) => m.refusal!.details.reason === "listed-twice") ??
+      refused.find((m) => m.refusal!.details.reason === "other-set") ??
+      refused[0];
     if (wrong !== undefined) {
       throw new LeafError({
         component: COMPONENT,
@@ -541,6 +555,17 @@ export class ResidueSegmentStore implements SegmentStore {
     }
     const problem = residueProblem(record);
     if (problem !== undefined) throw badStoredResidue(record, problem, m.name);
+    m.lastRead = record;
+    const twin = this.members.find(
+      (o) => o !== m && o.lastRead !== undefined && o.lastRead.memberId === record.memberId,
+    );
+    if (twin !== undefined) {
+      throw this.misconfigured(
+        m,
+        "listed-twice",
+        `is the same database as ${twin.name} (member id ${record.memberId}): list each database once`,
+      );
+    }
     if (record.state !== "active") {
       throw new LeafError({
         component: COMPONENT,
@@ -556,17 +581,28 @@ export class ResidueSegmentStore implements SegmentStore {
         `belongs to another residue set (set ${record.setId}, this one is ${this.setId}): list only databases of one set`,
       );
     }
+    // Before any member is verified (the set id not known yet), any two records read tell.
+    const stranger = this.members.find(
+      (o) => o !== m && o.lastRead !== undefined && o.lastRead.setId !== record.setId,
+    );
+    if (this.setId === undefined && stranger !== undefined) {
+      throw this.misconfigured(
+        m,
+        "other-set",
+        `belongs to another residue set than ${stranger.name} (set ${record.setId}, ${stranger.name}: set ${stranger.lastRead!.setId}): list only databases of one set`,
+      );
+    }
     for (const o of this.members) {
       const other = o.record;
       if (o === m || other === undefined) continue;
-      if (other.memberId === record.memberId) {
+      if (other.epoch !== record.epoch) continue;
+      if (!sameMembers(other.members, record.members)) {
         throw this.misconfigured(
           m,
-          "listed-twice",
-          `is the same database as ${o.name} (member id ${record.memberId}): list each database once`,
+          "other-list",
+          `names other members of epoch ${record.epoch} than ${o.name} does (${describeRecord(record)}; ${describeRecord(other)}): a record changed by hand, or two formResidueSet runs with different lists; form the set again with formResidueSet`,
         );
       }
-      if (other.epoch !== record.epoch) continue;
       if (other.delta !== record.delta) {
         throw this.misconfigured(
           m,
@@ -581,6 +617,16 @@ export class ResidueSegmentStore implements SegmentStore {
           `holds remainder ${record.remainder} of ${record.delta}, as ${o.name} does: two databases would hand out the same ids; form the set again with formResidueSet`,
         );
       }
+    }
+    if (record.delta < this.members.length) {
+      // The store lists more databases than the record's epoch has: this database was left out of
+      // a re-forming (or restored from a backup of an older epoch), or the set was not re-formed
+      // with the new databases yet. Told by its own record, whichever other member answers.
+      throw this.misconfigured(
+        m,
+        "stale-epoch",
+        `says the set has ${record.delta} databases (${describeRecord(record)}) but ${this.members.length} are listed: it was left out when the set was re-formed, restored from a backup of an older epoch, or the set was not re-formed with the databases listed yet; run formResidueSet with every database of the set (and list each database once)`,
+      );
     }
     if (record.epoch < this.epoch) {
       throw this.misconfigured(

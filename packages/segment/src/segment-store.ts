@@ -44,7 +44,9 @@ export interface ResidueRecord {
    * Random id of the set, the same in every database of it: a database of another set is refused.
    */
   readonly setId: string;
-  /** Random id of this database: the same database listed twice is refused. */
+  /**
+   * Random id of this database, kept across epochs: the same database listed twice is refused.
+   */
   readonly memberId: string;
   /** The set's generation: 0 when formed, one more at each re-forming (a database added). */
   readonly epoch: number;
@@ -64,6 +66,14 @@ export interface ResidueRecord {
    * came in between.
    */
   readonly version: number;
+  /**
+   * The member ids of the set at this epoch, in remainder order (`members[remainder]` is this
+   * database's `memberId`, `members.length` is `delta`): which databases form the epoch, written
+   * by `formResidueSet` in every record of it, so that a run or a store reaching only some of them
+   * can tell the epoch's one list of members. Absent in records written before it existed (their
+   * epoch's list is unknown: the next `formResidueSet` run writes it).
+   */
+  readonly members?: readonly string[];
 }
 
 /** One stored tag, as the admin API and Java Leaf's `/db` page show it. */

@@ -275,12 +275,15 @@ describe("ResidueSegmentStore refuses a misconfigured set", () => {
     const after = ids.slice(5); // the first range, taken before the change, is member 0's
     expect(after.filter((id) => id % 2n === 1n).length).toBeGreaterThan(90);
     expect(countDuplicates([ids]).duplicates).toBe(0);
-    // The refresh reads every member's record again: database 0 is refused for the remainder.
+    // The refresh reads every member's record again: database 0 is refused, its remainder no
+    // longer its place in the epoch's list of members.
     await vi.waitFor(async () => {
       await generator.refresh();
       expect(s.status()[0]).toMatchObject({ state: "refused" });
     });
-    expect(s.status()[0]!.lastError).toMatch(/holds remainder 1 of 2, as memory#1 does/);
+    expect(s.status()[0]!.lastError).toMatch(
+      /its remainder 1 is not its place in its epoch's members/,
+    );
     await generator.close();
   });
 });
@@ -389,6 +392,7 @@ describe("formResidueSet", () => {
       remainder: 2,
       state: "joining",
       version: 1,
+      members: [...r0.members!, "new"],
     };
     const s = new ResidueSegmentStore({
       members: [...data, extra].map((d) => new MemorySegmentStore({ data: d })),
@@ -410,6 +414,86 @@ describe("formResidueSet", () => {
       (await formResidueSet([...data, extra].map((d) => new MemorySegmentStore({ data: d }))))
         .unchanged,
     ).toBe(true);
+  });
+});
+
+describe("one list of members per epoch", () => {
+  const open = (list: MemorySegmentData[]) => list.map((d) => new MemorySegmentStore({ data: d }));
+
+  it("re-forms a set whose records name no members at the next epoch, in the same layout, writing the list", async () => {
+    const data = [new MemorySegmentData(), new MemorySegmentData()];
+    await formResidueSet(open(data));
+    // Records as written before they named their epoch's members.
+    for (const d of data) {
+      const { members: _, ...legacy } = d.residue!;
+      d.residue = legacy;
+    }
+    const report = await formResidueSet(open(data));
+    expect(report).toMatchObject({ epoch: 1, unchanged: false });
+    const ids = data.map((d) => d.residue!.memberId);
+    expect(data.map((d) => [d.residue!.remainder, d.residue!.members])).toEqual([
+      [0, ids],
+      [1, ids],
+    ]);
+    expect((await formResidueSet(open(data))).unchanged).toBe(true);
+  });
+
+  it("claims a joining record left by a run with another list once that database is listed with every member of the set", async () => {
+    const [a, b, c, d] = Array.from({ length: 4 }, () => new MemorySegmentData());
+    await formResidueSet(open([a!, b!]));
+    // A run [a, b, d] that wrote d's joining record and stopped; [a, b, c] formed epoch 1 instead.
+    const dId = "d-from-a-lost-run";
+    d!.residue = {
+      ...a!.residue!,
+      memberId: dId,
+      epoch: 1,
+      delta: 3,
+      remainder: 2,
+      state: "joining",
+      version: 1,
+      members: [a!.residue!.memberId, b!.residue!.memberId, dId],
+    };
+    await formResidueSet(open([a!, b!, c!]));
+    await expect(formResidueSet(open([a!, b!, d!]))).rejects.toSatisfy(
+      (error: unknown) =>
+        codeOf(ErrorCodes.INVALID_CONFIG, "incomplete-set")(error) &&
+        /epoch 1 of the set is formed by memory#0, memory#1, a database not listed/.test(
+          (error as Error).message,
+        ) &&
+        /memory#2 holds a joining record of a run that did not finish/.test(
+          (error as Error).message,
+        ),
+    );
+    const report = await formResidueSet(open([a!, b!, c!, d!]));
+    expect(report.epoch).toBe(2);
+    expect(
+      [a, b, c, d].map((x) => [x!.residue!.state, x!.residue!.remainder, x!.residue!.delta]),
+    ).toEqual([
+      ["active", 0, 4],
+      ["active", 1, 4],
+      ["active", 2, 4],
+      ["active", 3, 4],
+    ]);
+    expect(d!.residue!.members).toEqual([a, b, c, d].map((x) => x!.residue!.memberId));
+  });
+
+  it("refuses, in the store, two databases of one epoch naming different members, and one whose delta is below the databases listed", async () => {
+    const [a, b, c] = Array.from({ length: 3 }, () => new MemorySegmentData());
+    await formResidueSet(open([a!, b!]));
+    const r1 = b!.residue!;
+    b!.residue = {
+      ...r1,
+      members: [r1.members![0]!.replace(/^./, "x"), r1.memberId],
+      version: r1.version + 1,
+    };
+    await expect(new ResidueSegmentStore({ members: open([a!, b!]) }).start()).rejects.toSatisfy(
+      codeOf(ErrorCodes.INVALID_CONFIG, "other-list"),
+    );
+    b!.residue = { ...r1, version: r1.version + 2 };
+    // A third database listed before the set was re-formed with it: a alone is enough to tell.
+    await expect(
+      new ResidueSegmentStore({ members: open([a!, c!, b!]), startWaitMs: 1_000 }).start(),
+    ).rejects.toSatisfy(codeOf(ErrorCodes.INVALID_CONFIG, "stale-epoch"));
   });
 });
 

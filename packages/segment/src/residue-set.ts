@@ -54,9 +54,10 @@ const RAISE_ROUNDS = 10;
  *    listed: their set id is one, no database is listed twice, and the remainders of the set's
  *    epoch are all there; once a database is active at an epoch, a list other than the one its
  *    record names is refused until every member of that epoch is active (then it forms the next
- *    one); otherwise INVALID_CONFIG and nothing is written. Members without a record, or with a
- *    `joining` record of a run that did not finish, are new: they get a `joining` record naming
- *    this run's list (a database listed twice is caught here).
+ *    one, which must add a database: the same databases in another order are refused); otherwise
+ *    INVALID_CONFIG and nothing is written. Members without a record, or with a `joining` record of
+ *    a run that did not finish, are new: they get a `joining` record naming this run's list (a
+ *    database listed twice is caught here).
  * 2. **Fence**: every database of the set gets its record `fenced` (written again when it already
  *    is: with step 1's, every record is written once by this run before any is activated, so of two
  *    runs at once only one activates anything). Stores over the set read the record after every
@@ -210,8 +211,8 @@ interface Plan {
 /**
  * What the records read say to do: the set id, the epoch to reach and its list of members, or
  * nothing. The members of an epoch are one list: once a database is active at an epoch, its record
- * names the epoch's members, and a run with another list is refused until that epoch is complete
- * (then it forms the next one). Records of an epoch that no database was activated in (`joining`
+ * names the epoch's members, and a run with another list is refused until every member of that
+ * epoch is activated in it (then it forms the next one, with at least one database more). Records of an epoch that no database was activated in (`joining`
  * only) are claims of a run that did not finish: they are claimed again by this run.
  */
 function planOf(members: Listed[], records: (ResidueRecord | undefined)[], n: number): Plan {
@@ -299,8 +300,8 @@ function planOf(members: Listed[], records: (ResidueRecord | undefined)[], n: nu
     }
     return { setId, epoch: top, list, unchanged: false };
   }
-  // Another list: allowed only once every member of the epoch is listed and was activated in it
-  // (then it forms the next epoch, with new databases).
+  // Another list: allowed only once every member of the epoch is listed and was activated in it,
+  // and with new databases (then it forms the next epoch).
   const named = epochList.map(
     (id) => byMemberId.get(id)?.name ?? `a database not listed (member ${id.slice(0, 8)})`,
   );
@@ -312,11 +313,26 @@ function planOf(members: Listed[], records: (ResidueRecord | undefined)[], n: nu
       `${formedBy}: list every one of them, in any order, then the new databases; a database cannot be removed${claimsOf(present, rec, epochList, top)}`,
     );
   }
-  const unfinished = epochList.filter((id) => rec(byMemberId.get(id)!).epoch !== top);
+  // Activated in the epoch: at it, and not only claimed (a joining record at the epoch is a member
+  // the epoch's run never activated).
+  const unfinished = epochList.filter((id) => {
+    const r = rec(byMemberId.get(id)!);
+    return r.epoch !== top || r.state === "joining";
+  });
   if (unfinished.length > 0) {
     throw invalid(
       "other-list",
       `${formedBy}, and a run forming it was cut short (${unfinished.map((id) => byMemberId.get(id)!.name).join(", ")} not activated yet): run formResidueSet with exactly those members, in that order, to finish it; then add databases${claimsOf(present, rec, epochList, top)}`,
+    );
+  }
+  if (n === epochList.length) {
+    // The epoch's databases in another order, none new: a re-forming at the same size. Refused: a
+    // database restored from a backup is told by its record's delta being below the databases
+    // listed, which holds only if every re-forming (but the upgrade of records without members)
+    // adds a database.
+    throw invalid(
+      "same-size",
+      `${formedBy}, and the list given (${members.map((m) => m.name).join(", ")}) names the same databases in another order: a re-forming only adds databases. List them in the epoch's order to use the set as it stands (nothing to do), or add new databases after them`,
     );
   }
   return { setId, epoch: top + 1, list, unchanged: false };

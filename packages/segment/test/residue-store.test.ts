@@ -477,6 +477,92 @@ describe("one list of members per epoch", () => {
     expect(d!.residue!.members).toEqual([a, b, c, d].map((x) => x!.residue!.memberId));
   });
 
+  /** Draws `count` ids of tag "t" from a new generator over `list`, into `ids`. */
+  const draw = async (list: MemorySegmentData[], ids: bigint[], count: number) => {
+    const generator = new SegmentIdGenerator({
+      store: new ResidueSegmentStore({ members: open(list) }),
+    });
+    await generator.start();
+    ids.push(...(await generator.nextIds("t", count)));
+    await generator.close();
+  };
+
+  it("refuses another list while a member of the newest epoch was never activated (a run cut before it), until that run is finished", async () => {
+    const [a, b, c, d] = Array.from({ length: 4 }, () => new MemorySegmentData());
+    await formResidueSet(open([a!, b!]));
+    await new ResidueSegmentStore({ members: open([a!, b!]) }).createTag({ tag: "t", step: 10 });
+    const ids: bigint[] = [];
+    await draw([a!, b!], ids, 200);
+    // Run [a, b, c], cut as it activates c: a and b active at epoch 1, c joining at epoch 1.
+    const cut = new MemorySegmentStore({ data: c! });
+    const writeResidue = cut.writeResidue.bind(cut);
+    cut.writeResidue = async (next: ResidueRecord, expected: number | null) => {
+      if (next.state === "active") throw new Error("cut before activating c");
+      return writeResidue(next, expected);
+    };
+    await expect(formResidueSet([...open([a!, b!]), cut])).rejects.toThrow(/cut before/);
+    expect([a, b, c].map((x) => [x!.residue!.state, x!.residue!.epoch])).toEqual([
+      ["active", 1],
+      ["active", 1],
+      ["joining", 1],
+    ]);
+    await draw([a!, b!], ids, 200);
+    const records = [a, b, c, d].map((x) => x!.residue);
+    await expect(formResidueSet(open([a!, b!, c!, d!]))).rejects.toSatisfy(
+      (error: unknown) =>
+        codeOf(ErrorCodes.INVALID_CONFIG, "other-list")(error) &&
+        /epoch 1 of the set is formed by memory#0, memory#1, memory#2 .*cut short \(memory#2 not activated yet\): run formResidueSet with exactly those members/.test(
+          (error as Error).message,
+        ),
+    );
+    expect([a, b, c, d].map((x) => x!.residue)).toEqual(records);
+    // As the refusal says: the same list again finishes epoch 1, then d is added at epoch 2.
+    expect(await formResidueSet(open([a!, b!, c!]))).toMatchObject({ epoch: 1, unchanged: false });
+    await draw([a!, b!, c!], ids, 300);
+    expect(await formResidueSet(open([a!, b!, c!, d!]))).toMatchObject({
+      epoch: 2,
+      unchanged: false,
+    });
+    await draw([a!, b!, c!, d!], ids, 400);
+    expect(ids).toHaveLength(1_100);
+    expect(countDuplicates([ids]).duplicates).toBe(0);
+    expect([a, b, c, d].map((x) => [x!.residue!.state, x!.residue!.remainder])).toEqual([
+      ["active", 0],
+      ["active", 1],
+      ["active", 2],
+      ["active", 3],
+    ]);
+  });
+
+  it("refuses a re-forming at the same size (the set's databases in another order), changing nothing", async () => {
+    const [a, b] = [new MemorySegmentData(), new MemorySegmentData()];
+    await formResidueSet(open([a, b]));
+    await new ResidueSegmentStore({ members: open([a, b]) }).createTag({ tag: "t", step: 10 });
+    const ids: bigint[] = [];
+    await draw([a, b], ids, 200);
+    const records = [a, b].map((x) => x.residue);
+    await expect(formResidueSet(open([b, a]))).rejects.toSatisfy(
+      (error: unknown) =>
+        codeOf(ErrorCodes.INVALID_CONFIG, "same-size")(error) &&
+        /the list given \(memory#0, memory#1\) names the same databases in another order: a re-forming only adds databases/.test(
+          (error as Error).message,
+        ),
+    );
+    expect([a, b].map((x) => x.residue)).toEqual(records);
+    expect((await formResidueSet(open([a, b]))).unchanged).toBe(true);
+    // In another order with a new database after them: a re-forming that adds one, accepted.
+    const c = new MemorySegmentData();
+    expect(await formResidueSet(open([b, a, c]))).toMatchObject({ epoch: 1, unchanged: false });
+    await draw([b, a, c], ids, 300);
+    expect(ids).toHaveLength(500);
+    expect(countDuplicates([ids]).duplicates).toBe(0);
+    expect([a, b, c].map((x) => [x.residue!.remainder, x.residue!.delta])).toEqual([
+      [1, 3],
+      [0, 3],
+      [2, 3],
+    ]);
+  });
+
   it("refuses, in the store, two databases of one epoch naming different members, and one whose delta is below the databases listed", async () => {
     const [a, b, c] = Array.from({ length: 3 }, () => new MemorySegmentData());
     await formResidueSet(open([a!, b!]));

@@ -33,6 +33,13 @@ export function luaScript(source: string): LuaScript {
  *   how long ago);
  * - `nil`: nothing lost that the marker can see.
  *
+ * `uptime_ms` is never longer than the truth: INFO's `uptime_in_seconds` is the current second
+ * minus the start's second (both whole seconds), so the start is only known to lie in that
+ * second; `uptime_ms` is counted from its end (Redis TIME now minus the end of the start's second,
+ * at least 0). A caller that takes `TIME - uptime_ms` as the start gets a time at or after the
+ * true start: a quarantine counted from it ends no earlier than one counted from the truth, and a
+ * check that the process ran before some write errs toward "it did not".
+ *
  * Promoted means INFO's `second_repl_offset` is set: a promotion (REPLICAOF NO ONE, Sentinel,
  * FAILOVER, Cluster failover) moves the replication id to `master_replid2` at that offset and takes
  * a new one. A master's other replication id changes (its backlog created for a first replica, or
@@ -45,7 +52,9 @@ export const REDIS_TAKEOVER_LUA = `
 local function leaf_redis_takeover(marked_run_id, marked_replid)
   local server = redis.call('INFO', 'server')
   local run_id = string.match(server, 'run_id:(%w+)') or 'unknown'
-  local uptime_ms = (tonumber(string.match(server, 'uptime_in_seconds:(%d+)')) or 0) * 1000
+  local uptime_s = tonumber(string.match(server, 'uptime_in_seconds:(%d+)')) or 0
+  local clock = redis.call('TIME')
+  local uptime_ms = math.max(0, (uptime_s - 1) * 1000 + math.floor(tonumber(clock[2]) / 1000))
   local replication = redis.call('INFO', 'replication')
   local replid = string.match(replication, 'master_replid:(%w+)') or ''
   local second_offset = string.match(replication, 'second_repl_offset:(%-?%d+)')

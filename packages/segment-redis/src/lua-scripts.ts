@@ -65,8 +65,8 @@ end
  * snapshot looks promoted. What tells them apart is time: a promoted replica was running when the
  * last write it holds was made (it received it), a restarted process started after every write it
  * holds. So every write of the marker records Redis TIME (`written_ms`), and a takeover is accepted
- * only when this process started (TIME - uptime, whole seconds rounded down, so never earlier than
- * the truth) at or before the marker's `written_ms`. A marker without it (written by an earlier
+ * only when this process started (TIME - uptime_ms: the end of the second the process started in,
+ * never earlier than the truth; see REDIS_TAKEOVER_LUA) at or before the marker's `written_ms`. A marker without it (written by an earlier
  * version) is fenced. This rests on the clocks: a restarted master's clock not stepped back across
  * its restart by more than the restart took (for a replica restarted and then promoted, its clock
  * not behind the old master's by more than that).

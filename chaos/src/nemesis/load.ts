@@ -13,6 +13,13 @@ import type { History } from "./history";
 const INTERVAL_MS = 50;
 /** Largest batch a client asks for. */
 const MAX_BATCH = 60;
+/**
+ * One snowflake request in BIG_EVERY asks for BIG_BATCH ids: more than a tick's 4,096, so the
+ * generator uses a tick up and waits for the next one (a synchronous wait a SIGSTOP can land in);
+ * at most 10,000 (`server.maxBatch`), so it waits once or twice.
+ */
+const BIG_EVERY = 100;
+const BIG_BATCH: readonly [number, number] = [4097, 10_000];
 /** Time limit of one HTTP request, unless the family sets its own (`requestTimeoutMs`). */
 const REQUEST_TIMEOUT_MS = 2000;
 
@@ -58,60 +65,22 @@ export class NemesisLoad {
           await sleep(100);
           continue;
         }
-        const count = n++ % 4 === 0 ? 1 : 2 + Math.floor(Math.random() * (MAX_BATCH - 1));
-        const ok = await this.once(spec, agent, count);
-        await sleep(ok ? INTERVAL_MS : 100);
+        const count =
+          spec.mode === "snowflake" && n % BIG_EVERY === BIG_EVERY - 1
+            ? bigBatch()
+            : n % 4 === 0
+              ? 1
+              : 2 + Math.floor(Math.random() * (MAX_BATCH - 1));
+        n++;
+        const ids = await ask(this.cluster, this.history, spec, count, {
+          agent,
+          timeoutMs: this.family.requestTimeoutMs ?? REQUEST_TIMEOUT_MS,
+        });
+        await sleep(ids ? INTERVAL_MS : 100);
       }
     } finally {
       agent.destroy();
     }
-  }
-
-  /** One request; records the answer; returns whether it held ids. */
-  private async once(spec: ClientSpec, agent: Agent, count: number): Promise<boolean> {
-    const server = this.cluster.server(spec.servers[0]!);
-    const incarnation = server.incarnation;
-    const fromMs = this.history.now();
-    let ids: bigint[] | undefined;
-    let code: string | undefined;
-    let message = "";
-    try {
-      const answer = await httpGet(server.port, path(spec, count), {
-        agent,
-        timeoutMs: this.family.requestTimeoutMs ?? REQUEST_TIMEOUT_MS,
-      });
-      if (answer.status === 200) {
-        ids = parse(spec, answer.body);
-        if (ids === undefined || ids.length !== count) {
-          code = "MALFORMED";
-          message = answer.body.slice(0, 200);
-          ids = undefined;
-        }
-      } else {
-        code = errorCode(answer.status, answer.body).split(" ")[1];
-        message = errorMessage(answer.body);
-      }
-    } catch (error) {
-      if (!(error instanceof NoAnswer)) throw error;
-      code = error.code;
-      message = error.message;
-    }
-    const base = {
-      client: spec.name,
-      server: server.label,
-      incarnation,
-      fromMs,
-      toMs: this.history.now(),
-      mode: spec.mode,
-      space: spec.space,
-    };
-    const increasing =
-      spec.increasing && spec.residueClasses !== undefined
-        ? { classes: spec.residueClasses }
-        : spec.increasing;
-    if (ids) this.history.record({ ...base, ids: ids.length }, ids, increasing);
-    else this.history.record({ ...base, ids: 0, code }, [], false, message);
-    return ids !== undefined;
   }
 
   private async pool(spec: ClientSpec): Promise<void> {
@@ -164,6 +133,65 @@ export class NemesisLoad {
       await sleep(INTERVAL_MS);
     }
   }
+}
+
+/** A batch size above one tick's sequence space (4,096), at most 10,000 (server.maxBatch). */
+function bigBatch(): number {
+  return BIG_BATCH[0] + Math.floor(Math.random() * (BIG_BATCH[1] - BIG_BATCH[0] + 1));
+}
+
+/**
+ * One request of `count` ids from the server `spec` names; records the answer in the history
+ * (ids, or the error code); returns its ids, if it held any. Faults that send load of their own use
+ * it too, so their answers are checked like the clients'.
+ */
+export async function ask(
+  cluster: Cluster,
+  history: History,
+  spec: ClientSpec,
+  count: number,
+  options: { agent?: Agent; timeoutMs: number },
+): Promise<bigint[] | undefined> {
+  const server = cluster.server(spec.servers[0]!);
+  const incarnation = server.incarnation;
+  const fromMs = history.now();
+  let ids: bigint[] | undefined;
+  let code: string | undefined;
+  let message = "";
+  try {
+    const answer = await httpGet(server.port, path(spec, count), options);
+    if (answer.status === 200) {
+      ids = parse(spec, answer.body);
+      if (ids === undefined || ids.length !== count) {
+        code = "MALFORMED";
+        message = answer.body.slice(0, 200);
+        ids = undefined;
+      }
+    } else {
+      code = errorCode(answer.status, answer.body).split(" ")[1];
+      message = errorMessage(answer.body);
+    }
+  } catch (error) {
+    if (!(error instanceof NoAnswer)) throw error;
+    code = error.code;
+    message = error.message;
+  }
+  const base = {
+    client: spec.name,
+    server: server.label,
+    incarnation,
+    fromMs,
+    toMs: history.now(),
+    mode: spec.mode,
+    space: spec.space,
+  };
+  const increasing =
+    spec.increasing && spec.residueClasses !== undefined
+      ? { classes: spec.residueClasses }
+      : spec.increasing;
+  if (ids) history.record({ ...base, ids: ids.length }, ids, increasing);
+  else history.record({ ...base, ids: 0, code }, [], false, message);
+  return ids;
 }
 
 function path(spec: ClientSpec, count: number): string {

@@ -120,6 +120,7 @@ export class Cluster {
       | "postgresReplica"
       | "redisReplica"
       | "redisSegment"
+      | "redisWaitReplicas"
       | "residue"
     > = {},
   ): Promise<void> {
@@ -168,7 +169,14 @@ export class Cluster {
     if (mysql) this.db = await segmentDatabaseOn(mysql as never, tags);
     await this.replicaPair?.waitForReplica();
     if (options.redisSegment) {
-      await createRedisNamespace(this.store("redis").url, options.redisSegment, tags);
+      // With waitReplicas, the marker's write waits for the replica.
+      await this.redisSet?.waitInSync();
+      await createRedisNamespace(
+        this.store("redis").url,
+        options.redisSegment,
+        tags,
+        options.redisWaitReplicas,
+      );
       await this.redisSet?.waitInSync();
     }
     const postgres = this.stores.get("postgres");

@@ -78,6 +78,8 @@ export interface Family {
   redisReplica?: boolean;
   /** The Redis segment store's namespace, created with `tags` before the servers start. */
   redisSegment?: string;
+  /** The Redis segment store's `waitReplicas` (default 0): replicas every write waits for. */
+  redisWaitReplicas?: number;
   /**
    * The databases of a residue set (`segment.store=residue`), in member order: each server reaches
    * each through its own proxy, and one of them down costs no request while another answers.
@@ -399,6 +401,7 @@ export const FAMILIES: readonly Family[] = [
   segmentReplicaFamily(),
   segmentPostgresFamily(),
   segmentRedisFamily(),
+  segmentRedisFamily(1),
   segmentResidueFamily(),
   workersFamily(),
 ];

@@ -12,6 +12,7 @@ import { postgresPromoted } from "./postgres-promoted";
 import { primaryKill } from "./primary-kill";
 import { redisPromoted } from "./redis-promoted";
 import { redisRestartEmpty } from "./redis-restart-empty";
+import { redisRestartSnapshot } from "./redis-restart-snapshot";
 import { replicaPromoted } from "./replica-promoted";
 import { residueOutage } from "./residue-outage";
 import { rowLock } from "./row-lock";
@@ -51,6 +52,7 @@ export const CATALOGUE: readonly Fault[] = [
   postgresPromoted,
   redisRestartEmpty,
   redisPromoted,
+  redisRestartSnapshot,
   residueOutage,
   workerKill,
   workerPause,

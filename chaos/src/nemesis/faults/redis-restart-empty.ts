@@ -5,9 +5,9 @@
 // create-namespace` and the tag created again (the admin API) at the highest high-water mark the
 // servers list, or, when the namespace still exists, `leaf store lift-fence RAISE_BY` with that
 // mark. Held while every server runs, so that every node's mark is read.
-import { sleep } from "../cluster";
+import type { Cluster } from "../cluster";
 import type { Family } from "../families";
-import { createTagAt, highestMark, operatorCommand, untilAllServe } from "../redis-segment";
+import { operatorRecovers } from "../redis-segment";
 import { type Fault, mainServers } from "./fault";
 
 /** The codes of a namespace lost or fenced (the store README), and of the tag not created yet. */
@@ -19,6 +19,26 @@ export function redisSegmentResources(family: Family): string[] {
     "store:redis",
     ...family.servers.flatMap((s) => [`process:${s.label}`, `link:${s.label}~redis`]),
   ];
+}
+
+/**
+ * Starts the family's Redis again when it is down (a promoted replica made a master again). With
+ * waitReplicas, waits (at most 20 s) until the replica synced with the restarted master again (a
+ * full sync, after the master's 5 s diskless-sync delay): until then every write, the operator's
+ * too, is refused as not replicated.
+ */
+export async function restartRedis(c: Cluster, family: Family): Promise<void> {
+  const store = c.store("redis");
+  if (!store.running) {
+    await store.start();
+    await c.storeRestarted("redis");
+  }
+  const set = c.redisSet;
+  if (family.redisWaitReplicas && set && store === set.master) {
+    await set
+      .waitInSync(20_000)
+      .catch(() => c.note("the replica not in sync 20 s after the restart"));
+  }
 }
 
 export const redisRestartEmpty: Fault = {
@@ -36,36 +56,9 @@ export const redisRestartEmpty: Fault = {
     return true;
   },
   async stop(c, family) {
-    const store = c.store("redis");
-    if (!store.running) {
-      await store.start();
-      await c.storeRestarted("redis");
-    }
+    await restartRedis(c, family);
     c.note("Redis back without its writes: the servers must refuse the namespace");
-    // Refusals first, then the operator.
-    await sleep(2000);
-    const namespace = family.redisSegment!;
-    const labels = mainServers(family);
-    const created = await operatorCommand(c, namespace, ["create-namespace"]);
-    c.note(`operator: ${created}`);
-    for (const { tag, step } of family.tags) {
-      const highest = await highestMark(c, labels, tag);
-      if (/exists already/.test(created)) {
-        // A snapshot: the tags are there, behind; the namespace is fenced.
-        const lifted = await operatorCommand(c, namespace, ["lift-fence", highest.toString()]);
-        c.note(`operator: ${lifted}`);
-      } else {
-        const made = await createTagAt(c, labels[0]!, tag, step, highest);
-        c.note(`operator: tag ${tag} created again at ${highest}, the highest mark: ${made}`);
-      }
-    }
-    const actedAt = c.history.now();
-    const waiting = await untilAllServe(c, labels, actedAt, 15_000);
-    c.note(
-      waiting.length === 0
-        ? `every server serves again ${((c.history.now() - actedAt) / 1000).toFixed(1)} s after the operator's step`
-        : `${waiting.join(", ")} served nothing within 15 s of the operator's step`,
-    );
+    await operatorRecovers(c, family, mainServers(family));
   },
   effects: (family) => ({
     effects: [{ servers: ["*"], codes: [...family.storeCodes, ...LOSS_CODES] }],

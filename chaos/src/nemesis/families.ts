@@ -116,6 +116,22 @@ export function httpClients(
 }
 
 /**
+ * The two `@leaf/client` pools of a segment family, each over every server of `servers`: their ids
+ * come from several servers, so they increase nowhere.
+ */
+export function segmentPoolClients(servers: string[], tag: string, space: string): ClientSpec[] {
+  return [1, 2].map((n) => ({
+    name: `client-${n} segment`,
+    kind: "pool" as const,
+    mode: "segment" as const,
+    servers,
+    tag,
+    space,
+    increasing: false,
+  }));
+}
+
+/**
  * Segment mode on the family's MariaDB through `label`'s proxy: fixed step, and the tag list
  * re-read every 2 s (default 60 s), so that a tag refused for a row moved back is served again soon
  * after the row is fixed.
@@ -166,15 +182,7 @@ function segmentFamily(): Family {
       ...httpClients("D", "segment", "segment:D-embedded", true, { tag: "nem-embedded" }),
       // Asking only while E or F runs, which they must not.
       ...DEFAULTS.flatMap((label) => httpClients(label, "snowflake", "snowflake:defaults", true)),
-      ...[1, 2].map((n) => ({
-        name: `client-${n} segment`,
-        kind: "pool" as const,
-        mode: "segment" as const,
-        servers: mysqlServers,
-        tag,
-        space,
-        increasing: false,
-      })),
+      ...segmentPoolClients(mysqlServers, tag, space),
     ],
     storeCodes: ["SEGMENTS_EXHAUSTED", "NOT_INITIALIZED"],
     clockCodes: [],

@@ -6,7 +6,7 @@
 import { segmentOnPostgres } from "../postgres-kit";
 import { adminOn, serverConfig, snowflakeOff } from "../server-configs";
 import type { Cluster, ServerSpec } from "./cluster";
-import { type Family, httpClients, NAME } from "./families";
+import { type Family, httpClients, NAME, segmentPoolClients } from "./families";
 
 /**
  * Segment mode on the family's PostgreSQL, the primary through `label`'s proxy and the replica
@@ -42,15 +42,7 @@ export function segmentPostgresFamily(): Family {
     servers,
     clients: [
       ...labels.flatMap((label) => httpClients(label, "segment", space, true, { tag })),
-      ...[1, 2].map((n) => ({
-        name: `client-${n} segment`,
-        kind: "pool" as const,
-        mode: "segment" as const,
-        servers: labels,
-        tag,
-        space,
-        increasing: false,
-      })),
+      ...segmentPoolClients(labels, tag, space),
     ],
     storeCodes: ["SEGMENTS_EXHAUSTED", "NOT_INITIALIZED"],
     clockCodes: [],

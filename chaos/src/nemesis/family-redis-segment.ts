@@ -6,7 +6,7 @@
 // redis-promoted.ts, redis-restart-snapshot.ts: the fence lifted).
 import { adminOn, serverConfig, snowflakeOff } from "../server-configs";
 import type { Cluster, ServerSpec } from "./cluster";
-import { type Family, httpClients, NAME } from "./families";
+import { type Family, httpClients, NAME, segmentPoolClients } from "./families";
 import { segmentOnRedis } from "./redis-segment";
 
 /** The family whose writes wait for `waitReplicas` replicas (0: `segment-redis`). */
@@ -33,15 +33,7 @@ export function segmentRedisFamily(waitReplicas = 0): Family {
     servers,
     clients: [
       ...labels.flatMap((label) => httpClients(label, "segment", space, true, { tag })),
-      ...[1, 2].map((n) => ({
-        name: `client-${n} segment`,
-        kind: "pool" as const,
-        mode: "segment" as const,
-        servers: labels,
-        tag,
-        space,
-        increasing: false,
-      })),
+      ...segmentPoolClients(labels, tag, space),
     ],
     storeCodes: ["SEGMENTS_EXHAUSTED", "NOT_INITIALIZED"],
     clockCodes: [],

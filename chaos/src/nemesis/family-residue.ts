@@ -9,7 +9,7 @@ import { runNode } from "@leaf/testkit";
 import { serverCli } from "../leaf-process";
 import { adminOn, serverConfig, snowflakeOff } from "../server-configs";
 import type { Cluster, ServerSpec, StoreKind } from "./cluster";
-import { type Family, httpClients, NAME } from "./families";
+import { type Family, httpClients, NAME, segmentPoolClients } from "./families";
 
 /** The databases of the set, in member order: the i-th hands out the ids `id % 2 === i`. */
 const MEMBERS: StoreKind[] = ["mysql", "postgres"];
@@ -91,15 +91,7 @@ export function segmentResidueFamily(): Family {
           residueClasses: MEMBERS.length,
         })),
       ),
-      ...[1, 2].map((n) => ({
-        name: `client-${n} segment`,
-        kind: "pool" as const,
-        mode: "segment" as const,
-        servers: labels,
-        tag,
-        space,
-        increasing: false,
-      })),
+      ...segmentPoolClients(labels, tag, space),
     ],
     storeCodes: ["SEGMENTS_EXHAUSTED", "NOT_INITIALIZED"],
     clockCodes: [],

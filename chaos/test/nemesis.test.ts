@@ -29,6 +29,10 @@ describe("the nemesis, short form", () => {
       expect(run.verdict.ids, "ids were issued").toBeGreaterThan(0);
       expect(Object.keys(run.applied).length, "faults were applied").toBeGreaterThan(0);
       expect(run.verdict.duplicates, "ids issued twice, per space").toEqual({});
+      expect(
+        run.verdict.firstOverlap,
+        "ids of one worker id dated in the same stretch of time by two server processes",
+      ).toBeUndefined();
       expect(run.verdict.firstDecrease, "an id not above the previous one").toBeUndefined();
       // A starved process (a stall of 1 s or more, measured in it or in the nemesis) is a fault
       // window of its own (stalls.ts): a code outside every window is undocumented.

@@ -1,10 +1,12 @@
 // The checker: reads a history and the faults' windows and finds what breaks a promise: an id twice
-// in a space, an id not above the previous one from the same server process (where the README
-// promises it), an error code no active fault may cause; and reports the longest time each client
-// went without an id.
+// in a space, ids of one worker id dated in the same stretch of time by two server processes
+// (worker-tenures.ts), an id not above the previous one from the same server process (where the
+// README promises it), an error code no active fault may cause; and reports the longest time each
+// client went without an id.
 import type { Effect } from "./faults/fault";
 import { NO_ANSWER } from "./faults/fault";
 import type { Answer, History } from "./history";
+import { checkTenures, type Overlap, type SnowflakeLayouts } from "./worker-tenures";
 
 /** When a fault was active and what it may cause meanwhile. */
 export interface Window {
@@ -36,6 +38,12 @@ export interface Verdict {
   duplicates: Record<string, number>;
   /** The duplicate whose second copy arrived first. */
   firstDuplicate: Duplicate | undefined;
+  /** Tenures of a worker id whose first id is dated inside another process's tenure of it. */
+  overlaps: number;
+  firstOverlap: Overlap | undefined;
+  /** Snowflake ids that decode to a date more than a day away from the run. */
+  undated: number;
+  firstUndated: string | undefined;
   decreases: number;
   firstDecrease: string | undefined;
   /** Error codes no active fault may cause: client, code, count, first time, a message. */
@@ -48,18 +56,25 @@ export interface Verdict {
   }>;
   /** Per client: the longest time without an id, and the faults active meanwhile. */
   gaps: Array<{ client: string; ms: number; fromMs: number; toMs: number; during: string[] }>;
-  /** Whether a promise was broken (duplicates, decreases, undocumented codes). */
+  /** Whether a promise was broken (duplicates, overlaps, decreases, undocumented codes). */
   failed: boolean;
-  /** Which promises: "duplicates", "decreases", "codes", or one a fault saw ("refusals"). */
+  /**
+   * Which promises: "duplicates", "worker-ids" (overlapping tenures), "dates", "decreases",
+   * "codes", or one a fault saw ("refusals").
+   */
   broken: string[];
 }
 
-/** Checks a history against the windows of the faults applied and of servers left down. */
+/**
+ * Checks a history against the windows of the faults applied and of servers left down; with
+ * `snowflake` (each server's layout), also the tenures of each snowflake worker id.
+ */
 export function check(
   history: History,
   windows: Window[],
   down: Array<{ server: string; fromMs: number; toMs: number }>,
   brokenByFaults: Array<{ promise: string }> = [],
+  snowflake?: SnowflakeLayouts,
 ): Verdict {
   const duplicates: Record<string, number> = {};
   let firstDuplicate: Duplicate | undefined;
@@ -70,6 +85,9 @@ export function check(
       firstDuplicate = found.first;
     }
   }
+  const tenures = snowflake
+    ? checkTenures(history, snowflake)
+    : { overlaps: 0, firstOverlap: undefined, undated: 0, firstUndated: undefined };
   const undocumented = new Map<
     string,
     { client: string; code: string; count: number; firstMs: number; message: string }
@@ -95,6 +113,8 @@ export function check(
   const d = history.decreases[0];
   const broken = [
     ...(Object.keys(duplicates).length > 0 ? ["duplicates"] : []),
+    ...(tenures.overlaps > 0 ? ["worker-ids"] : []),
+    ...(tenures.undated > 0 ? ["dates"] : []),
     ...(history.decreases.length > 0 ? ["decreases"] : []),
     ...(undocumented.size > 0 ? ["codes"] : []),
     ...new Set(brokenByFaults.map((b) => b.promise)),
@@ -105,6 +125,7 @@ export function check(
     failedAnswers,
     duplicates,
     firstDuplicate,
+    ...tenures,
     decreases: history.decreases.length,
     firstDecrease: d
       ? `${d.client} from ${d.server} #${d.incarnation}: ${d.previous} then ${d.id} at ${(history.answers[d.answer]!.toMs / 1000).toFixed(1)} s`

@@ -75,6 +75,8 @@ export class History {
   private readonly lastIds = new Map<string, bigint>();
   private t0 = performance.now();
   private hr0 = process.hrtime.bigint();
+  /** The nemesis's wall clock (epoch ms) when the run began: snowflake ids are dated against it. */
+  wallMs0 = Date.now();
 
   /** ms since the run began (the load started; events before it are negative). */
   now(): number {
@@ -87,6 +89,7 @@ export class History {
     for (const e of this.events) e.atMs -= Math.round(shift);
     this.t0 = performance.now();
     this.hr0 = process.hrtime.bigint();
+    this.wallMs0 = Date.now();
   }
 
   /** ms since the run began of a CLOCK_MONOTONIC reading (process.hrtime) of any process here. */

@@ -8,6 +8,7 @@ import type { Answer } from "./history";
 import { type FamilyRun, runSchedule, shrink } from "./run";
 import { describeStep, generate, type Schedule } from "./schedule";
 import { STALL_MS } from "./stalls";
+import type { TenureText } from "./worker-tenures";
 
 /** Options of {@link runNemesis}. */
 export interface NemesisOptions {
@@ -61,7 +62,9 @@ export async function runNemesis(options: NemesisOptions): Promise<NemesisResult
           `\nSmallest failing schedule of ${family.name} (seed ${schedule.seed}, ${runs} shrink runs): ${smallest.schedule.steps.length} fault(s)`,
         );
         for (const step of smallest.schedule.steps) log(`     ${describeStep(step)}`);
-        log(`   broke: ${smallest.verdict.broken.join(", ")}${firstDuplicateText(smallest)}`);
+        log(
+          `   broke: ${smallest.verdict.broken.join(", ")}${firstDuplicateText(smallest)}${firstOverlapText(smallest)}`,
+        );
         log(`   replay it: pnpm test:nemesis --schedule ${file}`);
       }
     }
@@ -97,7 +100,7 @@ export function summary(family: Family, run: FamilyRun): string {
   return [
     `   ${family.name}: ${v.failed ? "FAILED" : run.error ? "RUN ERROR" : "passed"} in ${s(run.ms)}; ${v.ids.toLocaleString("en-US")} ids in ${v.answers.toLocaleString("en-US")} answers (${v.failedAnswers} failed)`,
     `   faults applied: ${applied}`,
-    `   duplicates ${dup}, decreases ${v.decreases}, undocumented codes ${v.undocumented.reduce((a, u) => a + u.count, 0)}`,
+    `   duplicates ${dup}, worker-id overlaps ${v.overlaps}, decreases ${v.decreases}, undocumented codes ${v.undocumented.reduce((a, u) => a + u.count, 0)}`,
     `   longest without an id: ${gaps || "-"}`,
     `   stalls (a timer 300 ms late or more): ${run.stalls.count}${run.stalls.longest ? `, longest ${s(run.stalls.longest.ms)} on ${run.stalls.longest.server === "*" ? "the nemesis (the machine)" : run.stalls.longest.server} at ${s(run.stalls.longest.fromMs)}` : ""}; ${run.stalls.windows} of ${s(STALL_MS)} or more taken as CPU-starvation faults`,
   ].join("\n");
@@ -113,6 +116,16 @@ function firstDuplicateText(run: FamilyRun): string {
   return `\n   first duplicate: id ${d.id} in ${d.space}\n     1st: ${answerText(d.first)}\n     2nd: ${answerText(d.second)}`;
 }
 
+function tenureText(t: TenureText): string {
+  return `${t.process} ids dated ${s(t.fromMs)}-${s(t.toMs)} (${t.ids.toLocaleString("en-US")} ids, ${t.idsInOverlap.toLocaleString("en-US")} in the overlap), first id ${t.firstId} (${answerText(t.firstAnswer)}), last id ${t.lastId} (${answerText(t.lastAnswer)})`;
+}
+
+function firstOverlapText(run: FamilyRun): string {
+  const o = run.verdict.firstOverlap;
+  if (!o) return "";
+  return `\n   first worker-id overlap: worker id ${o.workerId} in ${o.space}, the later one's first id dated inside the earlier one (dates by each server's clock, from the run's start)\n     earlier: ${tenureText(o.earlier)}\n     later: ${tenureText(o.later)}`;
+}
+
 function failureText(family: Family, run: FamilyRun, options: NemesisOptions): string {
   const v = run.verdict;
   const lines = [
@@ -122,6 +135,9 @@ function failureText(family: Family, run: FamilyRun, options: NemesisOptions): s
   if (Object.keys(v.duplicates).length > 0) {
     lines.push(`   duplicates: ${JSON.stringify(v.duplicates)}${firstDuplicateText(run)}`);
   }
+  if (v.overlaps > 0) lines.push(`   worker-id overlaps: ${v.overlaps}${firstOverlapText(run)}`);
+  if (v.firstUndated)
+    lines.push(`   ids dated a day or more away: ${v.undated}, first: ${v.firstUndated}`);
   if (v.firstDecrease) lines.push(`   decreases ${v.decreases}, first: ${v.firstDecrease}`);
   for (const u of v.undocumented.slice(0, 8)) {
     lines.push(

@@ -13,6 +13,7 @@ import { History } from "./history";
 import { NemesisLoad } from "./load";
 import { describeStep, type Schedule, type Step, without } from "./schedule";
 import { OwnStalls, type Stall, serverStalls, stallWindows } from "./stalls";
+import { type SnowflakeLayouts, snowflakeLayouts } from "./worker-tenures";
 
 /** Faults in which a spare takes a held worker id over. */
 const TAKEOVERS = ["standby", "second-pod", "clock-forward-cut", "standby-follower"];
@@ -51,6 +52,7 @@ export async function runSchedule(
   let error: string | undefined;
   const own = new OwnStalls((hr) => history.msAtHr(hr));
   let stalls: Stall[] = [];
+  let layouts: SnowflakeLayouts | undefined;
   try {
     await cluster.startStores(family.stores, family.tags, family);
     await cluster.prepare(family.servers);
@@ -137,12 +139,17 @@ export async function runSchedule(
     own.stop();
     const labels = family.servers.map((s) => s.label);
     stalls = [...own.stalls, ...serverStalls(dir, labels, (hr) => history.msAtHr(hr))];
+    try {
+      layouts = snowflakeLayouts(cluster, family);
+    } catch (e) {
+      error ??= `the servers' snowflake layouts: ${e instanceof Error ? e.message : e}`;
+    }
     if (!process.env.LEAF_CHAOS_KEEP) rmSync(dir, { recursive: true, force: true });
   }
   const starved = stallWindows(family, stalls);
   return {
     schedule,
-    verdict: check(history, [...windows, ...starved], cluster.down, cluster.broken),
+    verdict: check(history, [...windows, ...starved], cluster.down, cluster.broken, layouts),
     applied,
     skipped,
     windows: [...windows, ...starved],

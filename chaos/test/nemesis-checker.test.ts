@@ -23,7 +23,7 @@ function window(fault: string, target: string, fromMs: number, toMs: number): Wi
 }
 
 /** A history of one refused request to `server` at `atMs`. */
-function refusedAt(server: string, atMs: number): History {
+function refusedAt(server: string, atMs: number, code = "SEGMENTS_EXHAUSTED"): History {
   const history = new History();
   history.record(
     {
@@ -35,7 +35,7 @@ function refusedAt(server: string, atMs: number): History {
       mode: "segment",
       space: "segment:nem",
       ids: 0,
-      code: "SEGMENTS_EXHAUSTED",
+      code,
     },
     [],
     false,
@@ -99,5 +99,30 @@ describe("the nemesis checker on segment-residue", () => {
     const verdict = check(history, [], []);
     expect(verdict.broken).toEqual(["decreases"]);
     expect(verdict.firstDecrease).toContain("5004 then 4998");
+  });
+});
+
+describe("the nemesis checker on a fault that outlasts its window behind a link cut", () => {
+  const segment = selectFamilies(["segment"])[0]!;
+  const on = (fault: string, target: string, fromMs: number, toMs: number): Window => ({
+    step: 1,
+    fault,
+    target,
+    fromMs,
+    stoppedMs: toMs,
+    toMs,
+    effects: faultNamed(fault).effects(segment, target, { restart: "none" }).effects,
+  });
+  // max_id set back 0-10 s (its codes accepted until 10 s); A cut off from MariaDB 8-20 s: A reads
+  // the row put back only after the cut, so its refusal (CORRUPT_DATA) may last until then.
+  const windows = [on("max-id-back", "nem", 0, 10_000), on("link-cut", "A~mysql", 8_000, 20_000)];
+
+  it("accepts the fault's codes on the server cut off, until the cut ends", () => {
+    expect(check(refusedAt("A", 15_000, "CORRUPT_DATA"), windows, []).broken).toEqual([]);
+  });
+
+  it("and nowhere else, nor after the cut", () => {
+    expect(check(refusedAt("B", 15_000, "CORRUPT_DATA"), windows, []).broken).toEqual(["codes"]);
+    expect(check(refusedAt("A", 25_000, "CORRUPT_DATA"), windows, []).broken).toEqual(["codes"]);
   });
 });

@@ -9,8 +9,18 @@ import { History } from "../src/nemesis/history";
 
 const family = selectFamilies(["segment-residue"])[0]!;
 
-/** The window of `fault` on `target` from `fromMs` to `toMs`, with the effects the fault declares. */
-function window(fault: string, target: string, fromMs: number, toMs: number): Window {
+/**
+ * The window of `fault` on `target` from `fromMs` to `toMs`, with the effects the fault declares in
+ * `of` (segment-residue unless said).
+ */
+function window(
+  fault: string,
+  target: string,
+  fromMs: number,
+  toMs: number,
+  of = family,
+  params: Record<string, string> = {},
+): Window {
   return {
     step: 1,
     fault,
@@ -18,7 +28,7 @@ function window(fault: string, target: string, fromMs: number, toMs: number): Wi
     fromMs,
     stoppedMs: toMs,
     toMs,
-    effects: faultNamed(fault).effects(family, target, {}).effects,
+    effects: faultNamed(fault).effects(of, target, params).effects,
   };
 }
 
@@ -104,15 +114,8 @@ describe("the nemesis checker on segment-residue", () => {
 
 describe("the nemesis checker on a fault that outlasts its window behind a link cut", () => {
   const segment = selectFamilies(["segment"])[0]!;
-  const on = (fault: string, target: string, fromMs: number, toMs: number): Window => ({
-    step: 1,
-    fault,
-    target,
-    fromMs,
-    stoppedMs: toMs,
-    toMs,
-    effects: faultNamed(fault).effects(segment, target, { restart: "none" }).effects,
-  });
+  const on = (fault: string, target: string, fromMs: number, toMs: number) =>
+    window(fault, target, fromMs, toMs, segment, { restart: "none" });
   // max_id set back 0-10 s (its codes accepted until 10 s); A cut off from MariaDB 8-20 s: A reads
   // the row put back only after the cut, so its refusal (CORRUPT_DATA) may last until then.
   const windows = [on("max-id-back", "nem", 0, 10_000), on("link-cut", "A~mysql", 8_000, 20_000)];

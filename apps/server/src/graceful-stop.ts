@@ -26,13 +26,8 @@ const LATE_MS = 50;
 interface Tracked {
   /** Requests received and not yet answered. */
   active: number;
-  /**
-   * ms (performance clock) of the accept, or of the first drain tick that saw a request or an
-   * answer after the last one it saw (`touched`): read no clock on each request.
-   */
+  /** ms (performance clock) of the accept or of the last answer. */
   lastActiveAt: number;
-  /** A request or an answer since the last drain tick. */
-  touched: boolean;
   ended: boolean;
 }
 
@@ -45,7 +40,7 @@ type TrackedResponse = ServerResponse & { [TRACKED]?: Tracked };
 function answered(this: TrackedResponse): void {
   const tracked = this[TRACKED]!;
   tracked.active--;
-  tracked.touched = true;
+  tracked.lastActiveAt = performance.now();
 }
 
 /** Follows every connection of an HTTP server: requests in flight and last activity. */
@@ -57,14 +52,15 @@ export class ConnectionTracker {
     server.on("connection", (socket: net.Socket) => {
       const now = performance.now();
       this.lastAcceptAt = now;
-      this.sockets.set(socket, { active: 0, lastActiveAt: now, touched: false, ended: false });
+      this.sockets.set(socket, { active: 0, lastActiveAt: now, ended: false });
       socket.once("close", () => this.sockets.delete(socket));
     });
     server.on("request", (request, response: TrackedResponse) => {
       const tracked = this.sockets.get(request.socket);
       if (tracked === undefined) return;
+      // No clock read: while a request is in flight the connection is not idle whatever its
+      // stamp, and its answer stamps it (`answered`).
       tracked.active++;
-      tracked.touched = true;
       // One shared listener, not a closure with `once` per request: this runs on every request.
       response[TRACKED] = tracked;
       response.on("close", answered);
@@ -116,11 +112,6 @@ export class ConnectionTracker {
       last = now;
       if (late) continue;
       for (const [socket, tracked] of this.sockets) {
-        if (tracked.touched) {
-          tracked.touched = false;
-          tracked.lastActiveAt = now;
-          continue;
-        }
         if (tracked.ended || tracked.active > 0 || now - tracked.lastActiveAt < IDLE_CLOSE_MS) {
           continue;
         }

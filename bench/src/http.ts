@@ -297,7 +297,8 @@ async function main(): Promise<void> {
   let runs: Run[][];
   let targets: Target[];
   try {
-    // Every server runs for the whole bench (an idle one costs nothing); only the one under load works.
+    // Every server runs for the whole bench (an idle one costs nothing); only the one under load
+    // works.
     const benchDir = join(root, "bench");
     const raw = await start(
       "raw",

@@ -1,9 +1,9 @@
 // `pnpm bench restart-waste`: the ids a `kill -9` loses. A server process (apps/server/dist/cli.js,
 // as `pnpm start` runs it) on a MySQL `leaf_alloc` table of TAGS tags, every one of them touched in
-// the last hour (as on a table other nodes use); its clients ask for SERVED of them. Each life: start,
-// IDS_PER_TAG ids of each served tag, `kill -9`. Ids taken = how far the table's max_ids moved, ids
-// served = the ids the clients got, wasted = taken - served (a gap, never handed out). One row with
-// the defaults, then the opt-in load policies for comparison.
+// the last hour (as on a table other nodes use); its clients ask for SERVED of them. Each life:
+// start, IDS_PER_TAG ids of each served tag, `kill -9`. Ids taken = how far the table's max_ids
+// moved, ids served = the ids the clients got, wasted = taken - served (a gap, never handed out).
+// One row with the defaults, then the opt-in load policies for comparison.
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";

@@ -17,7 +17,9 @@ const IN_PROCESS_IDS = 10_000_000;
 /** Ids drawn between two event-loop turns, so that background loads can complete. */
 const CHUNK = 10_000;
 const MYSQL_IDS = 1_000_000;
-/** Twice this many ids are drawn before measuring (20 ranges), so that the code paths are compiled. */
+/**
+ * Twice this many ids are drawn before measuring (20 ranges), so that the code paths are compiled.
+ */
 const MYSQL_WARMUP_IDS = 20_000;
 /** Java Leaf's example row (leaf-segment-test) has step 2,000. */
 const MYSQL_STEP = 2_000;

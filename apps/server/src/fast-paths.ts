@@ -29,7 +29,10 @@ const HEADERS = Array.from({ length: 20 }, (_, length) => ({
   "content-length": String(length),
 }));
 
-/** The fast path of `ctx`'s server, or undefined when its configuration needs fastify on every request. */
+/**
+ * The fast path of `ctx`'s server, or undefined when its configuration needs fastify on every
+ * request.
+ */
 export function fastIdPaths(ctx: AppContext, sources: IdSources): FastPath | undefined {
   const { server } = ctx.config;
   if (server.accessTokens !== undefined || server.requestLog) return undefined;

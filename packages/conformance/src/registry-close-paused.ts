@@ -36,7 +36,9 @@ export interface ClosePausedOptions {
    * the id (or row) its first worker held, so that the test hands exactly that one over.
    */
   node: (service: string, index: number) => NodeIdentity;
-  /** The layout of the workers: one with a single worker id when the registry leases any free one. */
+  /**
+   * The layout of the workers: one with a single worker id when the registry leases any free one.
+   */
   layout: Layout;
   /** Stops the database server (SIGSTOP). */
   pause: () => void;

@@ -212,8 +212,9 @@ interface Plan {
  * What the records read say to do: the set id, the epoch to reach and its list of members, or
  * nothing. The members of an epoch are one list: once a database is active at an epoch, its record
  * names the epoch's members, and a run with another list is refused until every member of that
- * epoch is activated in it (then it forms the next one, with at least one database more). Records of an epoch that no database was activated in (`joining`
- * only) are claims of a run that did not finish: they are claimed again by this run.
+ * epoch is activated in it (then it forms the next one, with at least one database more). Records
+ * of an epoch that no database was activated in (`joining` only) are claims of a run that did not
+ * finish: they are claimed again by this run.
  */
 function planOf(members: Listed[], records: (ResidueRecord | undefined)[], n: number): Plan {
   const present = members.filter((m) => records[m.index] !== undefined);
@@ -489,7 +490,8 @@ async function createAt(m: Listed, tag: string, at: bigint, like: TagRecord): Pr
       await create(min);
       return min;
     }
-    if (isLeafError(error, ErrorCodes.ALREADY_EXISTS)) return at; // created meanwhile: raised next round
+    // Created meanwhile: raised next round.
+    if (isLeafError(error, ErrorCodes.ALREADY_EXISTS)) return at;
     throw error;
   }
 }

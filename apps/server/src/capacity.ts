@@ -43,8 +43,8 @@ export interface LayoutCapacity {
 export interface WorkerIdCapacity {
   registry: string;
   /**
-   * The registry's mode (its entry's): normal, recycle (zk); fixed, lease (mysql); lease (redis,
-   * etcd); configured (local).
+   * The registry's mode (its entry's): normal, recycle (zk); fixed, lease (mysql); lease (postgres,
+   * redis, etcd); configured (local).
    */
   mode: string;
   /** Worker ids the layout holds: 2^workerBits. */

@@ -51,7 +51,10 @@ function registryChoice(raw: unknown): RegistryChoice {
   );
 }
 
-/** "snowflake.zk.address, .redis.url, .etcd.url, .mysql.url": the registries' address keys. */
+/**
+ * "snowflake.zk.address, .mysql.url, .postgres.url, .redis.url, .etcd.url": the registries'
+ * address keys.
+ */
 function registryAddresses(): string {
   const keys = REGISTRIES.flatMap((r) => r.addressKeys);
   return keys.map((key, i) => (i === 0 ? key : key.slice(key.indexOf(".")))).join(", ");
@@ -284,7 +287,7 @@ export const CONFIG_KEYS = [
   def("snowflake.statefulSet", {
     type: "boolean",
     default: false,
-    doc: "Kubernetes: the worker id is this pod's StatefulSet ordinal (from HOSTNAME, `leaf-3` is 3) plus snowflake.statefulSetOffset. With snowflake.registry=redis, etcd, mysql in lease mode or zk in recycle mode the registry leases exactly that id or refuses the start while another pod holds it (safe). With the local registry only the pod's volume guards it: two pods with the same ordinal on different volumes (a force-delete) both issue the same ids; see registry-local's README. When a shared store or registry is configured (segment.mysql.url, redisSequence.url), that local mode is refused unless snowflake.registry=local is stated.",
+    doc: "Kubernetes: the worker id is this pod's StatefulSet ordinal (from HOSTNAME, `leaf-3` is 3) plus snowflake.statefulSetOffset. With snowflake.registry=postgres, redis, etcd, mysql in lease mode or zk in recycle mode the registry leases exactly that id or refuses the start while another pod holds it (safe). With the local registry only the pod's volume guards it: two pods with the same ordinal on different volumes (a force-delete) both issue the same ids; see registry-local's README. When a shared store or registry is configured (segment.mysql.url, segment.postgres.url, redisSequence.url, ...), that local mode is refused unless snowflake.registry=local is stated.",
     read: boolean,
   }),
   def("snowflake.statefulSetOffset", {

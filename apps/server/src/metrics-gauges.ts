@@ -59,7 +59,7 @@ export function registerStateGauges(source: GaugeSource, registers: Registry[]):
   });
   new Gauge({
     name: "leaf_segment_tag_refused",
-    help: "1 while a tag gets no range, by reason: refused until its row is fixed (max-id-moved-back, stale-primary, bad-step, bad-max-id, bad-range), exhausted (used up: no range fits below 2^63 - 1), or split-brain while more than one MySQL host is writable.",
+    help: "1 while a tag gets no range, by reason: refused until its row is fixed (max-id-moved-back, stale-primary, bad-step, bad-max-id, bad-range), exhausted (used up: no range fits below 2^63 - 1), or split-brain while more than one host listed for a MySQL or PostgreSQL store is writable.",
     labelNames: ["tag", "reason"],
     registers,
     collect() {

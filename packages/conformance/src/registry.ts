@@ -1,5 +1,5 @@
-// The conformance suite every worker-id registry runs unchanged: ours (zk, mysql, local, redis,
-// etcd) and third parties'. It takes vitest's `test` so that it registers real tests in the
+// The conformance suite every worker-id registry runs unchanged: ours (zk, mysql, postgres, local,
+// redis, etcd) and third parties'. It takes vitest's `test` so that it registers real tests in the
 // adapter's own test file. Subpath `@leaf/conformance/registry`.
 import {
   type AcquireRequest,

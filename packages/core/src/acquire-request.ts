@@ -102,7 +102,8 @@ export function checkAcquireRequest(
         "workerId",
         workerId,
         "no requested worker id: this registry chooses the id itself; use a registry that grants a " +
-          "requested id (redis, etcd), or leave workerId out",
+          "requested id (postgres, redis, etcd, mysql in lease mode, zk in recycle mode), or leave " +
+          "workerId out",
       );
     }
     if (!Number.isSafeInteger(workerId) || workerId < 0 || workerId > maxWorkerId) {

@@ -1,6 +1,6 @@
 // The worker-id registry contract: where a snowflake node gets its worker id. Implemented by
-// @leaf/registry-zk, -mysql, -redis, -etcd, -local and third parties; checked by the suite of
-// @leaf/conformance/registry.
+// @leaf/registry-zk, -mysql, -postgres, -redis, -etcd, -local and third parties; checked by the
+// suite of @leaf/conformance/registry.
 
 /** Who is asking for a worker id. */
 export interface NodeIdentity {
@@ -115,7 +115,10 @@ export interface WorkerLease {
  * several nodes); each acquire is independent.
  */
 export interface WorkerIdRegistry {
-  /** Short name for messages and metrics: "zk", "mysql", "redis", "etcd", "local", "memory". */
+  /**
+   * Short name for messages and metrics: "zk", "mysql", "postgres", "redis", "etcd", "local",
+   * "memory".
+   */
   readonly kind: string;
   /**
    * Grants a worker id to `node`. Rejects with a LeafError: WORKER_IDS_EXHAUSTED when no id in

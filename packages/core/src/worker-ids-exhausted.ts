@@ -1,6 +1,6 @@
-// The WORKER_IDS_EXHAUSTED error of registries that lease ids for a time (MySQL lease mode, Redis):
-// what was asked, which lease ends soonest, and that ids come back a lease after their holder
-// stops.
+// The WORKER_IDS_EXHAUSTED error of registries that lease ids for a time (MySQL lease mode,
+// PostgreSQL, Redis): what was asked, which lease ends soonest, and that ids come back a lease
+// after their holder stops.
 import type { CheckedAcquireRequest } from "./acquire-request";
 import { ErrorCodes, LeafError } from "./errors";
 

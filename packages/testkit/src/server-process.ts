@@ -1,5 +1,6 @@
 // One private server process: spawn it on a port, wait until it really answers, and break it on
-// demand. Knows nothing about MariaDB, Redis or ZooKeeper; each starter passes a ServerSpec.
+// demand. Knows nothing about any one server (MariaDB, PostgreSQL, Redis, ...); each starter
+// passes a ServerSpec.
 import { type ChildProcess, spawn } from "node:child_process";
 import { closeSync, existsSync, openSync, readFileSync, statSync } from "node:fs";
 import { forgetPid, killDescendants, killTree, watchPid } from "./cleanup";

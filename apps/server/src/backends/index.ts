@@ -66,7 +66,7 @@ export function describeBackends(
 
 /**
  * "snowflake.registry=zk with snowflake.zk.mode=recycle, mysql with snowflake.mysql.mode=lease,
- * redis or etcd": the registries that lease a requested worker id, for messages.
+ * postgres, redis or etcd": the registries that lease a requested worker id, for messages.
  */
 export function leasingRegistries(): string {
   const choices = REGISTRIES.flatMap((r) => (r.leasingChoice ? [r.leasingChoice] : []));

@@ -9,7 +9,7 @@ import type { ConfigValues } from "../config-values";
 import type { RegistryBackend } from "./backend";
 import { leasingRegistries, REGISTRIES } from "./index";
 
-/** "zk, mysql, redis, etcd": the registries other servers share. */
+/** "zk, mysql, postgres, redis, etcd": the registries other servers share. */
 function sharedRegistries(): string {
   return REGISTRIES.flatMap((r) => (r.shared ? [r.kind] : [])).join(", ");
 }

@@ -20,8 +20,9 @@ export function luaScript(source: string): LuaScript {
  * A Lua fragment for scripts that keep a marker of the Redis process that holds their data: it
  * defines `leaf_redis_takeover(marked_run_id, marked_replid)`, which tells whether this Redis may
  * have lost writes since the marker was written, and returns `reason, run_id, replid, uptime_ms,
- * promoted` (`promoted`: this process was promoted from a replica, see below; a `'restarted'`
- * process that is promoted is a failover to a replica that had the marker):
+ * promoted, replid2` (`promoted`: this process was promoted from a replica, see below; a
+ * `'restarted'` process that is promoted is a failover to a replica that had the marker; `replid2`:
+ * the replication id this process had before its promotion, see below):
  *
  * - `'restarted'`: the marker names another process (a restart, a restore from an older snapshot,
  *   or a failover to a replica that had the marker);
@@ -43,7 +44,11 @@ export function luaScript(source: string): LuaScript {
  * Promoted means INFO's `second_repl_offset` is set: a promotion (REPLICAOF NO ONE, Sentinel,
  * FAILOVER, Cluster failover) moves the replication id to `master_replid2` at that offset and takes
  * a new one. A master's other replication id changes (its backlog created for a first replica, or
- * freed after `repl-backlog-ttl` with none) clear the offset and are no failover. Write both back
+ * freed after `repl-backlog-ttl` with none) clear the offset and are no failover. A replica that
+ * followed the marker's master without a break has that master's replication id, so once promoted
+ * its `replid2` is the marker's `replid`; a replica that re-synced from another history (a master
+ * restarted from an older snapshot takes a new replication id, and a full re-sync takes it over,
+ * with the snapshot's data) has another. Write both back
  * to the marker (`run_id`, `replid`) after each call; a marker naming this process without a
  * replication id on a promoted Redis (none is written so) counts as promoted. Deleted keys and a
  * flushed database on the same running process are not seen.
@@ -57,6 +62,7 @@ local function leaf_redis_takeover(marked_run_id, marked_replid)
   local uptime_ms = math.max(0, (uptime_s - 1) * 1000 + math.floor(tonumber(clock[2]) / 1000))
   local replication = redis.call('INFO', 'replication')
   local replid = string.match(replication, 'master_replid:(%w+)') or ''
+  local replid2 = string.match(replication, 'master_replid2:(%w+)') or ''
   local second_offset = string.match(replication, 'second_repl_offset:(%-?%d+)')
   local promoted = second_offset ~= nil and second_offset ~= '-1'
   local reason = nil
@@ -71,7 +77,7 @@ local function leaf_redis_takeover(marked_run_id, marked_replid)
   elseif promoted and replid ~= '' and replid ~= marked_replid then
     reason = 'promoted'
   end
-  return reason, run_id, replid, uptime_ms, promoted
+  return reason, run_id, replid, uptime_ms, promoted, replid2
 end
 `;
 

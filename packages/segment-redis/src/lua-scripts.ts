@@ -66,10 +66,19 @@ end
  * last write it holds was made (it received it), a restarted process started after every write it
  * holds. So every write of the marker records Redis TIME (`written_ms`), and a takeover is accepted
  * only when this process started (TIME - uptime_ms: the end of the second the process started in,
- * never earlier than the truth; see REDIS_TAKEOVER_LUA) at or before the marker's `written_ms`. A marker without it (written by an earlier
- * version) is fenced. This rests on the clocks: a restarted master's clock not stepped back across
- * its restart by more than the restart took (for a replica restarted and then promoted, its clock
- * not behind the old master's by more than that).
+ * never earlier than the truth; see REDIS_TAKEOVER_LUA) at or before the marker's `written_ms`. A
+ * marker without it (edited by hand) is fenced. This rests on the clocks: a restarted master's
+ * clock not stepped back across its restart by more than the restart took (for a replica restarted
+ * and then promoted, its clock not behind the old master's by more than that).
+ *
+ * A replica running since before the last write can still hold older data: when the master is
+ * restarted from an older snapshot and the replica re-syncs from it in full before any script
+ * runs, the replica takes the snapshot's data. So a takeover is also accepted only when the
+ * replication id this process had before its promotion (`replid2`) is the one the marker recorded
+ * at its last write: the replica followed that master's history. A restarted master takes a new
+ * replication id, and a replica that re-syncs from it (in full or in part) takes that id too.
+ * Two promotions in a row with no call in between are fenced for the same reason (the second
+ * replica followed the first, not the marked master).
  */
 const MARKER_CHECK = `${HELPERS}
 local marker = redis.call('HMGET', marker_key, 'run_id', 'replid', 'wait_replicas', 'fence_reason',
@@ -77,12 +86,14 @@ local marker = redis.call('HMGET', marker_key, 'run_id', 'replid', 'wait_replica
 if not marker[1] then return fail('MISSING', {}) end
 if marker[3] ~= ARGV[1] then return fail('SETTINGS', {wait_replicas = marker[3] or ''}) end
 if marker[4] then return fail('FENCED', {reason = marker[4], at = marker[5] or ''}) end
-local takeover, run_id, replid, uptime_ms, promoted = leaf_redis_takeover(marker[1], marker[2])
+local takeover, run_id, replid, uptime_ms, promoted, replid2 =
+  leaf_redis_takeover(marker[1], marker[2])
 if takeover then
   local written_ms = marker[6] and string.find(marker[6], '^%d+$') and tonumber(marker[6])
   local started_ms = now_ms - uptime_ms
   local running = written_ms and started_ms <= written_ms
-  if promoted and running and (tonumber(marker[3]) or 0) >= 1 then
+  local followed = marker[2] ~= nil and marker[2] ~= '' and replid2 == marker[2]
+  if promoted and running and followed and (tonumber(marker[3]) or 0) >= 1 then
     redis.call('HSET', marker_key, 'run_id', run_id, 'replid', replid, 'accepted_reason', takeover,
       'accepted_at_ms', ms(now_ms), 'accepted_run_id', marker[1], 'written_ms', ms(now_ms))
     redis.log(redis.LOG_WARNING, 'leaf segment-redis: marker ' .. marker_key .. ' ' .. takeover ..
@@ -94,6 +105,10 @@ if takeover then
     if promoted and not running then
       why = ' (started at ' .. ms(started_ms) .. ' ms, after the last write of the marker it ' ..
         'holds, ' .. tostring(marker[6]) .. ': a restart, not a promotion)'
+    elseif promoted and not followed then
+      why = ' (promoted from replication id ' .. replid2 .. ', not the one the marker recorded, ' ..
+        tostring(marker[2]) .. ': it re-synced from another history, such as a master restarted ' ..
+        'from an older snapshot)'
     end
     redis.log(redis.LOG_WARNING, 'leaf segment-redis: marker ' .. marker_key .. ' ' .. takeover ..
       why .. ': ranges handed out before may be missing, every call refused until the fence is ' ..

@@ -77,7 +77,7 @@ export interface RedisNamespaceState {
   createdAt: number | undefined;
   /**
    * Redis TIME (ms) of the marker's last write: a takeover is accepted as a promotion only by a
-   * process that started at or before it (undefined: written by an earlier version, fenced).
+   * process that started at or before it (undefined: edited by hand, fenced on any takeover).
    */
   writtenAt: number | undefined;
   /** Set while the namespace is fenced (every call refused): why and since when (ms). */
@@ -230,8 +230,8 @@ export class RedisSegmentStore implements SegmentStore {
         details: { key: "raiseBy" },
       });
     }
-    // Every tag key of the namespace is raised, also one the marker does not record (a marker
-    // re-created by an earlier version over existing keys): no tag key is made while fenced.
+    // Every tag key of the namespace is raised, also one the marker does not record (its copy
+    // deleted by hand): no tag key is made while fenced.
     const found = await this.scanTagNames("lifting the fence");
     const reply = await this.call(
       LIFT_FENCE_SCRIPT,
@@ -433,9 +433,9 @@ export class RedisSegmentStore implements SegmentStore {
   }
 
   /**
-   * The names of the namespace's tag keys, by SCAN (on every master of a Cluster: the keys share the
-   * namespace's hash tag, so one master has them all). Used where no tag key can be made meanwhile
-   * (no marker, or a fenced one).
+   * The names of the namespace's tag keys, by SCAN (on every master of a Cluster: the keys share
+   * the namespace's hash tag, so one master has them all). Used where no tag key can be made
+   * meanwhile (no marker, or a fenced one).
    */
   private async scanTagNames(what: string): Promise<string[]> {
     if (this.closed) throw closedError("the Redis segment store");

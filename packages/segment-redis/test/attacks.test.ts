@@ -142,7 +142,7 @@ describe("attack: liftFence after the marker was re-created (README: createNames
     expect(lifted).toEqual({ lifted: true, reason: "restarted", tagsRaised: 2 });
   }, 60_000);
 
-  it("a tag key the marker does not record (a marker re-created by an earlier version) is raised by liftFence too", async () => {
+  it("a tag key the marker does not record (its copy deleted by hand) is raised by liftFence too", async () => {
     const namespace = freshNamespace("atk-unrecorded");
     redis = await startRedis({ useEnv: false });
     const admin = new RedisSegmentStore({ url: redis.url, namespace });
@@ -154,7 +154,7 @@ describe("attack: liftFence after the marker was re-created (README: createNames
       for (let id = r.start; id < r.end; id++) ids.push(id);
     }
     await admin.close();
-    // What an earlier version's createNamespace left: a marker without the tag's copy.
+    // A marker without the tag's copy (deleted by hand).
     expect(await redisCommand(redis.port, "HDEL", admin.keys.marker, "t:users")).toBe(1);
     expect(await redisCommand(redis.port, "SAVE")).toBe("OK");
     const a = new RedisSegmentStore({ url: redis.url, namespace });

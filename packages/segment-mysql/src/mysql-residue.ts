@@ -4,7 +4,7 @@
 import type { ResidueRecord } from "@leaf/segment";
 import { type ResidueRow, residueMembersText, residueRecordOf } from "@leaf/segment/adapter";
 import type { PoolConnection, ResultSetHeader, RowDataPacket } from "mysql2/promise";
-import { MEMBERS_COLUMN, quoteTable, residueSchema, residueTableName } from "./leaf-alloc-schema";
+import { quoteTable, residueSchema, residueTableName } from "./leaf-alloc-schema";
 
 /** Sends one statement on a connection (the store's, which counts round trips). */
 export type Send = <T>(conn: PoolConnection, sql: string, values?: unknown[]) => Promise<[T]>;
@@ -27,7 +27,8 @@ export class MysqlResidueTable {
     try {
       const [rows] = await this.send<(ResidueRow & RowDataPacket)[]>(
         conn,
-        // Every column: a table created before the members column existed is read as it is.
+        // Every column: a table without the members column (not made by this version of the
+        // store) is read as it is, and its record refused by the residue set's store.
         `SELECT * FROM ${this.table} WHERE id = 1`,
       );
       return rows[0] === undefined ? undefined : residueRecordOf(rows[0]);
@@ -37,22 +38,9 @@ export class MysqlResidueTable {
     }
   }
 
-  /**
-   * Creates the table when it is missing, and its `members` column when the table was created
-   * before that column existed. Changes no row.
-   */
+  /** Creates the table when it is missing. Changes no row. */
   async ensure(conn: PoolConnection): Promise<void> {
     await this.send(conn, residueSchema(this.tableName));
-    const [columns] = await this.send<RowDataPacket[]>(
-      conn,
-      `SHOW COLUMNS FROM ${this.table} LIKE 'members'`,
-    );
-    if (columns.length > 0) return;
-    try {
-      await this.send(conn, `ALTER TABLE ${this.table} ADD COLUMN ${MEMBERS_COLUMN}`);
-    } catch (error) {
-      if ((error as { errno?: number }).errno !== 1060) throw error; // added meanwhile
-    }
   }
 
   /**

@@ -346,9 +346,9 @@ describe("a residue set over two MariaDB servers", () => {
     }
   }, 180_000);
 
-  it("reads records of a residue table made before the members column, and adds the column when the set is re-formed", async () => {
+  it("refuses a residue table without the members column (not made by this version of the store): no start on it, nothing written by formResidueSet", async () => {
     const list = await databases(["a", "b"]);
-    // The table and records as an earlier version wrote them: no members column.
+    // A table and records made by hand, without the members column.
     for (const [i, d] of list.entries()) {
       await query(
         d,
@@ -356,33 +356,24 @@ describe("a residue set over two MariaDB servers", () => {
       );
       await query(
         d,
-        "INSERT INTO leaf_alloc_residue (id, set_id, member_id, epoch, delta, remainder, state, version) VALUES (1, 'old-set', ?, 0, 2, ?, 'active', 2)",
-        [`old-member-${i}`, i],
+        "INSERT INTO leaf_alloc_residue (id, set_id, member_id, epoch, delta, remainder, state, version) VALUES (1, 'hand-set', ?, 0, 2, ?, 'active', 2)",
+        [`hand-member-${i}`, i],
       );
     }
-    const admin = residueStore(list);
-    await admin.createTag({ tag: "t", step: 100, startId: 1n });
-    const before = await admin.takeRange("t");
-    expect(before).toMatchObject({ stride: 2, remainder: 0 });
-    await admin.close();
-    const report = await form(list);
-    expect(report).toMatchObject({ epoch: 1, unchanged: false });
+    const notMine = /no members .*not a record written by this version of the store/;
+    const store = residueStore(list, { startWaitMs: 5_000 });
+    await expect(store.start()).rejects.toSatisfy(
+      (error: unknown) =>
+        codeOf(ErrorCodes.CORRUPT_DATA, "bad-residue")(error) && notMine.test(String(error)),
+    );
+    await store.close();
+    await expect(form(list)).rejects.toSatisfy(codeOf(ErrorCodes.CORRUPT_DATA, "bad-residue"));
     for (const [i, d] of list.entries()) {
-      const [row] = (await query(
-        d,
-        "SELECT remainder, epoch, members FROM leaf_alloc_residue",
-      )) as {
-        remainder: number;
-        epoch: number;
-        members: string;
-      }[];
-      expect(row).toEqual({
-        remainder: i,
-        epoch: 1,
-        members: JSON.stringify(["old-member-0", "old-member-1"]),
-      });
+      expect(
+        await query(d, "SELECT member_id, epoch, remainder, state FROM leaf_alloc_residue"),
+      ).toEqual([{ member_id: `hand-member-${i}`, epoch: 0, remainder: i, state: "active" }]);
+      expect(await query(d, "SHOW COLUMNS FROM leaf_alloc_residue LIKE 'members'")).toEqual([]);
     }
-    expect((await form(list)).unchanged).toBe(true);
   });
 
   it("refuses the same database listed twice and databases of two different sets", async () => {

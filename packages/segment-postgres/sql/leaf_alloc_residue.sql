@@ -3,8 +3,7 @@
 -- id % delta = remainder, as Didi tinyid's delta and remainder). One row, written by formResidueSet
 -- and read after every range the set's store takes. The PostgreSQL store creates it on the first
 -- write of the record; create it by hand when the store's user may not create tables. Named after
--- the tag table. A table created before the "members" column existed gets it on the store's next
--- write of the record (or by hand: ALTER TABLE "public"."leaf_alloc_residue" ADD COLUMN "members" text NULL).
+-- the tag table.
 CREATE TABLE IF NOT EXISTS "public"."leaf_alloc_residue" (
   "id" smallint NOT NULL DEFAULT 1,
   "set_id" varchar(64) NOT NULL,

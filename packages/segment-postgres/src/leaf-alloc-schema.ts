@@ -62,8 +62,8 @@ export function residueTableName(table: string = DEFAULT_TABLE): string {
 }
 
 /**
- * The residue table's `members` column: the member ids of the record's epoch, as JSON text (null
- * in rows written before it existed; the store adds it to such a table on its next write).
+ * The residue table's `members` column: the member ids of the record's epoch, as JSON text. Every
+ * row the store writes has them; a row without them is refused as not written by this version.
  */
 export const MEMBERS_COLUMN = '"members" text NULL';
 

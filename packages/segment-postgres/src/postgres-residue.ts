@@ -4,7 +4,7 @@
 import type { ResidueRecord } from "@leaf/segment";
 import { type ResidueRow, residueMembersText, residueRecordOf } from "@leaf/segment/adapter";
 import type pg from "pg";
-import { MEMBERS_COLUMN, quoteTable, residueSchema, residueTableName } from "./leaf-alloc-schema";
+import { quoteTable, residueSchema, residueTableName } from "./leaf-alloc-schema";
 
 /** Sends one statement on a connection (the store's, which counts round trips). */
 export type Send = (
@@ -32,8 +32,8 @@ export class PostgresResidueTable {
     try {
       const { rows } = await this.send(
         conn,
-        // Every column (bigint comes as text): a table created before the members column existed
-        // is read as it is.
+        // Every column (bigint comes as text): a table without the members column (not made by
+        // this version of the store) is read as it is, and its record refused by the set's store.
         `SELECT * FROM ${this.table} WHERE id = 1`,
       );
       const row = rows[0] as ResidueRow | undefined;
@@ -53,15 +53,6 @@ export class PostgresResidueTable {
     const found = rows[0] as { name: string | null } | undefined;
     if (found?.name === null || found?.name === undefined) {
       await this.send(conn, residueSchema(this.tableName));
-      return;
-    }
-    const { rows: columns } = await this.send(
-      conn,
-      "SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = 'members' AND NOT attisdropped",
-      [this.table],
-    );
-    if (columns.length === 0) {
-      await this.send(conn, `ALTER TABLE ${this.table} ADD COLUMN IF NOT EXISTS ${MEMBERS_COLUMN}`);
     }
   }
 

@@ -67,6 +67,7 @@ const record: ResidueRecord = {
   remainder: 0,
   state: "joining",
   version: 1,
+  members: ["member-1", "member-2"],
 };
 
 describe("PostgresSegmentStore for users with a schema of their own", () => {

@@ -32,8 +32,10 @@ export function residueProblem(record: unknown): string | undefined {
   if (!isInt(r.version, 1, Number.MAX_SAFE_INTEGER)) {
     return `its version ${String(r.version)} is not a positive integer`;
   }
-  if (r.members !== undefined) return membersProblem(r as ResidueRecord, r.members);
-  return undefined;
+  if (r.members === undefined || r.members === null) {
+    return "it has no members (the member ids of its epoch): not a record written by this version of the store";
+  }
+  return membersProblem(r as ResidueRecord, r.members);
 }
 
 /**
@@ -111,12 +113,8 @@ export function sameRecord(a: ResidueRecord | undefined, b: ResidueRecord | unde
   );
 }
 
-/** True when `a` and `b` are the same list of members (both absent counts as the same). */
-export function sameMembers(
-  a: readonly string[] | undefined,
-  b: readonly string[] | undefined,
-): boolean {
-  if (a === undefined || b === undefined) return a === b;
+/** True when `a` and `b` are the same list of members. */
+export function sameMembers(a: readonly string[], b: readonly string[]): boolean {
   return a.length === b.length && a.every((id, i) => id === b[i]);
 }
 
@@ -131,7 +129,7 @@ export function newResidueId(): string {
 export function describeRecord(record: unknown): string {
   if (residueProblem(record) !== undefined) return JSON.stringify(record) ?? String(record);
   const r = record as ResidueRecord;
-  return `remainder ${r.remainder} of ${r.delta} (epoch ${r.epoch}, set ${r.setId.slice(0, 8)}, member ${r.memberId.slice(0, 8)}, version ${r.version}, ${r.state}${r.members === undefined ? "" : `, members ${r.members.map((id) => id.slice(0, 8)).join(",")}`})`;
+  return `remainder ${r.remainder} of ${r.delta} (epoch ${r.epoch}, set ${r.setId.slice(0, 8)}, member ${r.memberId.slice(0, 8)}, version ${r.version}, ${r.state}, members ${r.members.map((id) => id.slice(0, 8)).join(",")})`;
 }
 
 function isInt(value: unknown, min: number, max: number): value is number {
@@ -147,13 +145,27 @@ export interface ResidueRow {
   remainder: number | string;
   state: string;
   version: number | string;
-  /** The epoch's member ids as JSON text; null or absent in rows written before it existed. */
+  /**
+   * The epoch's member ids as JSON text. Null or absent only in a row this version of the store
+   * did not write (a table or row made by hand): its record is refused.
+   */
   members?: string | null;
 }
 
-/** The record of a selected row, as it is: the residue set's store judges it. */
+/**
+ * The record of a selected row, as it is (a row without members, or with members that are not
+ * JSON, included): the residue set's store judges it, and refuses what is not a record.
+ */
 export function residueRecordOf(row: ResidueRow): ResidueRecord {
-  const record: ResidueRecord = {
+  let members: unknown;
+  if (row.members !== undefined && row.members !== null) {
+    try {
+      members = JSON.parse(String(row.members));
+    } catch {
+      members = String(row.members);
+    }
+  }
+  return {
     setId: String(row.set_id),
     memberId: String(row.member_id),
     epoch: Number(row.epoch),
@@ -161,20 +173,13 @@ export function residueRecordOf(row: ResidueRow): ResidueRecord {
     remainder: Number(row.remainder),
     state: String(row.state) as ResidueRecord["state"],
     version: Number(row.version),
-  };
-  if (row.members === undefined || row.members === null) return record;
-  let members: unknown;
-  try {
-    members = JSON.parse(String(row.members));
-  } catch {
-    members = String(row.members); // not JSON: judged (and refused) as it is
-  }
-  return { ...record, members: members as string[] };
+    ...(members === undefined ? {} : { members }),
+  } as ResidueRecord;
 }
 
-/** The `members` column's value of `record`: its epoch's member ids as JSON text, or null. */
-export function residueMembersText(record: ResidueRecord): string | null {
-  return record.members === undefined ? null : JSON.stringify(record.members);
+/** The `members` column's value of `record`: its epoch's member ids as JSON text. */
+export function residueMembersText(record: ResidueRecord): string {
+  return JSON.stringify(record.members);
 }
 
 /**

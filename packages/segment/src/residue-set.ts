@@ -260,7 +260,7 @@ function planOf(members: Listed[], records: (ResidueRecord | undefined)[], n: nu
   // listed (and so seen not active), that run may have activated databases not listed here.
   for (const m of present) {
     const r = rec(m);
-    if (r.state !== "joining" || r.epoch !== 0 || r.members === undefined) continue;
+    if (r.state !== "joining" || r.epoch !== 0) continue;
     if (sameMembers(r.members, list) || byMemberId.has(r.members[0]!)) continue;
     throw invalid(
       "incomplete-set",
@@ -276,17 +276,6 @@ function planOf(members: Listed[], records: (ResidueRecord | undefined)[], n: nu
   }
 
   const epochList = oneList(atTop, rec, top);
-  if (epochList === undefined) {
-    // Records written before epochs named their members.
-    if (below.length > 0) {
-      throw invalid(
-        "unfinished-run",
-        `${below.map((m) => m.name).join(", ")} ${below.length > 1 ? "are" : "is"} at epoch ${top - 1} while others are at epoch ${top}, in records that do not name their epoch's members: a re-forming by an earlier version was cut short. Restore the fenced databases' records to active at epoch ${top - 1} only if no database is active at epoch ${top} - otherwise ask for help`,
-      );
-    }
-    checkComplete(atTop, rec);
-    return { setId, epoch: top + 1, list, unchanged: false };
-  }
   if (sameMembers(list, epochList)) {
     // The epoch's own list: the set as it stands, or a run that activated some of it, to finish.
     if (
@@ -329,8 +318,7 @@ function planOf(members: Listed[], records: (ResidueRecord | undefined)[], n: nu
   if (n === epochList.length) {
     // The epoch's databases in another order, none new: a re-forming at the same size. Refused: a
     // database restored from a backup is told by its record's delta being below the databases
-    // listed, which holds only if every re-forming (but the upgrade of records without members)
-    // adds a database.
+    // listed, which holds only if every re-forming adds a database.
     throw invalid(
       "same-size",
       `${formedBy}, and the list given (${members.map((m) => m.name).join(", ")}) names the same databases in another order: a re-forming only adds databases. List them in the epoch's order to use the set as it stands (nothing to do), or add new databases after them`,
@@ -341,13 +329,13 @@ function planOf(members: Listed[], records: (ResidueRecord | undefined)[], n: nu
 
 /**
  * The members of epoch `epoch` named by the records of `atTop` (databases activated in it): one
- * list, or undefined when the records name none (written before records named their members).
+ * list; records naming different ones are refused.
  */
 function oneList(
   atTop: Listed[],
   rec: (m: Listed) => ResidueRecord,
   epoch: number,
-): readonly string[] | undefined {
+): readonly string[] {
   const first = atTop[0]!;
   for (const m of atTop) {
     if (!sameMembers(rec(m).members, rec(first).members)) {

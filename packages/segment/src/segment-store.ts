@@ -70,10 +70,10 @@ export interface ResidueRecord {
    * The member ids of the set at this epoch, in remainder order (`members[remainder]` is this
    * database's `memberId`, `members.length` is `delta`): which databases form the epoch, written
    * by `formResidueSet` in every record of it, so that a run or a store reaching only some of them
-   * can tell the epoch's one list of members. Absent in records written before it existed (their
-   * epoch's list is unknown: the next `formResidueSet` run writes it).
+   * can tell the epoch's one list of members. A stored record without it is refused (CORRUPT_DATA
+   * `bad-residue`): it was not written by this version of the store.
    */
-  readonly members?: readonly string[];
+  readonly members: readonly string[];
 }
 
 /** One stored tag, as the admin API and Java Leaf's `/db` page show it. */

@@ -202,6 +202,7 @@ describe("ResidueSegmentStore refuses a misconfigured set", () => {
     remainder: 0,
     state: "active",
     version: 1,
+    members: ["a", "b"],
     ...over,
   });
   const withRecords = (...records: (ResidueRecord | undefined)[]) =>
@@ -224,20 +225,18 @@ describe("ResidueSegmentStore refuses a misconfigured set", () => {
   });
 
   it("refuses two databases holding the same remainder", async () => {
+    // b's remainder changed by hand to a's: no longer b's place in the epoch's members.
     const data = withRecords(record({ memberId: "a" }), record({ memberId: "b" }));
-    await expect(start(data)).rejects.toSatisfy(
-      codeOf(ErrorCodes.INVALID_CONFIG, "remainder-taken"),
-    );
+    await expect(start(data)).rejects.toSatisfy(codeOf(ErrorCodes.CORRUPT_DATA, "bad-residue"));
   });
 
   it("refuses a database whose delta was changed on its side only", async () => {
+    // The epoch's members list 2 databases, b's delta says 3.
     const data = withRecords(
       record({ memberId: "a" }),
       record({ memberId: "b", delta: 3, remainder: 1 }),
     );
-    await expect(start(data)).rejects.toSatisfy(
-      codeOf(ErrorCodes.INVALID_CONFIG, "delta-mismatch"),
-    );
+    await expect(start(data)).rejects.toSatisfy(codeOf(ErrorCodes.CORRUPT_DATA, "bad-residue"));
   });
 
   it("refuses a database of another set, one never formed, and a damaged record", async () => {
@@ -420,22 +419,39 @@ describe("formResidueSet", () => {
 describe("one list of members per epoch", () => {
   const open = (list: MemorySegmentData[]) => list.map((d) => new MemorySegmentStore({ data: d }));
 
-  it("re-forms a set whose records name no members at the next epoch, in the same layout, writing the list", async () => {
+  it("refuses a record without members (not written by this version of the store): no start, no range from it, no re-forming over it", async () => {
     const data = [new MemorySegmentData(), new MemorySegmentData()];
     await formResidueSet(open(data));
-    // Records as written before they named their epoch's members.
-    for (const d of data) {
-      const { members: _, ...legacy } = d.residue!;
-      d.residue = legacy;
-    }
-    const report = await formResidueSet(open(data));
-    expect(report).toMatchObject({ epoch: 1, unchanged: false });
-    const ids = data.map((d) => d.residue!.memberId);
-    expect(data.map((d) => [d.residue!.remainder, d.residue!.members])).toEqual([
-      [0, ids],
-      [1, ids],
-    ]);
-    expect((await formResidueSet(open(data))).unchanged).toBe(true);
+    const running = new ResidueSegmentStore({
+      members: open(data),
+      retry: { initialMs: 1, maxMs: 1 },
+    });
+    await running.createTag({ tag: "t", step: 10, startId: 0n });
+    await running.start();
+    // Database 1's record without its epoch's members (a row made or edited by hand).
+    const { members: _, ...bare } = data[1]!.residue!;
+    data[1]!.residue = bare as ResidueRecord;
+    const notMine = /no members .*not a record written by this version of the store/;
+    const fresh = new ResidueSegmentStore({ members: open(data), startWaitMs: 1_000 });
+    await expect(fresh.start()).rejects.toSatisfy(
+      (error: unknown) =>
+        codeOf(ErrorCodes.CORRUPT_DATA, "bad-residue")(error) && notMine.test(String(error)),
+    );
+    await fresh.close();
+    // A store that verified it before: refused at its next read, the other database serves.
+    await vi.waitFor(async () => {
+      await running.listTags();
+      expect(running.status()[1]).toMatchObject({ state: "refused" });
+    });
+    expect(running.status()[1]!.lastError).toMatch(notMine);
+    const ranges: SegmentRange[] = [];
+    for (let i = 0; i < 10; i++) ranges.push(await running.takeRange("t"));
+    expect(ranges.every((r) => r.remainder === 0)).toBe(true);
+    await running.close();
+    await expect(formResidueSet(open(data))).rejects.toSatisfy(
+      codeOf(ErrorCodes.CORRUPT_DATA, "bad-residue"),
+    );
+    expect(data[1]!.residue).toEqual(bare);
   });
 
   it("claims a joining record left by a run with another list once that database is listed with every member of the set", async () => {

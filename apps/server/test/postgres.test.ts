@@ -1,11 +1,20 @@
 // The server on PostgreSQL, as an operator runs it: segment mode from a configuration file and from
 // LEAF_* variables against a private PostgreSQL (the store's backend entry), its ids counted across
 // two servers sharing the table, what the monitor, metrics and health show, and a start error told
-// in the server's keys; snowflake mode with its worker ids leased from the same database.
+// in the server's keys; snowflake mode with its worker ids leased from the same database, the
+// registry chosen from a configuration file and from LEAF_* variables.
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { freePort, type PostgresHandle, runNode, startPostgres, stopAll } from "@leaf/testkit";
+import { layouts } from "@leaf/core";
+import {
+  connectPostgres,
+  freePort,
+  type PostgresHandle,
+  runNode,
+  startPostgres,
+  stopAll,
+} from "@leaf/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../src/index";
 import { CLI, startCli, text } from "./cli-process";
@@ -230,6 +239,78 @@ describe("the server with the PostgreSQL registry", () => {
       for (const server of servers) server.child.kill("SIGTERM");
       for (const server of servers) expect(await server.exited).toBe(0);
     }
+  }, 120_000);
+
+  /** The held grants of the lease table `table`: worker id by the holder's port. */
+  async function heldGrants(table: string): Promise<Map<number, number>> {
+    const client = await connectPostgres(pg.connectionOptions(database));
+    try {
+      const { rows } = await client.query<{ worker_id: number; holder_port: number }>(
+        `SELECT worker_id, holder_port FROM ${table} WHERE grant_token IS NOT NULL AND lease_until > now()`,
+      );
+      return new Map(rows.map((r) => [r.holder_port, r.worker_id]));
+    } finally {
+      await client.end();
+    }
+  }
+
+  it("takes snowflake.registry=postgres from a configuration file: a worker id granted by the database, every id distinct", async () => {
+    const table = "file_worker_lease";
+    const filePort = await freePort();
+    const envPort = await freePort();
+    const dir = tempDir();
+    const file = join(dir, "leaf.json");
+    writeFileSync(
+      file,
+      JSON.stringify({
+        server: { port: filePort, host: "127.0.0.1" },
+        segment: { enabled: false },
+        snowflake: {
+          registry: "postgres",
+          postgres: { url: url(), password: "", table, createTable: true, leaseMs: 3000 },
+        },
+      }),
+    );
+    expect(loadConfig({ file, env: {}, cwd: dir }).snowflake?.registry).toMatchObject({
+      kind: "postgres",
+      table,
+      leaseMs: 3000,
+    });
+    const servers = [await startCli(dir, {}, ["--config", file])];
+    // A second server on the same table from LEAF_* variables, at the same time.
+    servers.push(
+      await startCli(tempDir(), snowflakeEnv(envPort, { LEAF_SNOWFLAKE_POSTGRES_TABLE: table })),
+    );
+    const ports = [filePort, envPort];
+    try {
+      const workerIds = new Map<number, number>();
+      for (const port of ports) {
+        const monitor = JSON.parse((await text(`http://127.0.0.1:${port}/api/v1/monitor`)).body);
+        expect(monitor.snowflake.registry).toBe("postgres");
+        expect(monitor.snowflake.backend).toMatchObject({ kind: "postgres", mode: "lease" });
+        workerIds.set(port, monitor.snowflake.workerId);
+      }
+      // The database holds each server's grant, for the worker id the server uses.
+      expect(await heldGrants(table)).toEqual(workerIds);
+      expect(new Set(workerIds.values()).size).toBe(2);
+      const all: string[] = [];
+      for (let round = 0; round < 2; round++) {
+        for (const port of ports) {
+          const got = await snowflakeIds(port, 5000);
+          for (const id of got) {
+            expect(layouts.leaf.decompose(id).workerId).toBe(workerIds.get(port));
+          }
+          all.push(...got);
+        }
+      }
+      expect(all).toHaveLength(20_000);
+      expect(new Set(all).size).toBe(all.length);
+    } finally {
+      for (const server of servers) server.child.kill("SIGTERM");
+      for (const server of servers) expect(await server.exited).toBe(0);
+    }
+    // A stopped server gives its worker id back.
+    expect((await heldGrants(table)).size).toBe(0);
   }, 120_000);
 
   it("leases a StatefulSet pod's ordinal exactly: a second pod of that ordinal is refused while the first holds it", async () => {

@@ -169,15 +169,20 @@ export async function holdUntilAllServe(
   );
 }
 
-/** `leaf store lift-fence RAISE_BY`, RAISE_BY the highest mark of `tag` that `labels` list. */
+/**
+ * `leaf store lift-fence RAISE_BY`, RAISE_BY the highest mark of `tag` that `labels` list; its
+ * answer (noted).
+ */
 export async function liftFenceByHighestMark(
   c: Cluster,
   family: Family,
   labels: string[],
   tag: string,
-): Promise<void> {
+): Promise<string> {
   const raiseBy = await highestMark(c, labels, tag);
-  c.note(`operator: ${await operatorCommand(c, family, ["lift-fence", raiseBy.toString()])}`);
+  const answer = await operatorCommand(c, family, ["lift-fence", raiseBy.toString()]);
+  c.note(`operator: ${answer}`);
+  return answer;
 }
 
 /**

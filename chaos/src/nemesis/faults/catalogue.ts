@@ -13,6 +13,7 @@ import { primaryKill } from "./primary-kill";
 import { redisPromoted } from "./redis-promoted";
 import { redisRestartEmpty } from "./redis-restart-empty";
 import { redisRestartSnapshot } from "./redis-restart-snapshot";
+import { redisResyncPromoted } from "./redis-resync-promoted";
 import { replicaPromoted } from "./replica-promoted";
 import { residueOutage } from "./residue-outage";
 import { rowLock } from "./row-lock";
@@ -53,6 +54,7 @@ export const CATALOGUE: readonly Fault[] = [
   redisRestartEmpty,
   redisPromoted,
   redisRestartSnapshot,
+  redisResyncPromoted,
   residueOutage,
   workerKill,
   workerPause,

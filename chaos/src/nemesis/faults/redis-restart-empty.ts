@@ -5,6 +5,7 @@
 // create-namespace` and the tag created again (the admin API) at the highest high-water mark the
 // servers list, or, when the namespace still exists, `leaf store lift-fence RAISE_BY` with that
 // mark. Held while every server runs, so that every node's mark is read.
+import { redisReplicaInSync, waitUntil } from "@leaf/testkit";
 import type { Cluster } from "../cluster";
 import type { Family } from "../families";
 import { operatorRecovers } from "../redis-segment";
@@ -23,9 +24,10 @@ export function redisSegmentResources(family: Family): string[] {
 
 /**
  * Starts the family's Redis again when it is down (a promoted replica made a master again). With
- * waitReplicas, waits (at most 20 s) until the replica synced with the restarted master again (a
- * full sync, after the master's 5 s diskless-sync delay): until then every write, the operator's
- * too, is refused as not replicated.
+ * waitReplicas, waits (at most 20 s) until its replica synced with it again (a full sync, after
+ * the 5 s diskless-sync delay): the set's replica, or, for a promoted replica, the old master that
+ * follows it (redis-resync-promoted). Until then every write, the operator's too, is refused as
+ * not replicated.
  */
 export async function restartRedis(c: Cluster, family: Family): Promise<void> {
   const store = c.store("redis");
@@ -34,11 +36,16 @@ export async function restartRedis(c: Cluster, family: Family): Promise<void> {
     await c.storeRestarted("redis");
   }
   const set = c.redisSet;
-  if (family.redisWaitReplicas && set && store === set.master) {
-    await set
-      .waitInSync(20_000)
-      .catch(() => c.note("the replica not in sync 20 s after the restart"));
-  }
+  if (!family.redisWaitReplicas || !set) return;
+  const synced =
+    store === set.master
+      ? set.waitInSync(20_000)
+      : waitUntil(
+          "the old master to follow the promoted replica again",
+          () => redisReplicaInSync(set.master.port, store.port),
+          20_000,
+        );
+  await synced.catch(() => c.note("the replica not in sync 20 s after the restart"));
 }
 
 export const redisRestartEmpty: Fault = {

@@ -42,26 +42,41 @@ function segmentOnResidue(urls: string[]) {
 const membersVia = (c: Cluster, label: string) => MEMBERS.map((kind) => c.urlOf(label, kind));
 
 /**
+ * The operator's `leaf-server --form-residue-set` over the family's databases `members` (in this
+ * order; reached straight, not through a server's proxy), its configuration written to `file` in
+ * the run folder: the exit code and the output, lines joined by "; ".
+ */
+export async function runFormResidueSet(
+  c: Cluster,
+  members: StoreKind[],
+  file: string,
+  createTable = false,
+): Promise<{ code: number | null; output: string }> {
+  const urls = members.map((kind) => (kind === "mysql" ? c.db!.url : c.pgDb!.url));
+  const config = serverConfig(NAME, segmentOnResidue(urls), snowflakeOff());
+  (config.segment as { residue: Record<string, unknown> }).residue.createTable = createTable;
+  const path = join(c.dir, file);
+  writeFileSync(path, JSON.stringify(config));
+  const run = await runNode(serverCli(), ["--form-residue-set", "--config", path], {
+    cwd: c.dir,
+    timeoutMs: 60_000,
+  });
+  return { code: run.code, output: `${run.stdout}${run.stderr}`.trim().replace(/\s*\n\s*/g, "; ") };
+}
+
+/**
  * Forms the residue set of the family's databases (their tables and tags made by `startStores`),
  * as an operator does once: `leaf-server --form-residue-set`, the databases reached straight. It
  * raises every tag in both above the highest max id of either and writes each one's residue.
  */
 export async function formResidueSetOf(c: Cluster): Promise<string> {
-  const file = join(c.dir, "form-residue-set.json");
-  const config = serverConfig(NAME, segmentOnResidue([c.db!.url, c.pgDb!.url]), snowflakeOff());
-  (config.segment as { residue: Record<string, unknown> }).residue.createTable = true;
-  writeFileSync(file, JSON.stringify(config));
-  const run = await runNode(serverCli(), ["--form-residue-set", "--config", file], {
-    cwd: c.dir,
-    timeoutMs: 60_000,
-  });
-  const output = `${run.stdout}${run.stderr}`.trim();
+  const run = await runFormResidueSet(c, MEMBERS, "form-residue-set.json", true);
   if (run.code !== 0) {
     throw new Error(
-      `[leaf] [nemesis] leaf-server --form-residue-set failed (${run.code}): ${output}`,
+      `[leaf] [nemesis] leaf-server --form-residue-set failed (${run.code}): ${run.output}`,
     );
   }
-  return output.replace(/\s*\n\s*/g, "; ");
+  return run.output;
 }
 
 export function segmentResidueFamily(): Family {

@@ -16,6 +16,7 @@ import { redisRestartSnapshot } from "./redis-restart-snapshot";
 import { redisResyncPromoted } from "./redis-resync-promoted";
 import { replicaPromoted } from "./replica-promoted";
 import { residueOutage } from "./residue-outage";
+import { residueReform } from "./residue-reform";
 import { rowLock } from "./row-lock";
 import { secondPod } from "./second-pod";
 import { serverKill } from "./server-kill";
@@ -56,6 +57,7 @@ export const CATALOGUE: readonly Fault[] = [
   redisRestartSnapshot,
   redisResyncPromoted,
   residueOutage,
+  residueReform,
   workerKill,
   workerPause,
   primaryKill,

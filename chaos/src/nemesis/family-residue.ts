@@ -1,8 +1,8 @@
 // The residue set's family: A, B, C on `segment.store=residue` over two independent databases, a
-// MariaDB (remainder 0: even ids) and a PostgreSQL (remainder 1: odd ids), each server reaching each
-// through a proxy of its own, so that a store fault or a link cut takes one database away from some
-// servers while the other still serves. The set is formed once before the servers start, as the
-// server README tells an operator (`leaf-server --form-residue-set`).
+// MariaDB (remainder 0: even ids) and a PostgreSQL (remainder 1: odd ids), each server reaching
+// each through a proxy of its own, so that a store fault or a link cut takes one database away from
+// some servers while the other still serves. The set is formed once before the servers start, as
+// the server README tells an operator (`leaf-server --form-residue-set`).
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { runNode } from "@leaf/testkit";

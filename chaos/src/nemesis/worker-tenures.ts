@@ -1,8 +1,8 @@
 // The lease invariant of snowflake ids, checked on the ids themselves: for each snowflake space and
 // worker id, two different server processes never issue ids dated in the same stretch of time. The
-// next holder of a worker id starts after the previous holder's last timestamp (or its horizon), and
-// a holder issues nothing past its fence, so the dates of one holder's ids and the next one's do not
-// overlap, whether or not an id happens to repeat.
+// next holder of a worker id starts after the previous holder's last timestamp (or its horizon),
+// and a holder issues nothing past its fence, so the dates of one holder's ids and the next one's
+// do not overlap, whether or not an id happens to repeat.
 //
 // A process is one start of a server (a restart is another process). A process may hold a worker
 // id, lose it and take it again later after another process held it in between (a leased registry
@@ -23,7 +23,9 @@ import type { Cluster } from "./cluster";
 import type { Family } from "./families";
 import type { Answer, History } from "./history";
 
-/** How the checker decodes snowflake ids: each server's layout, and whether a server is one process. */
+/**
+ * How the checker decodes snowflake ids: each server's layout, and whether a server is one process.
+ */
 export interface SnowflakeLayouts {
   /** The layout of each server that has snowflake on (by label). */
   layouts: ReadonlyMap<string, Layout>;
@@ -82,7 +84,10 @@ interface Tenure {
   firstAnswer: number;
   lastAnswer: number;
   ids: number;
-  /** Where each of its answers' ids start in the space's column (the ids of other worker ids skipped). */
+  /**
+   * Where each of its answers' ids start in the space's column (the ids of other worker ids
+   * skipped).
+   */
   offsets: number[];
 }
 

@@ -12,7 +12,9 @@ import { join } from "node:path";
 import type { Family } from "../families";
 import type { Fault } from "./fault";
 
-/** The embedded store's journal in a server's data folder (the server's default `dataDir/segments`). */
+/**
+ * The embedded store's journal in a server's data folder (the server's default `dataDir/segments`).
+ */
 const JOURNAL = join("segments", "leaf-segments.jsonl");
 
 /** The process each fault limited, so that a server restarted meanwhile is left alone. */

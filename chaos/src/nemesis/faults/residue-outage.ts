@@ -1,7 +1,7 @@
-// Every database of a residue set down at once, for 2-8 s: the first SIGKILLed, the other SIGSTOPped
-// (a dead one refuses at once, a stopped one leaves calls unanswered), then both back. The one
-// outage the set does not serve through: the server README documents 503 (SEGMENTS_EXHAUSTED) once
-// the ranges held run out, and ids again once a database answers.
+// Every database of a residue set down at once, for 2-8 s: the first SIGKILLed, the other
+// SIGSTOPped (a dead one refuses at once, a stopped one leaves calls unanswered), then both back.
+// The one outage the set does not serve through: the server README documents 503
+// (SEGMENTS_EXHAUSTED) once the ranges held run out, and ids again once a database answers.
 import type { StoreKind } from "../cluster";
 import type { Fault } from "./fault";
 

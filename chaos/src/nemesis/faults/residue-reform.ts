@@ -1,11 +1,11 @@
-// The operator's re-formings of a residue set that its rules refuse, on `segment-residue`, while the
-// servers run: `leaf-server --form-residue-set` run with the set's databases in another order and
-// nothing new (`same-size`), with one of them left out (a removal: `incomplete-set`), or twice at
-// once in opposite orders (the set's own order finds nothing to do, the other is refused) with the
-// refused list then run again, as an operator retries. Every run's answer is noted; a refused list
-// that is accepted breaks the promise `residue-set` (the segment README: a re-forming only adds
-// databases, and a database cannot be removed). The servers read the set at start, so one of them
-// is then restarted (SIGTERM, start): it must start and serve on the records the runs left.
+// The operator's re-formings of a residue set that its rules refuse, on `segment-residue`, while
+// the servers run: `leaf-server --form-residue-set` run with the set's databases in another order
+// and nothing new (`same-size`), with one of them left out (a removal: `incomplete-set`), or twice
+// at once in opposite orders (the set's own order finds nothing to do, the other is refused) with
+// the refused list then run again, as an operator retries. Every run's answer is noted; a refused
+// list that is accepted breaks the promise `residue-set` (the segment README: a re-forming only
+// adds databases, and a database cannot be removed). The servers read the set at start, so one of
+// them is then restarted (SIGTERM, start): it must start and serve on the records the runs left.
 import type { Cluster, StoreKind } from "../cluster";
 import type { Family } from "../families";
 import { runFormResidueSet } from "../family-residue";

@@ -36,5 +36,6 @@ export const SHORT_FORM: readonly ShortFormRun[] = [
   },
   // PostgreSQL: seed 13 promotes a replica that missed A, B and C's ranges (they must refuse it,
   // the restarted ones by their marks), then kills a server, cuts links, kills the promoted one.
-  { family: "segment-postgres", seed: 13, seconds: 35, exclude: [] },
+  // row-lock and max-id-back on PostgreSQL came later: left out so that seed 13 still draws these.
+  { family: "segment-postgres", seed: 13, seconds: 35, exclude: ["row-lock", "max-id-back"] },
 ];

@@ -1,26 +1,14 @@
-// The tag's max_id moved back (issue 32): set to 1 in SQL under load (an operator's mistake, a
-// restored backup), and for half the draws one server restarted (SIGTERM, start) meanwhile, for
-// 3-8 s; then max_id is put back to at least where it was. Each node keeps the end of the highest
-// range it took per tag in its data folder (kept across restarts) and must refuse a row below it
-// with CORRUPT_DATA instead of handing out the ids it already answered, before and after a restart.
-import mysql from "mysql2/promise";
-import type { Cluster } from "../cluster";
+// The tag's max_id moved back (issue 32), on the family's MariaDB or PostgreSQL (issue 28, item
+// 5): set to 1 in SQL under load (an operator's mistake, a restored backup), and for half the draws
+// one server restarted (SIGTERM, start) meanwhile, for 3-8 s; then max_id is put back to at least
+// where it was. Each node keeps the end of the highest range it took per tag in its data folder
+// (kept across restarts) and must refuse a row below it with CORRUPT_DATA instead of handing out
+// the ids it already answered, before and after a restart.
 import { type Fault, NO_ANSWER } from "./fault";
+import { SQL_NAMES, sqlSession, sqlTagOf } from "./sql-row";
 
 /** The max_id each tag had before the fault, to put back. */
 const saved = new Map<string, bigint>();
-
-async function connect(c: Cluster): Promise<mysql.Connection> {
-  const handle = c.store("mysql") as unknown as {
-    connectionOptions(database?: string): mysql.ConnectionOptions;
-  };
-  return mysql.createConnection({
-    ...handle.connectionOptions(c.db!.database),
-    connectTimeout: 2000,
-    supportBigNumbers: true,
-    bigNumberStrings: true,
-  });
-}
 
 export const maxIdBack: Fault = {
   name: "max-id-back",
@@ -29,29 +17,44 @@ export const maxIdBack: Fault = {
   // Not on a residue set: it keeps no high-water marks, and a database's max id moved back is
   // covered only for the nodes that took ranges from it before (segment README: a database
   // restored from a backup hands out its class again).
-  targets: (family) => (family.mysqlTag && !family.residue ? [family.mysqlTag] : []),
+  targets: (family) => {
+    const sql = sqlTagOf(family);
+    return sql && !family.residue ? [sql.tag] : [];
+  },
   resources: (target, family) => [
     `row:${target}`,
     `admin:${target}`,
     ...family.servers
-      .filter((s) => !s.spare && s.links.includes("mysql"))
+      .filter((s) => !s.spare && s.links.includes(sqlTagOf(family)!.store))
       .map((s) => `process:${s.label}`),
   ],
   durationMs: [3000, 8000],
   params: (rng) => ({ restart: rng.pick(["none", "A", "B", "C"]) }),
-  async start(c, _family, target, params) {
-    if (!c.store("mysql").running) return false;
-    const conn = await connect(c).catch(() => undefined);
-    if (!conn) return false;
+  async start(c, family, target, params) {
+    const { store } = sqlTagOf(family)!;
+    if (!c.store(store).running) return false;
+    const session = await sqlSession(c, store).catch(() => undefined);
+    if (!session) return false;
     try {
-      const [rows] = await conn.query("SELECT max_id FROM leaf_alloc WHERE biz_tag = ?", [target]);
-      const row = (rows as Array<{ max_id: string }>)[0];
-      if (!row) return false;
-      saved.set(target, BigInt(row.max_id));
-      await conn.query("UPDATE leaf_alloc SET max_id = 1 WHERE biz_tag = ?", [target]);
-      c.note(`${target}'s max_id set back from ${row.max_id} to 1 (SQL)`);
+      // Read and set back under the row's lock: a range taken between a plain read and the write
+      // would be above the max_id put back at the end, and handed out again after it.
+      const before = await session.lockRow(target).catch(() => undefined);
+      if (before === undefined) return false;
+      // From here the row may be moved back whatever the answer: the fault runs, and stop() puts
+      // max_id back to at least `before`.
+      saved.set(target, before);
+      const outcome = await session
+        .setMaxId(target, 1n)
+        .then(() => session.commit())
+        .then(
+          () => "",
+          (error: Error) => ` (the commit's outcome unknown: ${error.message})`,
+        );
+      c.note(
+        `${target}'s max_id set back from ${before} to 1 on ${SQL_NAMES[store]} (SQL)${outcome}`,
+      );
     } finally {
-      conn.destroy();
+      session.close();
     }
     const label = String(params.restart);
     if (label !== "none" && c.server(label).running) {
@@ -70,14 +73,11 @@ export const maxIdBack: Fault = {
       const deadline = performance.now() + 60_000;
       for (let attempt = 1; ; attempt++) {
         try {
-          const conn = await connect(c);
+          const session = await sqlSession(c, sqlTagOf(family)!.store);
           try {
-            await conn.query(
-              "UPDATE leaf_alloc SET max_id = GREATEST(max_id, ?) WHERE biz_tag = ?",
-              [before.toString(), target],
-            );
+            await session.raiseMaxId(target, before);
           } finally {
-            conn.destroy();
+            session.close();
           }
           c.note(`${target}'s max_id put back to at least ${before} (attempt ${attempt})`);
           break;

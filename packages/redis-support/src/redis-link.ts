@@ -22,7 +22,10 @@ export function luaScript(source: string): LuaScript {
  * have lost writes since the marker was written, and returns `reason, run_id, replid, uptime_ms,
  * promoted, replid2` (`promoted`: this process was promoted from a replica, see below; a
  * `'restarted'` process that is promoted is a failover to a replica that had the marker; `replid2`:
- * the replication id this process had before its promotion, see below):
+ * the replication id this process had before its promotion, see below), then `role` (`master` or
+ * `slave`: a script on a writable replica writes only there), `offset` (`master_repl_offset`),
+ * `backlog` (`'1'` while the process keeps a replication backlog) and `input`
+ * (`total_net_repl_input_bytes`, nil before Redis 7):
  *
  * - `'restarted'`: the marker names another process (a restart, a restore from an older snapshot,
  *   or a failover to a replica that had the marker);
@@ -32,6 +35,15 @@ export function luaScript(source: string): LuaScript {
  *   master while it was a replica);
  * - `'missing'`: no marker otherwise (new data, or a restart that lost everything: `uptime_ms` says
  *   how long ago);
+ * - `'resynced'`, only for a caller that passes what it recorded at its last write: the marker
+ *   names this process, but the process was a replica since. On Redis 7 and later, INFO's
+ *   `total_net_repl_input_bytes` (bytes read from a master over the process's life; a master reads
+ *   none) is not the recorded one (`marked_input`): it read from a master since, and a full re-sync
+ *   replaces its data. The marker may itself be an older copy that came with that data: its count
+ *   is then older still, so this holds. Without that field (Redis 6): its replication id changed
+ *   without a promotion, and its offset went back or it kept a backlog then (`marked_offset`,
+ *   `marked_backlog`); a master changes its replication id by itself only when it creates a backlog
+ *   for a first replica or frees it after `repl-backlog-ttl` with none;
  * - `nil`: nothing lost that the marker can see.
  *
  * `uptime_ms` is never longer than the truth: INFO's `uptime_in_seconds` is the current second
@@ -54,7 +66,8 @@ export function luaScript(source: string): LuaScript {
  * flushed database on the same running process are not seen.
  */
 export const REDIS_TAKEOVER_LUA = `
-local function leaf_redis_takeover(marked_run_id, marked_replid)
+local function leaf_redis_takeover(marked_run_id, marked_replid, marked_offset, marked_backlog,
+    marked_input)
   local server = redis.call('INFO', 'server')
   local run_id = string.match(server, 'run_id:(%w+)') or 'unknown'
   local uptime_s = tonumber(string.match(server, 'uptime_in_seconds:(%d+)')) or 0
@@ -65,6 +78,10 @@ local function leaf_redis_takeover(marked_run_id, marked_replid)
   local replid2 = string.match(replication, 'master_replid2:(%w+)') or ''
   local second_offset = string.match(replication, 'second_repl_offset:(%-?%d+)')
   local promoted = second_offset ~= nil and second_offset ~= '-1'
+  local role = string.match(replication, 'role:(%a+)') or 'master'
+  local offset = string.match(replication, 'master_repl_offset:(%d+)') or '0'
+  local backlog = string.match(replication, 'repl_backlog_active:(%d)') or '0'
+  local input = string.match(redis.call('INFO', 'stats'), 'total_net_repl_input_bytes:(%d+)')
   local reason = nil
   if marked_run_id ~= run_id then
     if marked_run_id then
@@ -74,10 +91,17 @@ local function leaf_redis_takeover(marked_run_id, marked_replid)
     else
       reason = 'missing'
     end
-  elseif promoted and replid ~= '' and replid ~= marked_replid then
-    reason = 'promoted'
+  elseif input and marked_input and input ~= marked_input then
+    reason = 'resynced'
+  elseif replid ~= '' and replid ~= marked_replid then
+    if promoted then
+      reason = 'promoted'
+    elseif not (input and marked_input) and marked_offset and
+        (tonumber(offset) < (tonumber(marked_offset) or 0) or marked_backlog == '1') then
+      reason = 'resynced'
+    end
   end
-  return reason, run_id, replid, uptime_ms, promoted, replid2
+  return reason, run_id, replid, uptime_ms, promoted, replid2, role, offset, backlog, input
 end
 `;
 

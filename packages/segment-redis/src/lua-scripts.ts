@@ -38,6 +38,14 @@ local function below(a, b)
   if #a ~= #b then return #a < #b end
   return a < b
 end
+local function stamp()
+  local replication = redis.call('INFO', 'replication')
+  local input = string.match(redis.call('INFO', 'stats'), 'total_net_repl_input_bytes:(%d+)')
+  return 'written_ms', ms(now_ms),
+    'repl_offset', string.match(replication, 'master_repl_offset:(%d+)') or '0',
+    'backlog', string.match(replication, 'repl_backlog_active:(%d)') or '0',
+    'repl_input', input or ''
+end
 `;
 
 /**
@@ -82,12 +90,16 @@ end
  */
 const MARKER_CHECK = `${HELPERS}
 local marker = redis.call('HMGET', marker_key, 'run_id', 'replid', 'wait_replicas', 'fence_reason',
-  'fenced_at_ms', 'written_ms')
+  'fenced_at_ms', 'written_ms', 'repl_offset', 'backlog', 'repl_input')
 if not marker[1] then return fail('MISSING', {}) end
 if marker[3] ~= ARGV[1] then return fail('SETTINGS', {wait_replicas = marker[3] or ''}) end
 if marker[4] then return fail('FENCED', {reason = marker[4], at = marker[5] or ''}) end
-local takeover, run_id, replid, uptime_ms, promoted, replid2 =
-  leaf_redis_takeover(marker[1], marker[2])
+local takeover, run_id, replid, uptime_ms, promoted, replid2, role =
+  leaf_redis_takeover(marker[1], marker[2], marker[7], marker[8], marker[9] ~= '' and marker[9])
+if role ~= 'master' then
+  return redis.error_reply('READONLY leaf segment-redis: this Redis is a replica (' .. role ..
+    '), written to only if replica-read-only is off; ranges are taken on the master only')
+end
 if takeover then
   local written_ms = marker[6] and string.find(marker[6], '^%d+$') and tonumber(marker[6])
   local started_ms = now_ms - uptime_ms
@@ -95,12 +107,12 @@ if takeover then
   local followed = marker[2] ~= nil and marker[2] ~= '' and replid2 == marker[2]
   if promoted and running and followed and (tonumber(marker[3]) or 0) >= 1 then
     redis.call('HSET', marker_key, 'run_id', run_id, 'replid', replid, 'accepted_reason', takeover,
-      'accepted_at_ms', ms(now_ms), 'accepted_run_id', marker[1], 'written_ms', ms(now_ms))
+      'accepted_at_ms', ms(now_ms), 'accepted_run_id', marker[1], stamp())
     redis.log(redis.LOG_WARNING, 'leaf segment-redis: marker ' .. marker_key .. ' ' .. takeover ..
       ': accepted, every write waited for ' .. marker[3] .. ' replicas')
   else
     redis.call('HSET', marker_key, 'run_id', run_id, 'replid', replid, 'fence_reason', takeover,
-      'fenced_at_ms', ms(now_ms), 'fenced_run_id', marker[1], 'written_ms', ms(now_ms))
+      'fenced_at_ms', ms(now_ms), 'fenced_run_id', marker[1], stamp())
     local why = ''
     if promoted and not running then
       why = ' (started at ' .. ms(started_ms) .. ' ms, after the last write of the marker it ' ..
@@ -109,6 +121,9 @@ if takeover then
       why = ' (promoted from replication id ' .. replid2 .. ', not the one the marker recorded, ' ..
         tostring(marker[2]) .. ': it re-synced from another history, such as a master restarted ' ..
         'from an older snapshot)'
+    elseif takeover == 'resynced' then
+      why = ' (the same process was a replica since the marker was written: it read from a ' ..
+        'master, and a full re-sync replaces its data)'
     end
     redis.log(redis.LOG_WARNING, 'leaf segment-redis: marker ' .. marker_key .. ' ' .. takeover ..
       why .. ': ranges handed out before may be missing, every call refused until the fence is ' ..
@@ -116,7 +131,7 @@ if takeover then
     return fail('FENCED', {reason = takeover, at = ms(now_ms)})
   end
 elseif replid ~= marker[2] then
-  redis.call('HSET', marker_key, 'replid', replid, 'written_ms', ms(now_ms))
+  redis.call('HSET', marker_key, 'replid', replid, stamp())
 end
 `;
 
@@ -169,7 +184,7 @@ end
 local new_max = redis.call('HGET', tag_key, 'max_id')
 local version = redis.call('HINCRBY', tag_key, 'version', 1)
 redis.call('HSET', tag_key, 'updated_ms', ms(now_ms))
-redis.call('HSET', marker_key, 't:' .. tag, new_max, 'written_ms', ms(now_ms))
+redis.call('HSET', marker_key, 't:' .. tag, new_max, stamp())
 return {new_max, ms(stored_step), ms(version), run_id}
 `);
 
@@ -188,7 +203,7 @@ if row[1] ~= ARGV[4] or version ~= ARGV[5] or (high and high ~= ARGV[4]) then
 end
 local next_version = redis.call('HINCRBY', tag_key, 'version', 1)
 redis.call('HSET', tag_key, 'max_id', ARGV[3], 'updated_ms', ms(now_ms))
-redis.call('HSET', marker_key, 't:' .. tag, ARGV[3], 'written_ms', ms(now_ms))
+redis.call('HSET', marker_key, 't:' .. tag, ARGV[3], stamp())
 return {'given', ms(next_version)}
 `);
 
@@ -218,7 +233,7 @@ if ARGV[6] == '1' then
   description = ARGV[5]
   redis.call('HSET', tag_key, 'description', description)
 end
-redis.call('HSET', marker_key, 't:' .. tag, ARGV[3], 'written_ms', ms(now_ms))
+redis.call('HSET', marker_key, 't:' .. tag, ARGV[3], stamp())
 return {ARGV[3], ARGV[4], description, ms(now_ms)}
 `);
 
@@ -228,7 +243,7 @@ return {ARGV[3], ARGV[4], description, ms(now_ms)}
  */
 export const UPDATE_STEP_SCRIPT = luaScript(`${MARKER_CHECK}${READ_ROW}
 redis.call('HSET', tag_key, 'step', ARGV[3], 'updated_ms', ms(now_ms))
-redis.call('HSET', marker_key, 'written_ms', ms(now_ms))
+redis.call('HSET', marker_key, stamp())
 return {row[1] or '', ARGV[3], row[4], ms(now_ms)}
 `);
 
@@ -254,7 +269,7 @@ local recorded = row[1]
 for _, other in ipairs({high or '0', deleted or '0'}) do
   if below(recorded, other) then recorded = other end
 end
-redis.call('HSET', marker_key, 'd:' .. tag, recorded, 'written_ms', ms(now_ms))
+redis.call('HSET', marker_key, 'd:' .. tag, recorded, stamp())
 redis.call('HDEL', marker_key, 't:' .. tag)
 redis.call('DEL', tag_key)
 return {row[1], row[2] or '', row[3], row[4], recorded}
@@ -310,7 +325,7 @@ for i = 3, #ARGV do
 end
 local _, run_id, replid = leaf_redis_takeover(false, false)
 redis.call('HSET', marker_key, 'run_id', run_id, 'replid', replid, 'wait_replicas', ARGV[1],
-  'created_at_ms', ms(now_ms), 'written_ms', ms(now_ms))
+  'created_at_ms', ms(now_ms), stamp())
 for i = 1, #found, 2 do redis.call('HSET', marker_key, 't:' .. found[i], found[i + 1]) end
 redis.log(redis.LOG_NOTICE, 'leaf segment-redis: namespace marker ' .. marker_key .. ' created, ' ..
   (#found / 2) .. ' tag keys found recorded')
@@ -381,7 +396,7 @@ for _, entry in ipairs(plan) do
 end
 local _, run_id, replid = leaf_redis_takeover(marker[1], marker[2])
 redis.call('HSET', marker_key, 'run_id', run_id, 'replid', replid, 'last_fence_reason', marker[4],
-  'lifted_at_ms', ms(now_ms), 'lifted_raise_by', raise_by, 'written_ms', ms(now_ms))
+  'lifted_at_ms', ms(now_ms), 'lifted_raise_by', raise_by, stamp())
 redis.call('HDEL', marker_key, 'fence_reason', 'fenced_at_ms', 'fenced_run_id')
 redis.log(redis.LOG_WARNING, 'leaf segment-redis: fence of ' .. marker_key .. ' lifted, ' .. raised ..
   ' tags raised by ' .. raise_by)

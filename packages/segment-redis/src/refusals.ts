@@ -222,6 +222,9 @@ const TAKEOVER_WHY: Record<string, string> = {
     "snapshot, or a failover to a replica)",
   promoted:
     "it was promoted from a replica, and may have missed the last writes of the master it replaced",
+  resynced:
+    "it is the process that wrote the marker, but it was a replica since (it read from a master: a " +
+    "full re-sync replaces its data) and is master again",
 };
 
 /** The namespace is fenced after a restart or failover that may have lost writes. */

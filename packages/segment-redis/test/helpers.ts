@@ -5,6 +5,7 @@
 // would: that is how a Redis that lost writes would repeat ids if the store let it.
 import { randomBytes } from "node:crypto";
 import { ErrorCodes, isLeafError } from "@leaf/core";
+import type { SegmentRange } from "@leaf/segment";
 import { countRepeatedIds, IdLog } from "@leaf/testkit";
 import type { RedisSegmentStore } from "../src/index";
 
@@ -155,4 +156,29 @@ export function repeatedIds(loads: readonly RangeLoad[]): {
     if (top !== undefined && top > highest) highest = top;
   }
   return { total, duplicates, highest };
+}
+
+/** Pushes every id of `range` to `ids`. */
+export function collectRange(ids: bigint[], range: SegmentRange): void {
+  for (let id = range.start; id < range.end; id++) ids.push(id);
+}
+
+/**
+ * Takes up to `count` ranges of `tag`, collecting their ids: "answered", or the outcome of the
+ * first refusal (nothing taken after it).
+ */
+export async function takeRanges(
+  store: RedisSegmentStore,
+  tag: string,
+  ids: bigint[],
+  count: number,
+): Promise<string> {
+  for (let i = 0; i < count; i++) {
+    try {
+      collectRange(ids, await store.takeRange(tag));
+    } catch (error) {
+      return outcomeOf(error);
+    }
+  }
+  return "answered";
 }

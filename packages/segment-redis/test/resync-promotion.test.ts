@@ -10,7 +10,6 @@
 // The control: a replica restarted and re-synced from the live master, then promoted, is still
 // accepted (its history is the marked master's), and nothing is handed out twice.
 
-import type { SegmentRange } from "@leaf/segment";
 import {
   countRepeatedIds,
   type RedisReplicaSet,
@@ -21,7 +20,7 @@ import {
 } from "@leaf/testkit";
 import { afterEach, describe, expect, it } from "vitest";
 import { RedisSegmentStore } from "../src/index";
-import { freshNamespace, outcomeOf, sleep } from "./helpers";
+import { collectRange, freshNamespace, sleep, takeRanges } from "./helpers";
 
 let set: RedisReplicaSet | undefined;
 
@@ -29,22 +28,6 @@ afterEach(async () => {
   await set?.dispose();
   set = undefined;
 });
-
-function collect(ids: bigint[], range: SegmentRange): void {
-  for (let id = range.start; id < range.end; id++) ids.push(id);
-}
-
-/** Takes up to `count` ranges of "t", collecting their ids; the outcome of the first refusal. */
-async function takeRanges(store: RedisSegmentStore, ids: bigint[], count: number) {
-  for (let i = 0; i < count; i++) {
-    try {
-      collect(ids, await store.takeRange("t"));
-    } catch (error) {
-      return outcomeOf(error);
-    }
-  }
-  return "answered";
-}
 
 async function replicasLinked(replicaPorts: number[]): Promise<boolean> {
   for (const port of replicaPorts) {
@@ -65,9 +48,9 @@ describe("a promoted replica that re-synced (waitReplicas 1, two replicas)", () 
     await admin.createNamespace();
     await admin.createTag({ tag: "t", step: 100 });
     const ids: bigint[] = [];
-    collect(ids, await admin.takeRange("t"));
+    collectRange(ids, await admin.takeRange("t"));
     expect(await redisCommand(master.port, "SAVE")).toBe("OK");
-    expect(await takeRanges(admin, ids, 5)).toBe("answered");
+    expect(await takeRanges(admin, "t", ids, 5)).toBe("answered");
     await admin.close();
     await master.kill();
     await master.start();
@@ -86,7 +69,7 @@ describe("a promoted replica that re-synced (waitReplicas 1, two replicas)", () 
     expect(rolledBack).toBe("101");
     const promoted = await set.promote(0);
     const after = open(promoted.url);
-    const outcome = await takeRanges(after, ids, 10);
+    const outcome = await takeRanges(after, "t", ids, 10);
     const state = await after.inspect();
     await after.close();
     const count = countRepeatedIds([BigInt64Array.from(ids)]);
@@ -109,7 +92,7 @@ describe("a promoted replica that re-synced (waitReplicas 1, two replicas)", () 
     await admin.createNamespace();
     await admin.createTag({ tag: "t", step: 100 });
     const ids: bigint[] = [];
-    expect(await takeRanges(admin, ids, 3)).toBe("answered");
+    expect(await takeRanges(admin, "t", ids, 3)).toBe("answered");
     const replica = set.replicas[0]!;
     await replica.kill();
     await replica.start(); // it follows the master again through its link, as before
@@ -117,12 +100,12 @@ describe("a promoted replica that re-synced (waitReplicas 1, two replicas)", () 
     // Its start is known to the second only (counted from the second's end): the next writes come
     // in a later second, so the replica was running when they were made.
     await sleep(1100);
-    expect(await takeRanges(admin, ids, 3)).toBe("answered");
+    expect(await takeRanges(admin, "t", ids, 3)).toBe("answered");
     await set.waitInSync();
     await admin.close();
     const promoted = await set.promote(0);
     const after = open(promoted.url);
-    const outcome = await takeRanges(after, ids, 3);
+    const outcome = await takeRanges(after, "t", ids, 3);
     const state = await after.inspect();
     await after.close();
     const count = countRepeatedIds([BigInt64Array.from(ids)]);

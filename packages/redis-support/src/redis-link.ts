@@ -40,10 +40,12 @@ export function luaScript(source: string): LuaScript {
  *   `total_net_repl_input_bytes` (bytes read from a master over the process's life; a master reads
  *   none) is not the recorded one (`marked_input`): it read from a master since, and a full re-sync
  *   replaces its data. The marker may itself be an older copy that came with that data: its count
- *   is then older still, so this holds. Without that field (Redis 6): its replication id changed
- *   without a promotion, and its offset went back or it kept a backlog then (`marked_offset`,
- *   `marked_backlog`); a master changes its replication id by itself only when it creates a backlog
- *   for a first replica or frees it after `repl-backlog-ttl` with none;
+ *   is then older still, so this holds, unless `CONFIG RESETSTAT` set the count back to the one
+ *   recorded. So also (and on Redis 6, which has no such count): its replication id changed without
+ *   a promotion, and its offset went back or it kept a backlog at the last write (`marked_offset`,
+ *   `marked_backlog`). A master changes its replication id by itself only when it creates a backlog
+ *   for a first replica (not `resynced`) or frees it after `repl-backlog-ttl` with none (`resynced`:
+ *   a false alarm, the price of telling the rest);
  * - `nil`: nothing lost that the marker can see.
  *
  * `uptime_ms` is never longer than the truth: INFO's `uptime_in_seconds` is the current second
@@ -96,7 +98,7 @@ local function leaf_redis_takeover(marked_run_id, marked_replid, marked_offset, 
   elseif replid ~= '' and replid ~= marked_replid then
     if promoted then
       reason = 'promoted'
-    elseif not (input and marked_input) and marked_offset and
+    elseif marked_offset and
         (tonumber(offset) < (tonumber(marked_offset) or 0) or marked_backlog == '1') then
       reason = 'resynced'
     end

@@ -8,7 +8,9 @@
 // master (INFO's total_net_repl_input_bytes, Redis 7): a master reads none, so a count other than
 // the recorded one means the process was a replica since, and it is fenced (`resynced`). A script on a
 // writable replica (`replica-read-only no`) wrote there and answered: 500 of 1,100 ids twice; a
-// script on a replica is now refused (READONLY).
+// script on a replica is now refused (READONLY). CONFIG RESETSTAT sets that count back to 0; the
+// replication-id rule still tells then: a new replication id not linked to the recorded one, on a
+// process that kept a backlog at the last write (or whose offset went back), is `resynced` too.
 //
 // The control: a master that had no replica when the namespace was written gets its first one
 // (Redis takes a new replication id then, with the offset kept): not fenced.
@@ -106,7 +108,11 @@ describe("the process that wrote the marker, given older data", () => {
     expect(fence?.reason).toBe("resynced");
   }, 120_000);
 
-  it.each(["a writable replica", "master again, backlog freed"])(
+  it.each([
+    "a writable replica",
+    "master again, backlog freed",
+    "master again, CONFIG RESETSTAT, backlog freed",
+  ])(
     "waitReplicas 0: the old master re-synced from a promoted replica that missed ranges, then %s: refused; 0 ids twice",
     async (ending) => {
       set = await startRedisReplicaSet({ replicas: 1 });
@@ -136,6 +142,9 @@ describe("the process that wrote the marker, given older data", () => {
       );
       if (!writable) {
         expect(await redisCommand(master.port, "REPLICAOF", "NO", "ONE")).toBe("OK");
+        // CONFIG RESETSTAT sets the bytes read from a master back to 0, as the marker recorded:
+        // the replication-id rule tells (it kept a backlog at the last write). Found by an attacker.
+        if (ending.includes("RESETSTAT")) await redisCommand(master.port, "CONFIG", "RESETSTAT");
         await freeBacklog(master.port);
       }
       const { outcome, count } = await takeAfter(master.url, namespace, 0, ids);

@@ -66,27 +66,39 @@ async function takeAfter(url: string, namespace: string, waitReplicas: number, i
   return { outcome, fence: state?.fence, count };
 }
 
+/**
+ * A master with one replica (through its link), a namespace with tag "t" (step 100), and one range
+ * taken and held by the replica: the ids so far, and the store that took them.
+ */
+async function oneRangeReplicated(label: string, waitReplicas: number) {
+  set = await startRedisReplicaSet({ replicas: 1 });
+  await set.waitInSync();
+  const [master, replica] = [set.master, set.replicas[0]!];
+  const namespace = freshNamespace(label);
+  const admin = new RedisSegmentStore({ url: master.url, namespace, waitReplicas });
+  await admin.createNamespace();
+  await admin.createTag({ tag: "t", step: 100 });
+  const ids: bigint[] = [];
+  expect(await takeRanges(admin, "t", ids, 1)).toBe("answered");
+  await waitUntil(
+    "the replica to hold 101",
+    async () => (await maxIdOn(replica.port, namespace)) === "101",
+  );
+  return { master, replica, link: set.links[0]!, namespace, admin, ids };
+}
+
 describe("the process that wrote the marker, given older data", () => {
   it("waitReplicas 1: the master re-synced from its replica restarted from an older snapshot, master again, backlog freed: README says fenced (resynced); 0 ids twice", async () => {
-    set = await startRedisReplicaSet({ replicas: 1 });
-    await set.waitInSync();
-    const [master, replica] = [set.master, set.replicas[0]!];
-    const namespace = freshNamespace("same-resync");
-    const admin = new RedisSegmentStore({ url: master.url, namespace, waitReplicas: 1 });
-    await admin.createNamespace();
-    await admin.createTag({ tag: "t", step: 100 });
-    const ids: bigint[] = [];
-    expect(await takeRanges(admin, "t", ids, 1)).toBe("answered");
-    await waitUntil(
-      "the replica to hold 101",
-      async () => (await maxIdOn(replica.port, namespace)) === "101",
+    const { master, replica, link, namespace, admin, ids } = await oneRangeReplicated(
+      "same-resync",
+      1,
     );
     expect(await redisCommand(replica.port, "SAVE")).toBe("OK");
     expect(await takeRanges(admin, "t", ids, 5)).toBe("answered"); // each acknowledged by it
     await admin.close();
     const runId = await redisInfoField(master.port, "server", "run_id");
     // The replica crashes, comes back from its snapshot cut off, and is made a master.
-    set.links[0]!.cutOff();
+    link.cutOff();
     await replica.kill();
     await replica.start();
     expect(await redisCommand(replica.port, "REPLICAOF", "NO", "ONE")).toBe("OK");
@@ -115,20 +127,11 @@ describe("the process that wrote the marker, given older data", () => {
   ])(
     "waitReplicas 0: the old master re-synced from a promoted replica that missed ranges, then %s: refused; 0 ids twice",
     async (ending) => {
-      set = await startRedisReplicaSet({ replicas: 1 });
-      await set.waitInSync();
-      const [master, replica] = [set.master, set.replicas[0]!];
-      const namespace = freshNamespace("same-stale");
-      const admin = new RedisSegmentStore({ url: master.url, namespace, waitReplicas: 0 });
-      await admin.createNamespace();
-      await admin.createTag({ tag: "t", step: 100 });
-      const ids: bigint[] = [];
-      expect(await takeRanges(admin, "t", ids, 1)).toBe("answered");
-      await waitUntil(
-        "the replica to hold 101",
-        async () => (await maxIdOn(replica.port, namespace)) === "101",
+      const { master, replica, link, namespace, admin, ids } = await oneRangeReplicated(
+        "same-stale",
+        0,
       );
-      set.links[0]!.cutOff();
+      link.cutOff();
       expect(await takeRanges(admin, "t", ids, 5)).toBe("answered"); // the replica misses these
       await admin.close();
       expect(await redisCommand(replica.port, "REPLICAOF", "NO", "ONE")).toBe("OK");

@@ -38,10 +38,10 @@ export function luaScript(source: string): LuaScript {
  * - `'resynced'`, only for a caller that passes what it recorded at its last write: the marker
  *   names this process, but the process was a replica since. On Redis 7 and later, INFO's
  *   `total_net_repl_input_bytes` (bytes read from a master over the process's life; a master reads
- *   none) is not the recorded one (`marked_input`): it read from a master since, and a full re-sync
- *   replaces its data. The marker may itself be an older copy that came with that data: its count
- *   is then older still, so this holds, unless `CONFIG RESETSTAT` set the count back to the one
- *   recorded. So also (and on Redis 6, which has no such count): its replication id changed without
+ *   none) is above the recorded one (`marked_input`): it read from a master since, and a full
+ *   re-sync replaces its data. The marker may itself be an older copy that came with that data:
+ *   its count is then lower still, so this holds, unless `CONFIG RESETSTAT` set the count back
+ *   (a count below the recorded one is a reset: nothing is told from it). So also (and on Redis 6, which has no such count): its replication id changed without
  *   a promotion, and its offset went back or it kept a backlog at the last write (`marked_offset`,
  *   `marked_backlog`). A master changes its replication id by itself only when it creates a backlog
  *   for a first replica (not `resynced`) or frees it after `repl-backlog-ttl` with none (`resynced`:
@@ -93,7 +93,7 @@ local function leaf_redis_takeover(marked_run_id, marked_replid, marked_offset, 
     else
       reason = 'missing'
     end
-  elseif input and marked_input and input ~= marked_input then
+  elseif input and marked_input and tonumber(input) > (tonumber(marked_input) or 0) then
     reason = 'resynced'
   elseif replid ~= '' and replid ~= marked_replid then
     if promoted then

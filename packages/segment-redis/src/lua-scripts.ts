@@ -61,7 +61,9 @@ end
  *
  * When the marker names another process (`restarted`: a restart, a restore, a failover to a
  * replica that had the marker) or this process promoted while it missed writes (`promoted`),
- * ranges acknowledged before may be missing here. That is accepted only when this process was
+ * ranges acknowledged before may be missing here. That is accepted only when the marker names
+ * another process (`restarted`; the marker's own process that was a replica since, `promoted` or
+ * `resynced`, took its data from elsewhere and is always fenced) and this process was
  * promoted from a replica and the namespace's every write waited for waitReplicas (at least 1)
  * replicas: the replica promoted had them all, if waitReplicas counts every replica that may be
  * promoted. Otherwise the namespace is fenced (LEAF_FENCED): every call is refused until an
@@ -105,7 +107,8 @@ if takeover then
   local started_ms = now_ms - uptime_ms
   local running = written_ms and started_ms <= written_ms
   local followed = marker[2] ~= nil and marker[2] ~= '' and replid2 == marker[2]
-  if promoted and running and followed and (tonumber(marker[3]) or 0) >= 1 then
+  if takeover == 'restarted' and promoted and running and followed and
+      (tonumber(marker[3]) or 0) >= 1 then
     redis.call('HSET', marker_key, 'run_id', run_id, 'replid', replid, 'accepted_reason', takeover,
       'accepted_at_ms', ms(now_ms), 'accepted_run_id', marker[1], stamp())
     redis.log(redis.LOG_WARNING, 'leaf segment-redis: marker ' .. marker_key .. ' ' .. takeover ..

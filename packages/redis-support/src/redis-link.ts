@@ -41,11 +41,12 @@ export function luaScript(source: string): LuaScript {
  *   none) is above the recorded one (`marked_input`): it read from a master since, and a full
  *   re-sync replaces its data. The marker may itself be an older copy that came with that data:
  *   its count is then lower still, so this holds, unless `CONFIG RESETSTAT` set the count back
- *   (a count below the recorded one is a reset: nothing is told from it). So also (and on Redis 6, which has no such count): its replication id changed without
- *   a promotion, and its offset went back or it kept a backlog at the last write (`marked_offset`,
- *   `marked_backlog`). A master changes its replication id by itself only when it creates a backlog
- *   for a first replica (not `resynced`) or frees it after `repl-backlog-ttl` with none (`resynced`:
- *   a false alarm, the price of telling the rest);
+ *   (a count below the recorded one is a reset: nothing is told from it). So also (and on Redis 6,
+ *   which has no such count): its replication id changed without a promotion, and its offset went
+ *   back or it kept a backlog at the last write (`marked_offset`, `marked_backlog`). A master
+ *   changes its replication id by itself only when it creates a backlog for a first replica (not
+ *   `resynced`) or frees it after `repl-backlog-ttl` with none (`resynced`: a false alarm, the
+ *   price of telling the rest);
  * - `nil`: nothing lost that the marker can see.
  *
  * `uptime_ms` is never longer than the truth: INFO's `uptime_in_seconds` is the current second

@@ -7,7 +7,7 @@
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { RedisSegmentStore } from "@leaf/segment-redis";
-import { type RedisReplicaSet, runNode } from "@leaf/testkit";
+import { type RedisReplicaSet, runNode, waitUntil } from "@leaf/testkit";
 import { highWaterOf } from "../high-water";
 import { serverCli } from "../leaf-process";
 import { ADMIN_TOKEN, serverConfig, snowflakeOff } from "../server-configs";
@@ -220,4 +220,20 @@ export function runningMaster(c: Cluster, labels: string[]): RedisReplicaSet | u
   const set = c.redisSet;
   if (!set || c.store("redis") !== set.master || !set.master.running) return undefined;
   return labels.every((label) => c.server(label).running) ? set : undefined;
+}
+
+/** Waits (at most `timeoutMs`) for `what`; false, noted, when it did not happen. */
+export async function waitNoted(
+  c: Cluster,
+  what: string,
+  check: () => Promise<boolean>,
+  timeoutMs: number,
+): Promise<boolean> {
+  try {
+    await waitUntil(what, check, timeoutMs);
+    return true;
+  } catch {
+    c.note(`waited ${timeoutMs / 1000} s in vain for ${what}`);
+    return false;
+  }
 }

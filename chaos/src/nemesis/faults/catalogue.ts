@@ -10,6 +10,7 @@ import { linkCut } from "./link-cut";
 import { maxIdBack } from "./max-id-back";
 import { postgresPromoted } from "./postgres-promoted";
 import { primaryKill } from "./primary-kill";
+import { redisMasterResynced } from "./redis-master-resynced";
 import { redisPromoted } from "./redis-promoted";
 import { redisRestartEmpty } from "./redis-restart-empty";
 import { redisRestartSnapshot } from "./redis-restart-snapshot";
@@ -56,6 +57,7 @@ export const CATALOGUE: readonly Fault[] = [
   redisPromoted,
   redisRestartSnapshot,
   redisResyncPromoted,
+  redisMasterResynced,
   residueOutage,
   residueReform,
   workerKill,

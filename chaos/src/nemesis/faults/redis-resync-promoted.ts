@@ -10,7 +10,7 @@
 // replica's replica, so that writes waiting for one replica go through.
 import { rmSync } from "node:fs";
 import { join } from "node:path";
-import { redisCommand, redisInfoField, redisReplicaInSync, waitUntil } from "@leaf/testkit";
+import { redisCommand, redisInfoField, redisReplicaInSync } from "@leaf/testkit";
 import { type Cluster, sleep } from "../cluster";
 import {
   highestMark,
@@ -18,28 +18,13 @@ import {
   liftFenceByHighestMark,
   runningMaster,
   untilMarksPast,
+  waitNoted,
 } from "../redis-segment";
 import { type Fault, mainServers } from "./fault";
 import { redisSegmentResources } from "./redis-restart-empty";
 
 /** Whether the promotion of the current run was made from a replica seen re-synced (by cluster). */
 const resynced = new WeakMap<Cluster, boolean>();
-
-/** Waits (at most `timeoutMs`) for `what`; false, noted, when it did not happen. */
-async function waitNoted(
-  c: Cluster,
-  what: string,
-  check: () => Promise<boolean>,
-  timeoutMs: number,
-): Promise<boolean> {
-  try {
-    await waitUntil(what, check, timeoutMs);
-    return true;
-  } catch {
-    c.note(`waited ${timeoutMs / 1000} s in vain for ${what}`);
-    return false;
-  }
-}
 
 export const redisResyncPromoted: Fault = {
   name: "redis-resync-promoted",

@@ -2,30 +2,18 @@
 // kept): master M killed; replica R promoted; calls on R (accepted); M restarted empty (no
 // persistence) as R's replica, a full sync; calls on R that M acknowledges (waitReplicas 1); then
 // R fails and M is promoted; calls on M: accepted, 0 ids twice.
-import {
-  countRepeatedIds,
-  type RedisReplicaSet,
-  redisCommand,
-  redisInfoField,
-  startRedisReplicaSet,
-  waitUntil,
-} from "@leaf/testkit";
-import { afterEach, expect, it } from "vitest";
+import { countRepeatedIds, redisCommand, redisInfoField, waitUntil } from "@leaf/testkit";
+import { expect, it } from "vitest";
 import { RedisSegmentStore } from "../src/index";
-import { freshNamespace, sleep, takeRanges } from "./helpers";
+import { freshNamespace, replicaSetPerTest, sleep, takeRanges } from "./helpers";
 
-let set: RedisReplicaSet | undefined;
-afterEach(async () => {
-  await set?.dispose();
-  set = undefined;
-});
+const startSet = replicaSetPerTest();
 
 const up = async (port: number) =>
   (await redisInfoField(port, "replication", "master_link_status")) === "up";
 
 it("old master back as a replica, then failed over to", async () => {
-  set = await startRedisReplicaSet({ replicas: 1 });
-  await set.waitInSync();
+  const set = await startSet(1);
   const namespace = freshNamespace("a9-double");
   const open = (url: string) =>
     new RedisSegmentStore({ url, namespace, commandTimeoutMs: 3000, waitReplicas: 1 });

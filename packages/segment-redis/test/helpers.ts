@@ -6,7 +6,8 @@
 import { randomBytes } from "node:crypto";
 import { ErrorCodes, isLeafError } from "@leaf/core";
 import type { SegmentRange } from "@leaf/segment";
-import { countRepeatedIds, IdLog } from "@leaf/testkit";
+import { countRepeatedIds, IdLog, type RedisReplicaSet, startRedisReplicaSet } from "@leaf/testkit";
+import { afterEach } from "vitest";
 import type { RedisSegmentStore } from "../src/index";
 
 /** A namespace no other test uses. */
@@ -181,4 +182,21 @@ export async function takeRanges(
     }
   }
   return "answered";
+}
+
+/**
+ * Registers a replica set per test, disposed after each test: the function returned starts one
+ * with `replicas` replicas (each through its link) and waits until they are in sync.
+ */
+export function replicaSetPerTest(): (replicas: number) => Promise<RedisReplicaSet> {
+  let set: RedisReplicaSet | undefined;
+  afterEach(async () => {
+    await set?.dispose();
+    set = undefined;
+  });
+  return async (replicas) => {
+    set = await startRedisReplicaSet({ replicas });
+    await set.waitInSync();
+    return set;
+  };
 }

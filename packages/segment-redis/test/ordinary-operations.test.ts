@@ -52,6 +52,19 @@ async function setUp(replicas = 1) {
   return { set, namespace, open, ids };
 }
 
+/**
+ * A failover as Sentinel makes it: the replica promoted, the old master following it; then a wall
+ * second, so that the promoted replica ran before the next writes (README 6.).
+ */
+async function failOver(set: RedisReplicaSet) {
+  const [oldMaster, replica] = [set.master, set.replicas[0]!];
+  await set.promote(0);
+  await redisCommand(oldMaster.port, "REPLICAOF", "127.0.0.1", String(replica.port));
+  await waitUntil("old master follows", () => linkUp(oldMaster.port, replica.port));
+  await sleep(1100);
+  return { oldMaster, replica };
+}
+
 async function takeWith(store: RedisSegmentStore, ids: bigint[], n = 3) {
   const outcome = await takeRanges(store, "t", ids, n);
   const state = await store.inspect().catch(() => undefined);
@@ -138,11 +151,7 @@ describe("ordinary operations, waitReplicas 1: not fenced, 0 ids twice", () => {
 
   it("failover, old master rejoins as replica, calls, failover back, calls", async () => {
     const { set, open, ids } = await setUp();
-    const [oldMaster, replica] = [set.master, set.replicas[0]!];
-    await set.promote(0);
-    await redisCommand(oldMaster.port, "REPLICAOF", "127.0.0.1", String(replica.port));
-    await waitUntil("old master follows", () => linkUp(oldMaster.port, replica.port));
-    await sleep(1100);
+    const { oldMaster, replica } = await failOver(set);
     const r1 = await takeWith(open(replica.url), ids);
     report("failover there", r1);
     await waitUntil("in sync", async () => {
@@ -162,11 +171,7 @@ describe("ordinary operations, waitReplicas 1: not fenced, 0 ids twice", () => {
 
   it("failover, then CONFIG RESETSTAT on the new master (monitoring resets stats)", async () => {
     const { set, open, ids } = await setUp();
-    const [oldMaster, replica] = [set.master, set.replicas[0]!];
-    await set.promote(0);
-    await redisCommand(oldMaster.port, "REPLICAOF", "127.0.0.1", String(replica.port));
-    await waitUntil("old master follows", () => linkUp(oldMaster.port, replica.port));
-    await sleep(1100);
+    const { replica } = await failOver(set);
     const r1 = await takeWith(open(replica.url), ids);
     report("failover (before RESETSTAT)", r1);
     expect(r1.outcome).toBe("answered");

@@ -1,26 +1,15 @@
 // A replica restarted from its own older RDB (Redis 7 keeps the replication id and offset in it)
 // re-syncs in part from the master and is then promoted (an attacker's case, kept): two direct
 // replicas, waitReplicas 2; it holds every range answered, so the promotion is accepted, 0 twice.
-import {
-  countRepeatedIds,
-  type RedisReplicaSet,
-  redisCommand,
-  redisInfoField,
-  startRedisReplicaSet,
-} from "@leaf/testkit";
-import { afterEach, expect, it } from "vitest";
+import { countRepeatedIds, redisCommand, redisInfoField } from "@leaf/testkit";
+import { expect, it } from "vitest";
 import { RedisSegmentStore } from "../src/index";
-import { freshNamespace, sleep, takeRanges } from "./helpers";
+import { freshNamespace, replicaSetPerTest, sleep, takeRanges } from "./helpers";
 
-let set: RedisReplicaSet | undefined;
-afterEach(async () => {
-  await set?.dispose();
-  set = undefined;
-});
+const startSet = replicaSetPerTest();
 
 it("replica restarted from its own older RDB, partial re-sync, promoted", async () => {
-  set = await startRedisReplicaSet({ replicas: 2 });
-  await set.waitInSync();
+  const set = await startSet(2);
   const namespace = freshNamespace("a9-rdb");
   const open = (url: string) =>
     new RedisSegmentStore({ url, namespace, commandTimeoutMs: 3000, waitReplicas: 2 });

@@ -10,24 +10,12 @@
 // The control: a replica restarted and re-synced from the live master, then promoted, is still
 // accepted (its history is the marked master's), and nothing is handed out twice.
 
-import {
-  countRepeatedIds,
-  type RedisReplicaSet,
-  redisCommand,
-  redisInfoField,
-  startRedisReplicaSet,
-  waitUntil,
-} from "@leaf/testkit";
-import { afterEach, describe, expect, it } from "vitest";
+import { countRepeatedIds, redisCommand, redisInfoField, waitUntil } from "@leaf/testkit";
+import { describe, expect, it } from "vitest";
 import { RedisSegmentStore } from "../src/index";
-import { collectRange, freshNamespace, sleep, takeRanges } from "./helpers";
+import { collectRange, freshNamespace, replicaSetPerTest, sleep, takeRanges } from "./helpers";
 
-let set: RedisReplicaSet | undefined;
-
-afterEach(async () => {
-  await set?.dispose();
-  set = undefined;
-});
+const startSet = replicaSetPerTest();
 
 async function replicasLinked(replicaPorts: number[]): Promise<boolean> {
   for (const port of replicaPorts) {
@@ -38,8 +26,7 @@ async function replicasLinked(replicaPorts: number[]): Promise<boolean> {
 
 describe("a promoted replica that re-synced (waitReplicas 1, two replicas)", () => {
   it("from a master restarted from its older snapshot: README says fenced; 0 ids twice", async () => {
-    set = await startRedisReplicaSet({ replicas: 2 });
-    await set.waitInSync();
+    const set = await startSet(2);
     const master = set.master;
     const namespace = freshNamespace("resync");
     const open = (url: string) =>
@@ -83,8 +70,7 @@ describe("a promoted replica that re-synced (waitReplicas 1, two replicas)", () 
   }, 120_000);
 
   it("from the live master after the replica's own restart: the promotion is accepted; 0 ids twice", async () => {
-    set = await startRedisReplicaSet({ replicas: 2 });
-    await set.waitInSync();
+    const set = await startSet(2);
     const namespace = freshNamespace("resync-live");
     const open = (url: string) =>
       new RedisSegmentStore({ url, namespace, commandTimeoutMs: 2000, waitReplicas: 1 });

@@ -20,9 +20,13 @@ const JOURNAL = join("segments", "leaf-segments.jsonl");
 /** The process each fault limited, so that a server restarted meanwhile is left alone. */
 const limited = new Map<string, number>();
 
-/** Servers in segment mode with no link to a store: their ranges come from the embedded store. */
+/**
+ * Servers in segment mode with no link to a store: their ranges come from the embedded store. With
+ * several worker processes the primary holds the store and writes its journal (its pid is the
+ * server's), and each worker keeps its own high-water marks: a range the primary failed to write
+ * and handed out anyway can go, after the primary's restart, to a worker whose marks never saw it.
+ */
 function embeddedServers(family: Family): string[] {
-  if (family.workers !== undefined) return [];
   return family.servers
     .filter(
       (s) =>

@@ -26,6 +26,16 @@ const BATCH = 10_000;
 const BATCH_CONNECTIONS = 4;
 const SEGMENT_PATH = "/api/segment/get/leaf-segment-test";
 const SNOWFLAKE_PATH = "/api/snowflake/get/bench";
+/**
+ * With 2 cores or more, wrk runs on core 0 and each single-process server on core 1 (`taskset`),
+ * so that the scheduler never puts a server and the load generator on one core for a while (on a
+ * 2-core machine that halved a 5 s run's figure now and then: rounds of one run read 0.49 to 1.64
+ * of raw node:http). The server of 2 workers is not pinned: its workers have both cores, one of
+ * them shared with wrk, as on any machine where the load comes from the same host.
+ */
+const PINNED = availableParallelism() >= 2;
+const LOAD_CORE = "0";
+const SERVER_CORE = "1";
 /** Clock ticks per second of /proc/PID/stat's utime and stime. */
 const CLOCK_TICKS = Number(spawnSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).stdout) || 100;
 
@@ -70,15 +80,24 @@ interface Run {
   ids: number;
 }
 
-/** Starts `args` with node and resolves once a line of its output contains `ready`. */
+/** `command` and `args`, run on `cores` only (a `taskset` list) when given. */
+function onCores(cores: string | undefined, command: string, args: string[]): [string, string[]] {
+  return cores === undefined ? [command, args] : ["taskset", ["-c", cores, command, ...args]];
+}
+
+/**
+ * Starts `args` with node (on `cores` when given) and resolves once a line of its output contains
+ * `ready`.
+ */
 function startProcess(
   args: string[],
   env: Record<string, string>,
   ready: string,
   cwd: string,
+  cores: string | undefined,
 ): Promise<ChildProcess> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, args, {
+    const child = spawn(...onCores(cores, process.execPath, args), {
       cwd,
       env: { ...process.env, ...env },
       stdio: ["ignore", "pipe", "pipe"],
@@ -158,8 +177,16 @@ function wrk(
 ): Promise<WrkSummary> {
   return new Promise((resolve, reject) => {
     const child = spawn(
-      "wrk",
-      ["-t1", `-c${connections}`, `-d${seconds}s`, "--timeout", "10s", "-s", WRK_SCRIPT, url],
+      ...onCores(PINNED ? LOAD_CORE : undefined, "wrk", [
+        "-t1",
+        `-c${connections}`,
+        `-d${seconds}s`,
+        "--timeout",
+        "10s",
+        "-s",
+        WRK_SCRIPT,
+        url,
+      ]),
       { env: { ...process.env, WRK_IDS_FILE: idsFile } },
     );
     let out = "";
@@ -272,7 +299,9 @@ async function main(): Promise<void> {
   const dataDirs: string[] = [];
   const servers: Server[] = [];
   // The Leaf servers run in their data directory, the others in bench/ (where tsx resolves).
+  // A single-process server on SERVER_CORE (PINNED), the server of 2 workers on every core.
   const start = async (name: string, args: string[], ready: string, cwd?: string) => {
+    const cores = PINNED && !args.includes("--workers") ? SERVER_CORE : undefined;
     const port = String(await freePort());
     const dataDir = mkdtempSync(join(tmpdir(), "leaf-bench-http-"));
     dataDirs.push(dataDir);
@@ -287,6 +316,7 @@ async function main(): Promise<void> {
       },
       ready,
       cwd ?? dataDir,
+      cores,
     );
     const server = { name, process: child };
     servers.push(server);
@@ -452,6 +482,9 @@ async function main(): Promise<void> {
     `wrk (one thread, its own process), ${CONNECTIONS} connections (${BATCH_CONNECTIONS} for batches); ${ROUNDS} interleaved rounds × ${DURATION_S} s after ${WARMUP_S} s of warm-up; ` +
       "medians over the rounds; a ratio is the median of each round's ratio (ratioRange: lowest-highest). " +
       "Each server in its own process, the Leaf server as `pnpm start` runs it (embedded store, local registry, log level warn); " +
+      (PINNED
+        ? `wrk on core ${LOAD_CORE}, each single-process server on core ${SERVER_CORE} (taskset), the server of 2 workers on every core; `
+        : "") +
       `CPU time (user + system, workers included) from /proc; requestsPerCoreSecond is requests per CPU second of the server, loadGeneratorCores wrk's CPU seconds per second. Load average ${loadBefore.toFixed(1)} before, ${loadAfter.toFixed(1)} after (${Math.min(...roundLoads).toFixed(1)}-${Math.max(...roundLoads).toFixed(1)} as the rounds started; ${availableParallelism()} cores).\n` +
       `Ids counted (every answer, warm-up included; duplicates is per server and id space, a key's single ids and batches together): ${counted.toLocaleString("en-US")}, ` +
       (repeated === 0

@@ -7,24 +7,12 @@
 // accepted (100 of 1,100 ids twice per attempt). REDIS_TAKEOVER_LUA now counts uptime from the end
 // of the start's second.
 import { ErrorCodes, isLeafError } from "@leaf/core";
-import {
-  countRepeatedIds,
-  type RedisReplicaSet,
-  redisCommand,
-  redisHash,
-  redisTimeMs,
-  startRedisReplicaSet,
-} from "@leaf/testkit";
-import { afterEach, describe, expect, it } from "vitest";
+import { countRepeatedIds, redisCommand, redisHash, redisTimeMs } from "@leaf/testkit";
+import { describe, expect, it } from "vitest";
 import { RedisSegmentStore } from "../src/index";
-import { freshNamespace, outcomeOf, sleep } from "./helpers";
+import { freshNamespace, outcomeOf, replicaSetPerTest, sleep } from "./helpers";
 
-let set: RedisReplicaSet | undefined;
-
-afterEach(async () => {
-  await set?.dispose();
-  set = undefined;
-});
+const startSet = replicaSetPerTest();
 
 /** Resolves once Redis TIME's milliseconds within the second are in [from, to). */
 async function waitForMs(port: number, from: number, to: number): Promise<number> {
@@ -38,8 +26,7 @@ async function waitForMs(port: number, from: number, to: number): Promise<number
 
 describe("a master killed and restarted within one wall second (waitReplicas 1)", () => {
   it("snapshot, more ranges, kill, restart in the same second, first call early in the next second: README says fenced (restarted); ids must not repeat", async () => {
-    set = await startRedisReplicaSet({ replicas: 1 });
-    await set.waitInSync();
+    const set = await startSet(1);
     const port = set.master.port;
     const url = set.master.url;
     const open = (namespace: string) =>

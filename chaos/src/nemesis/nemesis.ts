@@ -130,7 +130,9 @@ function failureText(family: Family, run: FamilyRun, options: NemesisOptions): s
   const v = run.verdict;
   const lines = [
     `\n!! ${family.name} FAILED with seed ${run.schedule.seed}: ${run.error ?? v.broken.join(", ")}`,
-    `   replay: pnpm test:nemesis --seed ${run.schedule.seed} --only ${family.name} --minutes ${+(run.schedule.durationMs / 60_000).toFixed(4)}${options.exclude.length > 0 ? ` --exclude ${options.exclude.join(",")}` : ""}`,
+    options.schedule
+      ? "   replay: pnpm test:nemesis with the same --schedule file"
+      : `   replay: pnpm test:nemesis --seed ${run.schedule.seed} --only ${family.name} --minutes ${+(run.schedule.durationMs / 60_000).toFixed(4)}${options.exclude.length > 0 ? ` --exclude ${options.exclude.join(",")}` : ""}`,
   ];
   if (Object.keys(v.duplicates).length > 0) {
     lines.push(`   duplicates: ${JSON.stringify(v.duplicates)}${firstDuplicateText(run)}`);

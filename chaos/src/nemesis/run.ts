@@ -11,7 +11,7 @@ import type { Family } from "./families";
 import { faultNamed } from "./faults/catalogue";
 import { History } from "./history";
 import { NemesisLoad } from "./load";
-import { describeStep, type Schedule, type Step, without } from "./schedule";
+import { cutAt, describeStep, type Schedule, type Step, without } from "./schedule";
 import { OwnStalls, type Stall, serverStalls, stallWindows } from "./stalls";
 import { type SnowflakeLayouts, snowflakeLayouts } from "./worker-tenures";
 
@@ -177,8 +177,9 @@ const TRIES = 2;
 /**
  * Drops faults from a failing run's schedule, keeping a smaller schedule whenever it still fails
  * (within {@link TRIES} runs): first every step that was skipped in the failing run (it did nothing
- * there), then one step at a time from the last, until no single drop fails or `maxRuns` runs were
- * made. Returns the smallest.
+ * there), then every step that started after its first duplicate's second answer, then runs of
+ * steps from the last, half the schedule at a time, then a quarter, down to one step at a time,
+ * until no single drop fails or `maxRuns` runs were made. Returns the smallest.
  */
 export async function shrink(
   family: Family,
@@ -205,23 +206,37 @@ export async function shrink(
     return false;
   };
   if (failing.skipped.length > 0 && failing.skipped.length < failing.schedule.steps.length) {
-    let candidate = failing.schedule;
-    for (const id of failing.skipped) candidate = without(candidate, id);
     await attempt(
-      candidate,
+      without(failing.schedule, failing.skipped),
       `without the skipped ${failing.skipped.map((id) => `#${id}`).join(", ")}`,
     );
   }
-  let progress = true;
-  while (progress && runs < maxRuns) {
-    progress = false;
-    for (const step of [...smallest.schedule.steps].reverse()) {
-      if (runs >= maxRuns || smallest.schedule.steps.length <= 1) break;
-      if (await attempt(without(smallest.schedule, step.id), `without #${step.id}`)) {
-        progress = true;
+  const duplicate = failing.verdict.firstDuplicate;
+  if (duplicate && failing.verdict.broken[0] === "duplicates") {
+    const cut = cutAt(smallest.schedule, duplicate.second.toMs);
+    if (cut.steps.length > 0 && cut.steps.length < smallest.schedule.steps.length) {
+      await attempt(
+        cut,
+        `without the faults started after the first duplicate (${(duplicate.second.toMs / 1000).toFixed(1)} s)`,
+      );
+    }
+  }
+  let size = Math.ceil(smallest.schedule.steps.length / 2);
+  while (runs < maxRuns && smallest.schedule.steps.length > 1) {
+    const steps = smallest.schedule.steps;
+    let dropped = false;
+    for (let end = steps.length; end > 0 && runs < maxRuns; end -= size) {
+      const ids = steps.slice(Math.max(0, end - size), end).map((s) => s.id);
+      if (ids.length === steps.length) continue;
+      const what = ids.length === 1 ? `without #${ids[0]}` : `without #${ids[0]}-#${ids.at(-1)}`;
+      if (await attempt(without(smallest.schedule, ids), what)) {
+        dropped = true;
         break;
       }
     }
+    if (dropped) size = Math.min(size, Math.ceil(smallest.schedule.steps.length / 2));
+    else if (size === 1) break;
+    else size = Math.ceil(size / 2);
   }
   return { smallest, runs };
 }

@@ -80,9 +80,23 @@ function fits(family: Family, step: Step, steps: Step[]): boolean {
   );
 }
 
-/** The schedule without step `id`, ending TAIL_MS after its last fault (or as long, if none). */
-export function without(schedule: Schedule, id: number): Schedule {
-  const steps = schedule.steps.filter((s) => s.id !== id);
+/** The schedule without the steps `ids`, ending TAIL_MS after its last fault (or as long, if none). */
+export function without(schedule: Schedule, ids: readonly number[]): Schedule {
+  return keep(
+    schedule,
+    schedule.steps.filter((s) => !ids.includes(s.id)),
+  );
+}
+
+/** The schedule without every step that starts at `ms` or later (it cannot cause what came first). */
+export function cutAt(schedule: Schedule, ms: number): Schedule {
+  return keep(
+    schedule,
+    schedule.steps.filter((s) => s.atMs < ms),
+  );
+}
+
+function keep(schedule: Schedule, steps: Step[]): Schedule {
   const end = Math.max(WARMUP_MS, ...steps.map((s) => s.atMs + s.durationMs)) + TAIL_MS;
   return { ...schedule, steps, durationMs: Math.min(schedule.durationMs, end) };
 }

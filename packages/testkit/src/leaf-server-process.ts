@@ -298,17 +298,29 @@ export class LeafServerProcess {
    * SIGTERM (graceful: in-flight requests finish, the lease is released), SIGKILL after
    * `stopTimeoutMs`; resolves once the process is gone. A paused process is resumed first.
    */
-  async stop(): Promise<ProcessExit> {
+  stop(): Promise<ProcessExit> {
+    return this.end("SIGTERM");
+  }
+
+  /**
+   * SIGINT (Ctrl-C: as stop(), without the drain), SIGKILL after `stopTimeoutMs`; resolves once
+   * the process is gone. A paused process is resumed first.
+   */
+  interrupt(): Promise<ProcessExit> {
+    return this.end("SIGINT");
+  }
+
+  private async end(signal: "SIGTERM" | "SIGINT"): Promise<ProcessExit> {
     const child = this.child;
     if (!child || !this.exited) return { code: null, signal: null };
-    // A stopped process would see SIGTERM only once resumed.
+    // A stopped process would see the signal only once resumed.
     if (this.paused) this.resume();
     const timer = setTimeout(
       () => child.kill("SIGKILL"),
       this.options.stopTimeoutMs ?? DEFAULT_STOP_TIMEOUT_MS,
     );
     try {
-      return await this.signal(this.options.pidNamespace ? "SIGKILL" : "SIGTERM");
+      return await this.signal(this.options.pidNamespace ? "SIGKILL" : signal);
     } finally {
       clearTimeout(timer);
     }

@@ -1,6 +1,6 @@
 // LeafServerProcess and FakeClock against a real child process: a small HTTP server with the Leaf
 // CLI's contract (fixtures/http-server-cli.ts, run through tsx), started, paused, killed, stopped,
-// refused, restarted on its port, under a fake clock and as pid 1 of a PID namespace.
+// interrupted, refused, restarted on its port, under a fake clock and as pid 1 of a PID namespace.
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -97,6 +97,13 @@ describe("LeafServerProcess", () => {
     expect(log).toContain("==== exited: code null, signal SIGKILL");
     expect(log).toContain("start #2");
     expect(log).toContain("==== exited: code 0, signal null");
+
+    // interrupt() is Ctrl-C (SIGINT), also to a paused process, once resumed.
+    await server.start();
+    server.pause();
+    expect(await server.interrupt()).toEqual({ code: 0, signal: null });
+    expect(server.output).toContain("SIGINT: closing");
+    expect(server.running).toBe(false);
   }, 120_000);
 
   it("reports a refused start with its exit code and output; start() throws TESTKIT_START_FAILED", async () => {

@@ -6,6 +6,7 @@ import { clockForwardCut } from "./clock-forward-cut";
 import { defaultsStart } from "./defaults-start";
 import type { Fault } from "./fault";
 import { fullDisk } from "./full-disk";
+import { giveBackQueued } from "./give-back-queued";
 import { linkCut } from "./link-cut";
 import { maxIdBack } from "./max-id-back";
 import { postgresPromoted } from "./postgres-promoted";
@@ -63,6 +64,7 @@ export const CATALOGUE: readonly Fault[] = [
   workerKill,
   workerPause,
   primaryKill,
+  giveBackQueued,
 ];
 
 /** The fault named `name`, or an error listing the catalogue. */

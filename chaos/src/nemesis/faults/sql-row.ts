@@ -38,16 +38,21 @@ export interface SqlSession {
 /** How long a session waits to connect: a stopped or paused store fails the fault's start soon. */
 const CONNECT_TIMEOUT_MS = 2000;
 
-async function mysqlSession(c: Cluster): Promise<SqlSession> {
+/** A connection to the family's MariaDB (its current primary), big numbers as strings. */
+export function mysqlConnection(c: Cluster): Promise<mysql.Connection> {
   const handle = c.store("mysql") as unknown as {
     connectionOptions(database?: string): mysql.ConnectionOptions;
   };
-  const conn = await mysql.createConnection({
+  return mysql.createConnection({
     ...handle.connectionOptions(c.db!.database),
     connectTimeout: CONNECT_TIMEOUT_MS,
     supportBigNumbers: true,
     bigNumberStrings: true,
   });
+}
+
+async function mysqlSession(c: Cluster): Promise<SqlSession> {
+  const conn = await mysqlConnection(c);
   return {
     async lockRow(tag) {
       await conn.query("BEGIN");

@@ -4,6 +4,19 @@
 -- generator's cost is the same whatever it measures. One file per wrk thread: run with -t1.
 -- At the end, one line: requests, duration, latency percentiles in microseconds, socket errors and
 -- answers with a status of 400 or more.
+-- With WRK_PIPELINE above 1, each connection sends that many requests in one write and waits for
+-- all their answers (HTTP pipelining); the latency recorded is that of the whole group.
+local depth = tonumber(os.getenv("WRK_PIPELINE") or "1")
+if depth > 1 then
+  local group
+  init = function(args)
+    local requests = {}
+    for i = 1, depth do requests[i] = wrk.format() end
+    group = table.concat(requests)
+  end
+  request = function() return group end
+end
+
 local path = os.getenv("WRK_IDS_FILE")
 if path ~= nil and path ~= "" then
   local out

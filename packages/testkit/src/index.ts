@@ -96,7 +96,7 @@ export type {
   ZookeeperHandle,
   ZookeeperOptions,
 } from "./types";
-export { waitUntil } from "./wait-until";
+export { pollFor, waitUntil } from "./wait-until";
 export { startZookeeper } from "./zookeeper";
 export {
   startZookeeperEnsemble,

@@ -3,6 +3,24 @@
 import { performance } from "node:perf_hooks";
 
 /**
+ * Polls `check` (it may be async) every `intervalMs` until it answers something other than
+ * undefined, and resolves with that answer; resolves with undefined once `timeoutMs` has passed
+ * (`check` is always asked at least once).
+ */
+export async function pollFor<T>(
+  check: () => T | undefined | Promise<T | undefined>,
+  timeoutMs: number,
+  intervalMs = 50,
+): Promise<T | undefined> {
+  const until = performance.now() + timeoutMs;
+  for (;;) {
+    const found = await check();
+    if (found !== undefined || performance.now() > until) return found;
+    await new Promise((resolve) => setTimeout(resolve, intervalMs));
+  }
+}
+
+/**
  * Resolves once `check` returns true (it may be async), polling every `intervalMs`; throws
  * "timed out waiting for {what}" after `timeoutMs`.
  */
@@ -12,9 +30,10 @@ export async function waitUntil(
   timeoutMs = 60_000,
   intervalMs = 50,
 ): Promise<void> {
-  const until = performance.now() + timeoutMs;
-  while (!(await check())) {
-    if (performance.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, intervalMs));
-  }
+  const seen = await pollFor(
+    async () => ((await check()) ? true : undefined),
+    timeoutMs,
+    intervalMs,
+  );
+  if (seen === undefined) throw new Error(`timed out waiting for ${what}`);
 }

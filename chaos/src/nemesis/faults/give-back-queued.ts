@@ -20,11 +20,11 @@
 // several ranges at once (its prefetch deepened), or Y read the tag list on waking and saw `end`,
 // and then skips the ids below it (the segment README's observed max id); Y's own floor refuses its
 // next range below `end`, so Y serves that range only until then.
-import type mysql from "mysql2/promise";
+import { pollFor } from "@leaf/testkit";
 import type { Cluster } from "../cluster";
 import type { Family } from "../families";
 import { type Fault, NO_ANSWER, processOf } from "./fault";
-import { mysqlConnection } from "./sql-row";
+import { type MysqlSession, mysqlSession, serversOn } from "./sql-row";
 
 /** The store's query timeout (segment.mysql.queryTimeoutMs, default 5 s): copy two goes then. */
 const QUERY_TIMEOUT_MS = 5000;
@@ -42,8 +42,7 @@ const POLL_MS = 20;
 
 /** Main servers with one process each on the family's MariaDB table (A, B, C). */
 function onTable(family: Family): string[] {
-  if (!family.mysqlTag || family.residue || family.workers) return [];
-  return family.servers.filter((s) => !s.spare && s.links.includes("mysql")).map((s) => s.label);
+  return !family.mysqlTag || family.residue || family.workers ? [] : serversOn(family, "mysql");
 }
 
 /** The servers this fault paused and not yet resumed, per target. */
@@ -53,23 +52,8 @@ const interrupted = new Set<string>();
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** `check` polled until it answers something, or undefined after `ms`. */
-async function poll<T>(ms: number, check: () => Promise<T | undefined>): Promise<T | undefined> {
-  const deadline = performance.now() + ms;
-  for (;;) {
-    const found = await check();
-    if (found !== undefined || performance.now() > deadline) return found;
-    await sleep(POLL_MS);
-  }
-}
-
-/** Statements of other sessions waiting or running now, as MariaDB shows their text. */
-async function statements(conn: mysql.Connection): Promise<string[]> {
-  const [rows] = await conn.query(
-    "SELECT info FROM information_schema.processlist WHERE id <> CONNECTION_ID() AND info IS NOT NULL",
-  );
-  return (rows as Array<{ info: string }>).map((r) => r.info);
-}
+/** `check` polled every POLL_MS until it answers something, or undefined after `ms`. */
+const poll = <T>(ms: number, check: () => Promise<T | undefined>) => pollFor(check, ms, POLL_MS);
 
 /** The give-backs of `tag` in `texts`: `UPDATE ... SET max_id = from WHERE ... AND max_id = end`. */
 function giveBacks(texts: string[], tag: string): Array<{ from: bigint; end: bigint }> {
@@ -83,12 +67,6 @@ function giveBacks(texts: string[], tag: string): Array<{ from: bigint; end: big
 const rangeRequests = (texts: string[]) =>
   texts.filter((t) => /SET max_id = max_id \+ /.test(t)).length;
 
-async function maxIdOf(conn: mysql.Connection, tag: string): Promise<bigint | undefined> {
-  const [rows] = await conn.query("SELECT max_id FROM leaf_alloc WHERE biz_tag = ?", [tag]);
-  const row = (rows as Array<{ max_id: string }>)[0];
-  return row ? BigInt(row.max_id) : undefined;
-}
-
 function resume(c: Cluster, target: string, labels: string[]): void {
   const held = paused.get(target);
   for (const label of labels) {
@@ -98,33 +76,33 @@ function resume(c: Cluster, target: string, labels: string[]): void {
   }
 }
 
-/** Steps 2-5 on `conn`; what happened, for the run's notes. */
+/** Steps 2-5 on `session`; what happened, for the run's notes. */
 async function race(
   c: Cluster,
-  conn: mysql.Connection,
+  session: MysqlSession,
   tag: string,
   step: number,
   x: string,
   peers: string[],
 ): Promise<string> {
-  const start = await maxIdOf(conn, tag);
+  const start = await session.maxId(tag);
   if (start === undefined) return `no row for ${tag}`;
   const taken = await poll(WAIT_MS, async () => {
-    const now = await maxIdOf(conn, tag);
+    const now = await session.maxId(tag);
     return now !== undefined && now >= start + 2n * BigInt(step) ? now : undefined;
   });
   if (taken === undefined) return `${x} took no two ranges within ${WAIT_MS} ms: not stopped`;
-  await conn.query("START TRANSACTION");
-  const [locked] = await conn.query("SELECT max_id FROM leaf_alloc WHERE biz_tag = ? FOR UPDATE", [
-    tag,
-  ]);
-  const end = BigInt((locked as Array<{ max_id: string }>)[0]!.max_id);
+  const end = await session.lockRow(tag);
+  if (end === undefined) return `no row for ${tag}`;
   interrupted.add(x);
   void c
     .server(x)
     .interrupt()
     .catch(() => undefined);
-  const queued = await poll(WAIT_MS, async () => giveBacks(await statements(conn), tag)[0]);
+  const queued = await poll(
+    WAIT_MS,
+    async () => giveBacks(await session.otherStatements(), tag)[0],
+  );
   if (queued === undefined) {
     return `row locked at max_id ${end}, ${x} stopped with SIGINT; no give-back of ${x}'s queued within ${WAIT_MS} ms (a range request of its own was in flight, or it held no ids)`;
   }
@@ -133,20 +111,20 @@ async function race(
   }
   const seenAt = performance.now();
   const ids = queued.end - queued.from;
-  await conn.query("UPDATE leaf_alloc SET step = ? WHERE biz_tag = ?", [ids.toString(), tag]);
+  await session.setStep(tag, ids);
   await sleep(RESUME_AFTER_MS);
   const [y, ...rest] = peers;
   resume(c, x, [y!]);
   const requested = await poll(QUERY_TIMEOUT_MS - RESUME_AFTER_MS, async () => {
-    const n = rangeRequests(await statements(conn));
+    const n = rangeRequests(await session.otherStatements());
     return n > 0 ? n : undefined;
   });
   // Past X's query timeout: a store that sends the give-back again has queued its second copy.
   const copies = await poll(seenAt + QUERY_TIMEOUT_MS + 400 - performance.now(), async () => {
-    const n = giveBacks(await statements(conn), tag).length;
+    const n = giveBacks(await session.otherStatements(), tag).length;
     return n >= 2 ? n : undefined;
   });
-  await conn.query("COMMIT");
+  await session.commit();
   resume(c, x, rest);
   return (
     `row locked at max_id ${end}; ${x} stopped with SIGINT, its give-back of [${queued.from}, ${end}) queued; ` +
@@ -174,16 +152,16 @@ export const giveBackQueued: Fault = {
     if (!c.store("mysql").running || !c.server(target).running) return false;
     const peers = onTable(family).filter((l) => l !== target && c.server(l).running);
     if (peers.length === 0) return false;
-    const conn = await mysqlConnection(c).catch(() => undefined);
-    if (!conn) return false;
+    const session = await mysqlSession(c).catch(() => undefined);
+    if (!session) return false;
     paused.set(target, new Set(peers));
     try {
       for (const label of peers) c.server(label).pause();
-      c.note(`give-back-queued: ${await race(c, conn, tag, step, target, peers)}`);
+      c.note(`give-back-queued: ${await race(c, session, tag, step, target, peers)}`);
     } catch (error) {
       c.note(`give-back-queued: ${error instanceof Error ? error.message : String(error)}`);
     } finally {
-      conn.destroy();
+      session.close();
       resume(c, target, peers);
     }
     return true;
@@ -197,12 +175,12 @@ export const giveBackQueued: Fault = {
     }
     const tag = family.mysqlTag!;
     const step = family.tags.find((t) => t.tag === tag)?.step;
-    const conn = await mysqlConnection(c).catch(() => undefined);
-    if (!conn || step === undefined) return;
+    const session = await mysqlSession(c).catch(() => undefined);
+    if (!session || step === undefined) return;
     try {
-      await conn.query("UPDATE leaf_alloc SET step = ? WHERE biz_tag = ?", [step, tag]);
+      await session.setStep(tag, step);
     } finally {
-      conn.destroy();
+      session.close();
     }
   },
   effects: (family) => ({

@@ -4,8 +4,8 @@
 // where it was. Each node keeps the end of the highest range it took per tag in its data folder
 // (kept across restarts) and must refuse a row below it with CORRUPT_DATA instead of handing out
 // the ids it already answered, before and after a restart.
-import { type Fault, NO_ANSWER } from "./fault";
-import { SQL_NAMES, sqlSession, sqlTagOf } from "./sql-row";
+import { type Fault, NO_ANSWER, processOf } from "./fault";
+import { SQL_NAMES, serversOn, sqlSession, sqlTagOf } from "./sql-row";
 
 /** The max_id each tag had before the fault, to put back. */
 const saved = new Map<string, bigint>();
@@ -24,9 +24,7 @@ export const maxIdBack: Fault = {
   resources: (target, family) => [
     `row:${target}`,
     `admin:${target}`,
-    ...family.servers
-      .filter((s) => !s.spare && s.links.includes(sqlTagOf(family)!.store))
-      .map((s) => `process:${s.label}`),
+    ...serversOn(family, sqlTagOf(family)!.store).map(processOf),
   ],
   durationMs: [3000, 8000],
   params: (rng) => ({ restart: rng.pick(["none", "A", "B", "C"]) }),

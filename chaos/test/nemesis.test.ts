@@ -13,7 +13,7 @@ afterAll(async () => {
 });
 
 describe("the nemesis, short form", () => {
-  for (const { family, seed, seconds, exclude } of SHORT_FORM) {
+  for (const { family, seed, seconds, exclude, applies } of SHORT_FORM) {
     it(`${family}, seed ${seed}: no id twice, ids increasing per process, only documented codes`, async () => {
       const result = await runNemesis({
         families: selectFamilies([family]),
@@ -28,6 +28,10 @@ describe("the nemesis, short form", () => {
       expect(run.error, "the run reached its end").toBeUndefined();
       expect(run.verdict.ids, "ids were issued").toBeGreaterThan(0);
       expect(Object.keys(run.applied).length, "faults were applied").toBeGreaterThan(0);
+      expect(
+        applies.filter((name) => !run.applied[name]),
+        "the faults this seed was chosen for, not applied (skipped: their target was not running)",
+      ).toEqual([]);
       expect(run.verdict.duplicates, "ids issued twice, per space").toEqual({});
       expect(
         run.verdict.firstOverlap,

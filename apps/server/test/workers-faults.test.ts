@@ -1,5 +1,6 @@
 // A server of two worker processes (server.workers) under fire, every id counted: a worker
-// SIGKILLed (started again as the same node), a worker SIGSTOPped (the server unready until it
+// SIGKILLed (started again as the same node; on a leasing registry with a worker id of its own), a
+// worker SIGSTOPped (the server unready until it
 // runs again), the primary SIGKILLed (the workers stop at once; a new server takes over), the
 // primary SIGKILLed while a worker is paused (the new server cannot start that worker while the
 // old process lives), and SIGTERM under load (readiness false first, every request answered).
@@ -122,6 +123,49 @@ describe("two worker processes under fire", () => {
     expect(await s.stop()).toEqual({ code: 0, signal: null });
   }, 240_000);
 
+  it("a worker SIGKILLed under load on a leasing registry (Redis) gets a worker id other than its dead predecessor's, whose lease still runs: no id twice", async () => {
+    const s = await server("kill-lease", {
+      segment: await mysqlSegment(),
+      snowflake: {
+        registry: "redis",
+        ip: "127.0.0.1",
+        redis: { url: redis.url, leaseMs: 30_000 },
+      },
+    });
+    await s.start();
+    const before = await listWorkers(s);
+    const load = bothModes(s.port);
+    await load.more(20_000);
+    process.kill(before[1]!.pid!, "SIGKILL");
+    const killedAt = Date.now();
+    await waitUntil("worker 2 started again", async () => {
+      const w = (await listWorkers(s).catch(() => []))[1];
+      return w !== undefined && w.pid !== before[1]!.pid && w.state === "running";
+    });
+    // Well inside the dead worker's 30 s lease: its worker id is still leased to it.
+    const restartedWithinMs = Date.now() - killedAt;
+    await load.more(20_000);
+    await load.stop();
+    const after = await listWorkers(s);
+    expect(after[1]!.restarts).toBe(1);
+    expect(after[0]!.summary!.workerId).toBe(before[0]!.summary!.workerId);
+    const ids = counted(load.ids);
+    console.log(
+      `worker SIGKILL, Redis lease: worker ids ${before.map((w) => w.summary!.workerId)} then ${after.map((w) => w.summary!.workerId)} (restarted ${restartedWithinMs} ms after the kill), ids ${JSON.stringify(ids)}, codes ${JSON.stringify(Object.fromEntries(load.codes))}`,
+    );
+    expect(restartedWithinMs).toBeLessThan(30_000);
+    const ids3 = new Set([...before, ...after].map((w) => w.summary!.workerId));
+    expect(
+      ids3.size,
+      "three distinct worker ids: the new worker 2 did not get its predecessor's",
+    ).toBe(3);
+    expect(ids.segment!.twice, JSON.stringify(ids)).toBe(0);
+    expect(ids.snowflake!.twice, JSON.stringify(ids)).toBe(0);
+    for (const code of load.codes.keys())
+      expect(["ECONNRESET", "EPIPE", "TIMEOUT"]).toContain(code);
+    expect(await s.stop()).toEqual({ code: 0, signal: null });
+  }, 240_000);
+
   it("a worker SIGSTOPped makes the server unready until it runs again: no id twice", async () => {
     const s = await server("pause", {
       segment: await mysqlSegment(),
@@ -175,7 +219,14 @@ describe("two worker processes under fire", () => {
     const loadBefore = new IdLoad(s.port, Array(8).fill(asks), 8);
     await loadBefore.more(20_000);
     await s.kill();
-    await waitUntil("both workers gone", () => pids.every((pid) => !alive(pid)), 30_000);
+    const killedAt = Date.now();
+    await waitUntil("both workers gone", () => pids.every((pid) => !alive(pid)), 30_000, 10);
+    // "At once": each exits at its next event-loop turn. Generous for a busy machine; the time
+    // seen is printed below.
+    const goneAfterMs = Date.now() - killedAt;
+    expect(goneAfterMs, "ms from the primary's SIGKILL until both workers were gone").toBeLessThan(
+      10_000,
+    );
     await loadBefore.stop();
     // The embedded store's folder and the local registry's locks were the dead processes'.
     await s.start();
@@ -184,7 +235,7 @@ describe("two worker processes under fire", () => {
     await loadAfter.stop();
     const ids = counted(loadBefore.ids, loadAfter.ids);
     console.log(
-      `primary SIGKILL: ids ${JSON.stringify(ids)}, codes before ${JSON.stringify(Object.fromEntries(loadBefore.codes))}`,
+      `primary SIGKILL: both workers gone ${goneAfterMs} ms after it, ids ${JSON.stringify(ids)}, codes before ${JSON.stringify(Object.fromEntries(loadBefore.codes))}`,
     );
     expect(ids.segment!.twice, JSON.stringify(ids)).toBe(0);
     expect(ids.snowflake!.twice, JSON.stringify(ids)).toBe(0);

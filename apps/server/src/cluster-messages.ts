@@ -77,7 +77,17 @@ export type FromPrimary =
   | { leaf: "start"; slot: number; count: number; port: number; fingerprint: string }
   | { leaf: "stop"; drainMs: number }
   | { leaf: "collect"; id: number; what: GatherKind; arg?: string }
-  | { leaf: "gathered"; id: number; stopping: boolean; answers: WorkerAnswer[] }
+  | {
+      leaf: "gathered";
+      id: number;
+      stopping: boolean;
+      answers: WorkerAnswer[];
+      /**
+       * For "metrics": counters and histograms to add to the workers' answers, of processes that
+       * ended and of workers that did not answer now (metrics-carry.ts).
+       */
+      carried?: unknown[][];
+    }
   | { leaf: "store-result"; id: number; value?: unknown; error?: SentError }
   | { leaf: "step"; step: StopStep };
 

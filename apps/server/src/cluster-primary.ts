@@ -29,6 +29,7 @@ import {
 import type { LogLevel, ServerConfig } from "./config";
 import { configSummary } from "./config-summary";
 import { StoreHost } from "./ipc-store";
+import { MetricsCarry } from "./metrics-carry";
 import { assertPortFree, pickFreePort } from "./server";
 import type { ServiceLogger } from "./service-types";
 
@@ -87,6 +88,8 @@ class Primary {
   private readonly log: PrimaryLog;
   private readonly slots: Slot[];
   private readonly registry = new Registry();
+  /** The workers' counters as last seen, so the server's sums never go down (metrics-carry.ts). */
+  private readonly metricsCarry = new MetricsCarry();
   private readonly restartsTotal: Counter<"worker">;
   private host: StoreHost | undefined;
   private port = 0;
@@ -423,7 +426,8 @@ class Primary {
         value: await this.registry.getMetricsAsJSON(),
       });
     }
-    send(requester, { leaf: "gathered", id, stopping: this.stopping, answers });
+    const carried = what === "metrics" ? await this.metricsCarry.carry(answers) : undefined;
+    send(requester, { leaf: "gathered", id, stopping: this.stopping, answers, carried });
   }
 
   private async runStore(worker: Worker, m: Extract<FromWorker, { leaf: "store" }>): Promise<void> {

@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { isLeafError } from "@leaf/core";
 import { acquireLockFileWaiting, type HeldLockFile } from "@leaf/core/adapter";
 import type { SegmentStore } from "@leaf/segment";
-import { AggregatorRegistry, type MetricObjectWithValues, type MetricValue } from "prom-client";
+import { AggregatorRegistry } from "prom-client";
 import { requestLogFields } from "./access-tokens";
 import {
   type FromPrimary,
@@ -26,6 +26,7 @@ import type { ServerConfig } from "./config";
 import { configSummary } from "./config-summary";
 import type { AppContext } from "./id-sources";
 import { RemoteSegmentStore } from "./ipc-store";
+import type { MetricJson } from "./metrics-carry";
 import { type Check, isReady, readiness } from "./readiness";
 import { type LeafServer, startServer } from "./server";
 
@@ -152,16 +153,18 @@ export class WorkerLink {
 
   /**
    * `/metrics` of the whole server: every worker's metrics and the primary's (its process and the
-   * worker restarts), counters and histograms summed, gauges kept apart by a `worker` label.
+   * worker restarts), counters and histograms summed (with what ended processes and workers that
+   * did not answer now had counted: the sum never goes down), gauges kept apart by a `worker`
+   * label.
    */
   async metricsText(): Promise<{ text: string; contentType: string }> {
     const gathered = await this.gather("metrics", METRICS_WAIT_MS);
-    const parts: MetricObjectWithValues<MetricValue<string>>[][] = [];
+    const parts: MetricJson[][] = [];
     for (const answer of gathered.answers) {
       if (answer.value === undefined) continue;
       const worker = answer.slot === 0 ? "primary" : String(answer.slot);
       parts.push(
-        (answer.value as MetricObjectWithValues<MetricValue<string>>[]).map((metric) =>
+        (answer.value as MetricJson[]).map((metric) =>
           // A gauge is one process's state (its worker id, its memory): kept per worker; a label
           // `worker` of its own (the primary's per-worker gauges) is kept as it is.
           String(metric.type) === "gauge"
@@ -173,6 +176,8 @@ export class WorkerLink {
         ),
       );
     }
+    // Counters of ended processes and of workers that did not answer now: the sum never goes down.
+    for (const part of gathered.carried) parts.push(part as MetricJson[]);
     const registry = AggregatorRegistry.aggregate(parts);
     return { text: await registry.metrics(), contentType: registry.contentType };
   }
@@ -308,13 +313,13 @@ export class WorkerLink {
     what: GatherKind,
     waitMs: number,
     arg?: string,
-  ): Promise<{ stopping: boolean; answers: WorkerAnswer[] }> {
+  ): Promise<{ stopping: boolean; answers: WorkerAnswer[]; carried: unknown[][] }> {
     const answer = await this.request(
       { leaf: "gather", id: this.nextId++, what, arg },
       waitMs + 1000,
     );
     if (answer.leaf !== "gathered") throw receivedError(answer.error ?? { message: "no answer" });
-    return { stopping: answer.stopping, answers: answer.answers };
+    return { stopping: answer.stopping, answers: answer.answers, carried: answer.carried ?? [] };
   }
 
   private async storeCall(op: StoreOp, args: unknown[]): Promise<unknown> {

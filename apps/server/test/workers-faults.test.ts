@@ -3,7 +3,8 @@
 // worker SIGSTOPped (the server unready until it
 // runs again), the primary SIGKILLed (the workers stop at once; a new server takes over), the
 // primary SIGKILLed while a worker is paused (the new server cannot start that worker while the
-// old process lives), and SIGTERM under load (readiness false first, every request answered).
+// old process lives), and SIGTERM under load (readiness false first, every request answered; on
+// MySQL with Redis and on the embedded store, then started again with every id counted).
 import { MysqlSegmentStore } from "@leaf/segment-mysql";
 import {
   countRepeatedIds,
@@ -67,10 +68,10 @@ async function server(label: string, config: Record<string, unknown>) {
   return s;
 }
 
-/** Eight loops asking for segment and snowflake batches in turn. */
-function bothModes(port: number): IdLoad {
+/** Eight loops asking for segment (tag `tag`) and snowflake batches in turn. */
+function bothModes(port: number, tag = "t"): IdLoad {
   const asks = [
-    { space: "segment", path: "/api/segment/get/t?count=50" },
+    { space: "segment", path: `/api/segment/get/${tag}?count=50` },
     { space: "snowflake", path: "/api/snowflake/get/k?count=50" },
   ];
   return new IdLoad(port, Array(8).fill(asks), 8);
@@ -354,46 +355,68 @@ describe("two worker processes under fire", () => {
     expect(await s.stop()).toEqual({ code: 0, signal: null });
   }, 240_000);
 
-  it("SIGTERM under load: not ready at once, every request answered until the balancer moved away, exit 0", async () => {
-    const s = await server("term", {
-      server: { drainMs: 1500 },
-      segment: await mysqlSegment(),
-      snowflake: { registry: "redis", ip: "127.0.0.1", redis: { url: redis.url, leaseMs: 3000 } },
-    });
-    await s.start();
-    const load = bothModes(s.port);
-    await load.more(20_000);
-    const answersBefore = load.answers;
-    const stopped = s.stop();
-    // A load balancer: it polls readiness, and stops sending once it reads 503.
-    let notReady: { status: number; body: string } | undefined;
-    await waitUntil(
-      "readiness 503 during the drain",
-      async () => {
-        const answer = await httpGet(s.port, "/health/ready", {
-          timeoutMs: 2000,
-          headers: { connection: "close" },
-        }).catch(() => undefined);
-        if (answer?.status === 503) notReady = answer;
-        return notReady !== undefined;
-      },
-      10_000,
-      20,
-    );
-    await load.stop();
-    const answeredMeanwhile = load.answers - answersBefore;
-    const exit = await stopped;
-    expect(exit).toEqual({ code: 0, signal: null });
-    // Every worker turned unready: the primary told them all at once.
-    const body = JSON.parse(notReady!.body) as { workers: Array<{ ready: boolean }> };
-    expect(body.workers.map((w) => w.ready)).toEqual([false, false]);
-    const ids = counted(load.ids);
-    console.log(
-      `SIGTERM: ${answeredMeanwhile} answers between the signal and the balancer's 503, ids ${JSON.stringify(ids)}, codes ${JSON.stringify(Object.fromEntries(load.codes))}`,
-    );
-    expect(ids.segment!.twice, JSON.stringify(ids)).toBe(0);
-    expect(ids.snowflake!.twice, JSON.stringify(ids)).toBe(0);
-    // Every request sent while the balancer still sent was answered with ids: no reset, no refusal.
-    expect(Object.fromEntries(load.codes)).toEqual({});
-  }, 240_000);
+  const stores = [
+    {
+      name: "MySQL and Redis",
+      tag: "t",
+      config: async () => ({
+        segment: await mysqlSegment(),
+        snowflake: {
+          registry: "redis",
+          ip: "127.0.0.1",
+          redis: { url: redis.url, leaseMs: 3000 },
+        },
+      }),
+    },
+    // The embedded store, opened by the primary, and the local registry: the defaults.
+    { name: "the embedded store", tag: "leaf-segment-test", config: async () => ({}) },
+  ];
+  for (const { name, tag, config } of stores) {
+    it(`SIGTERM under load (${name}): not ready at once, every request answered until the balancer moved away, exit 0; started again, no id twice`, async () => {
+      const s = await server(`term-${tag}`, { server: { drainMs: 1500 }, ...(await config()) });
+      await s.start();
+      const load = bothModes(s.port, tag);
+      await load.more(20_000);
+      const answersBefore = load.answers;
+      const stopped = s.stop();
+      // A load balancer: it polls readiness, and stops sending once it reads 503.
+      let notReady: { status: number; body: string } | undefined;
+      await waitUntil(
+        "readiness 503 during the drain",
+        async () => {
+          const answer = await httpGet(s.port, "/health/ready", {
+            timeoutMs: 2000,
+            headers: { connection: "close" },
+          }).catch(() => undefined);
+          if (answer?.status === 503) notReady = answer;
+          return notReady !== undefined;
+        },
+        10_000,
+        20,
+      );
+      await load.stop();
+      const answeredMeanwhile = load.answers - answersBefore;
+      const exit = await stopped;
+      expect(exit).toEqual({ code: 0, signal: null });
+      // Every worker turned unready: the primary told them all at once.
+      const body = JSON.parse(notReady!.body) as { workers: Array<{ ready: boolean }> };
+      expect(body.workers.map((w) => w.ready)).toEqual([false, false]);
+      // Started again on the same folder: the ranges the workers gave back are taken again, and
+      // the snowflake worker ids leased again; none of it may repeat an id answered before.
+      await s.start();
+      const again = bothModes(s.port, tag);
+      await again.more(20_000);
+      await again.stop();
+      expect(await s.stop()).toEqual({ code: 0, signal: null });
+      const ids = counted(load.ids, again.ids);
+      console.log(
+        `SIGTERM (${name}): ${answeredMeanwhile} answers between the signal and the balancer's 503, ids ${JSON.stringify(ids)}, codes ${JSON.stringify(Object.fromEntries(load.codes))}`,
+      );
+      expect(ids.segment!.twice, JSON.stringify(ids)).toBe(0);
+      expect(ids.snowflake!.twice, JSON.stringify(ids)).toBe(0);
+      // Every request sent while the balancer still sent was answered with ids: no reset, no refusal.
+      expect(Object.fromEntries(load.codes)).toEqual({});
+      expect(Object.fromEntries(again.codes)).toEqual({});
+    }, 240_000);
+  }
 });

@@ -1,8 +1,8 @@
 // A server of two worker processes (server.workers) under fire, every id counted: a worker
 // SIGKILLed (started again as the same node; on a leasing registry with a worker id of its own), a
-// worker SIGSTOPped (the server unready until it
-// runs again), the primary SIGKILLed (the workers stop at once; a new server takes over), the
-// primary SIGKILLed while a worker is paused (the new server cannot start that worker while the
+// worker SIGSTOPped (the server unready until it runs again; its counters stand), the primary
+// SIGKILLed (the workers stop at once; a new server takes over), the primary SIGKILLed while a
+// worker is paused (the new server cannot start that worker while the
 // old process lives), and SIGTERM under load (readiness false first, every request answered; on
 // MySQL with Redis and on the embedded store, then started again with every id counted).
 import { MysqlSegmentStore } from "@leaf/segment-mysql";

@@ -210,6 +210,10 @@ describe("leaf-server --workers 2", () => {
         after.map((a) => a.status),
         after.map((a) => a.body).join("\n"),
       ).toEqual(Array(8).fill(200));
+      // Both workers served it: each takes ranges of its own (step 100), so their ids fall in two
+      // ranges.
+      const ranges = new Set(after.map((a) => (BigInt(a.body) - 1n) / 100n));
+      expect(ranges.size, after.map((a) => a.body).join(", ")).toBe(2);
       const deleted = await fetch(`${server.url}/api/v1/admin/tags/${tag}`, {
         method: "DELETE",
         headers: { authorization: headers.authorization },

@@ -104,7 +104,8 @@ export type LoadLoop = Ask | Ask[];
 /**
  * Keep-alive load on one server: `loops` concurrent loops over `connections` sockets (node:cluster
  * hands connections to the workers in turn, so several sockets reach every worker). Every id
- * answered (text, one per line, or a JSON answer's `ids`) is kept per space; every answer without
+ * answered (text, one per line, a JSON answer's `ids`, or a range's `[start, end)`) is kept per
+ * space; every answer without
  * ids is counted by its code.
  */
 export class IdLoad {
@@ -172,7 +173,12 @@ export class IdLoad {
         const answer = await httpGet(this.port, path, { agent: this.agent, timeoutMs: 5000 });
         this.answers++;
         if (answer.status === 200 && answer.body.startsWith("{")) {
-          for (const id of (JSON.parse(answer.body) as { ids: string[] }).ids) log.push(BigInt(id));
+          const json = JSON.parse(answer.body) as { ids?: string[]; start?: string; end?: string };
+          if (json.ids) for (const id of json.ids) log.push(BigInt(id));
+          else {
+            // A range lease (/api/v1/segment/:tag/range): every id in [start, end) is the caller's.
+            for (let id = BigInt(json.start!); id < BigInt(json.end!); id++) log.push(id);
+          }
         } else if (answer.status === 200) {
           for (const line of answer.body.split("\n")) if (line !== "") log.push(BigInt(line));
         } else {
@@ -216,10 +222,22 @@ export async function servesFromBoth(
 ): Promise<{ workers: ListedWorker[]; counts: Record<string, number> }> {
   // Each loop asks for every kind in turn: whichever worker its connection landed on, it counts.
   const asks: Ask[] = [];
+  // Java Leaf's paths, the JSON API and the range lease (what @leaf/client asks for): one id
+  // space per mode, whichever path answered.
   if (spaces.segment) {
-    asks.push({ space: "segment", path: `/api/segment/get/${spaces.segment}?count=100` });
+    const tag = spaces.segment;
+    asks.push(
+      { space: "segment", path: `/api/segment/get/${tag}?count=100` },
+      { space: "segment", path: `/api/v1/segment/${tag}/ids?count=100` },
+      { space: "segment", path: `/api/v1/segment/${tag}/range?count=100` },
+    );
   }
-  if (spaces.snowflake) asks.push({ space: "snowflake", path: "/api/snowflake/get/k?count=100" });
+  if (spaces.snowflake) {
+    asks.push(
+      { space: "snowflake", path: "/api/snowflake/get/k?count=100" },
+      { space: "snowflake", path: "/api/v1/snowflake/ids?count=100" },
+    );
+  }
   if (spaces.redisSequence) {
     asks.push({ space: "redisSequence", path: "/api/v1/redis-sequence/ids?shard=3&count=100" });
   }

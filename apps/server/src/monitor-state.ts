@@ -66,8 +66,16 @@ function segmentState(ctx: AppContext) {
       refused: s.refused,
       initialized: s.initialized,
       currentPos: s.currentPos,
+      /** A residue set's range also has `stride` and `remainder` (the class of its ids). */
       segments: s.segments.map((r) =>
-        r === null ? null : { value: r.value.toString(), max: r.max.toString(), step: r.step },
+        r === null
+          ? null
+          : {
+              value: r.value.toString(),
+              max: r.max.toString(),
+              step: r.step,
+              ...(r.stride === undefined ? {} : { stride: r.stride, remainder: r.remainder }),
+            },
       ),
       nextReady: s.nextReady,
       loading: s.loading,

@@ -198,6 +198,79 @@ export class IdLoad {
   }
 }
 
+/**
+ * Whether two ranges as {@link RangeSampler} keeps them ("start-end" or, for a residue set's range,
+ * "start-end/stride/remainder") may hold a common id: their spans meet, unless both are of one
+ * stride and of different residue classes.
+ */
+function shareIds(a: string, b: string): boolean {
+  const [spanA, strideA, remA] = a.split("/");
+  const [spanB, strideB, remB] = b.split("/");
+  const [s1, e1] = spanA!.split("-").map(BigInt) as [bigint, bigint];
+  const [s2, e2] = spanB!.split("-").map(BigInt) as [bigint, bigint];
+  if (e1 <= s2 || e2 <= s1) return false;
+  return !(strideA !== undefined && strideA === strideB && remA !== remB);
+}
+
+/**
+ * Asks `/api/v1/monitor` every 50 ms on a new connection (node:cluster hands each to the next
+ * worker) and keeps, per worker that answered, every range of `tag` it showed (current and next),
+ * as "start-end" ([start, end), start = max - step), with "/stride/remainder" for a residue set's.
+ */
+class RangeSampler {
+  readonly ranges = new Map<number, Set<string>>();
+  private running = true;
+  private readonly done: Promise<void>;
+
+  constructor(
+    private readonly port: number,
+    private readonly tag: string,
+  ) {
+    this.done = this.loop();
+  }
+
+  async stop(): Promise<void> {
+    this.running = false;
+    await this.done;
+  }
+
+  private async loop(): Promise<void> {
+    while (this.running) {
+      const answer = await httpGet(this.port, "/api/v1/monitor", {
+        timeoutMs: 5000,
+        headers: { connection: "close" },
+      }).catch(() => null);
+      if (answer?.status === 200) {
+        const state = JSON.parse(answer.body) as {
+          workers: { answeredBy: number } | null;
+          segment: {
+            tags?: Array<{
+              tag: string;
+              segments: Array<{
+                max: string;
+                step: number;
+                stride?: number;
+                remainder?: number;
+              } | null>;
+            }>;
+          };
+        };
+        const slot = state.workers!.answeredBy;
+        const tag = state.segment.tags?.find((t) => t.tag === this.tag);
+        for (const r of tag?.segments ?? []) {
+          if (r === null || r.step === 0) continue;
+          const max = BigInt(r.max);
+          let seen = this.ranges.get(slot);
+          if (!seen) this.ranges.set(slot, (seen = new Set()));
+          const residue = r.stride === undefined ? "" : `/${r.stride}/${r.remainder}`;
+          seen.add(`${max - BigInt(r.step)}-${max}${residue}`);
+        }
+      }
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  }
+}
+
 /** The worker id of a snowflake id of Leaf's layout (41 + 10 + 12 bits). */
 export function leafWorkerId(id: bigint): number {
   return Number((id >> 12n) & 1023n);
@@ -242,8 +315,10 @@ export async function servesFromBoth(
     asks.push({ space: "redisSequence", path: "/api/v1/redis-sequence/ids?shard=3&count=100" });
   }
   const load = new IdLoad(server.port, Array(8).fill(asks), 8);
+  const sampler = spaces.segment ? new RangeSampler(server.port, spaces.segment) : null;
   await load.more(ids);
   await load.stop();
+  await sampler?.stop();
   expect(load.codes.size, JSON.stringify(Object.fromEntries(load.codes))).toBe(0);
   const workers = await listWorkers(server);
   expect(workers.map((w) => w.state)).toEqual(["running", "running"]);
@@ -264,6 +339,20 @@ export async function servesFromBoth(
   if (spaces.segment) {
     for (const w of workers)
       expect(w.summary!.ranges, `worker ${w.slot} took ranges`).toBeGreaterThan(0);
+    // The ranges themselves, as each worker's monitor showed them during the load: every range a
+    // worker held is disjoint from every range the other held.
+    const held = sampler!.ranges;
+    expect([...held.keys()].sort(), "both workers showed their ranges").toEqual(
+      workers.map((w) => w.slot).sort(),
+    );
+    const [a, b] = [...held.values()];
+    for (const ra of a!.values()) {
+      for (const rb of b!.values()) {
+        expect(shareIds(ra, rb), `range ${ra} of one worker overlaps ${rb} of the other`).toBe(
+          false,
+        );
+      }
+    }
   }
   if (spaces.redisSequence) {
     // Its state is a gauge: one line per worker process.

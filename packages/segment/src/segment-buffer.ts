@@ -26,6 +26,12 @@ export interface RangeSnapshot {
   max: bigint;
   /** Ids in the range. */
   step: number;
+  /**
+   * A residue set's range (see {@link SegmentRange.stride}): only its ids with `id % stride ===
+   * remainder` are handed out. Absent for a range of every id.
+   */
+  stride?: number;
+  remainder?: number;
 }
 
 /** The buffer of one tag. Fields are public to the generator, which owns every change. */
@@ -247,10 +253,11 @@ export class TagBuffer {
   /** The current range as Java Leaf's Segment shows it, or null before the first range. */
   currentSnapshot(): RangeSnapshot | null {
     if (!this.initialized) return null;
-    return {
-      value: this.position(),
-      max: this.end,
-      step: this.step,
-    };
+    const snapshot: RangeSnapshot = { value: this.position(), max: this.end, step: this.step };
+    if (this.stride > 1n) {
+      snapshot.stride = Number(this.stride);
+      snapshot.remainder = this.remainder;
+    }
+    return snapshot;
   }
 }

@@ -95,6 +95,10 @@ describe("ResidueSegmentStore over memory stores", () => {
     // [25, 35) holds 28 .. 34 of its class still, and each range loaded ahead five ids.
     const snapshot = generator.snapshot("t")!;
     expect(snapshot.idsLeft).toBe(4n + 5n * BigInt(snapshot.rangesAhead));
+    // The monitor's view of the range names its class.
+    const current = snapshot.segments[snapshot.currentPos]!;
+    expect([current.max - BigInt(current.step), current.max]).toEqual([25n, 35n]);
+    expect([current.stride, current.remainder]).toEqual([2, 0]);
     await generator.close();
   });
 

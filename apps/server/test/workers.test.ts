@@ -9,6 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { MysqlSegmentStore } from "@leaf/segment-mysql";
 import {
+  countRepeatedIds,
   httpGet,
   type LeafServerProcess,
   type MysqlHandle,
@@ -18,10 +19,17 @@ import {
   startZookeeper,
   stopAll,
   type ZookeeperHandle,
+  waitUntil,
 } from "@leaf/testkit";
 import { chromium } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { listWorkers, removeServerFolders, servesFromBoth, workersServer } from "./workers-process";
+import {
+  IdLoad,
+  listWorkers,
+  removeServerFolders,
+  servesFromBoth,
+  workersServer,
+} from "./workers-process";
 
 const NAME = "workers";
 const ADMIN = "admin-token-0123456789abcdef";
@@ -187,7 +195,7 @@ describe("leaf-server --workers 2", () => {
     }
   }, 240_000);
 
-  it("answers an admin change on every worker at once: a created tag served, a deleted one refused", async () => {
+  it("answers an admin change on every worker at once: a created tag served, a deleted one refused, a changed step taken by both", async () => {
     const server = await started("admin", { server: { adminToken: ADMIN } });
     const headers = { authorization: `Bearer ${ADMIN}`, "content-type": "application/json" };
     // Each request on a new connection: node:cluster hands them to the workers in turn.
@@ -222,8 +230,68 @@ describe("leaf-server --workers 2", () => {
       const gone = await askAll(`/api/segment/get/${tag}`);
       expect(gone.map((a) => a.status)).toEqual(Array(8).fill(404));
     }
+    // A step changed through one worker under load: every worker's next range from the store is
+    // taken with it (the monitor's tableStep, per worker that answers), and no id is answered
+    // twice across the change.
+    const tag = "stepped";
+    const made = await fetch(`${server.url}/api/v1/admin/tags`, {
+      method: "POST",
+      headers,
+      body: JSON.stringify({ tag, step: 100, startId: "1" }),
+    });
+    expect(made.status, await made.text()).toBe(201);
+    const load = new IdLoad(
+      server.port,
+      Array(8).fill({ space: "segment", path: `/api/segment/get/${tag}?count=20` }),
+      8,
+    );
+    await load.more(4000);
+    expect(await tableSteps(server, tag)).toEqual(new Map([[1, 100], [2, 100]]));
+    const patched = await fetch(`${server.url}/api/v1/admin/tags/${tag}`, {
+      method: "PATCH",
+      headers,
+      body: JSON.stringify({ step: 1000 }),
+    });
+    expect(patched.status, await patched.text()).toBe(200);
+    let steps = new Map<number, number>();
+    await waitUntil(
+      "both workers taking ranges of step 1000",
+      async () => {
+        steps = await tableSteps(server, tag);
+        return steps.get(1) === 1000 && steps.get(2) === 1000;
+      },
+      30_000,
+    ).catch((error: Error) => {
+      throw new Error(`${error.message}; table steps by worker: ${JSON.stringify([...steps])}`);
+    });
+    await load.stop();
+    expect(load.codes.size, JSON.stringify(Object.fromEntries(load.codes))).toBe(0);
+    const { duplicates, total } = countRepeatedIds([...load.ids.values()]);
+    expect(total).toBeGreaterThan(4000);
+    expect(duplicates).toBe(0);
     const workers = await listWorkers(server);
     expect(workers.map((w) => w.pid)).toHaveLength(2);
     expect(await server.stop()).toEqual({ code: 0, signal: null });
   }, 240_000);
 });
+
+/**
+ * Per worker (as `answeredBy`), the store's step for `tag` as of that worker's last range (the
+ * monitor's `tableStep`), asked on new connections until both workers answered.
+ */
+async function tableSteps(server: LeafServerProcess, tag: string): Promise<Map<number, number>> {
+  const steps = new Map<number, number>();
+  for (let i = 0; i < 20 && steps.size < 2; i++) {
+    const answer = await httpGet(server.port, "/api/v1/monitor", {
+      timeoutMs: 5000,
+      headers: { connection: "close" },
+    });
+    const state = JSON.parse(answer.body) as {
+      workers: { answeredBy: number };
+      segment: { tags: Array<{ tag: string; tableStep: number }> };
+    };
+    const found = state.segment.tags.find((t) => t.tag === tag);
+    if (found) steps.set(state.workers.answeredBy, found.tableStep);
+  }
+  return steps;
+}

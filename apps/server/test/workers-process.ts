@@ -260,8 +260,8 @@ class RangeSampler {
         for (const r of tag?.segments ?? []) {
           if (r === null || r.step === 0) continue;
           const max = BigInt(r.max);
-          let seen = this.ranges.get(slot);
-          if (!seen) this.ranges.set(slot, (seen = new Set()));
+          const seen = this.ranges.get(slot) ?? new Set<string>();
+          this.ranges.set(slot, seen);
           const residue = r.stride === undefined ? "" : `/${r.stride}/${r.remainder}`;
           seen.add(`${max - BigInt(r.step)}-${max}${residue}`);
         }

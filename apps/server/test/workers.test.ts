@@ -18,8 +18,8 @@ import {
   startRedis,
   startZookeeper,
   stopAll,
-  type ZookeeperHandle,
   waitUntil,
+  type ZookeeperHandle,
 } from "@leaf/testkit";
 import { chromium } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -246,7 +246,12 @@ describe("leaf-server --workers 2", () => {
       8,
     );
     await load.more(4000);
-    expect(await tableSteps(server, tag)).toEqual(new Map([[1, 100], [2, 100]]));
+    expect(await tableSteps(server, tag)).toEqual(
+      new Map([
+        [1, 100],
+        [2, 100],
+      ]),
+    );
     const patched = await fetch(`${server.url}/api/v1/admin/tags/${tag}`, {
       method: "PATCH",
       headers,

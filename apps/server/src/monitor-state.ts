@@ -68,14 +68,7 @@ function segmentState(ctx: AppContext) {
       currentPos: s.currentPos,
       /** A residue set's range also has `stride` and `remainder` (the class of its ids). */
       segments: s.segments.map((r) =>
-        r === null
-          ? null
-          : {
-              value: r.value.toString(),
-              max: r.max.toString(),
-              step: r.step,
-              ...(r.stride === undefined ? {} : { stride: r.stride, remainder: r.remainder }),
-            },
+        r === null ? null : { ...r, value: r.value.toString(), max: r.max.toString() },
       ),
       nextReady: s.nextReady,
       loading: s.loading,

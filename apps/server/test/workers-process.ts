@@ -198,27 +198,53 @@ export class IdLoad {
   }
 }
 
-/**
- * Whether two ranges as {@link RangeSampler} keeps them ("start-end" or, for a residue set's range,
- * "start-end/stride/remainder") may hold a common id: their spans meet, unless both are of one
- * stride and of different residue classes.
- */
-function shareIds(a: string, b: string): boolean {
-  const [spanA, strideA, remA] = a.split("/");
-  const [spanB, strideB, remB] = b.split("/");
-  const [s1, e1] = spanA!.split("-").map(BigInt) as [bigint, bigint];
-  const [s2, e2] = spanB!.split("-").map(BigInt) as [bigint, bigint];
-  if (e1 <= s2 || e2 <= s1) return false;
-  return !(strideA !== undefined && strideA === strideB && remA !== remB);
+/** A segment tag as one worker's `/api/v1/monitor` shows it. */
+export interface MonitoredTag {
+  tag: string;
+  tableStep: number;
+  segments: Array<{ max: string; step: number; stride?: number; remainder?: number } | null>;
 }
 
 /**
- * Asks `/api/v1/monitor` every 50 ms on a new connection (node:cluster hands each to the next
- * worker) and keeps, per worker that answered, every range of `tag` it showed (current and next),
- * as "start-end" ([start, end), start = max - step), with "/stride/remainder" for a residue set's.
+ * Asks `/api/v1/monitor` on a new connection (node:cluster hands each to the next worker): the
+ * worker that answered and its view of `tag`; null when no answer came.
+ */
+export async function workerTagView(
+  port: number,
+  tag: string,
+): Promise<{ slot: number; tag: MonitoredTag | undefined } | null> {
+  const answer = await httpGet(port, "/api/v1/monitor", {
+    timeoutMs: 5000,
+    headers: { connection: "close" },
+  }).catch(() => null);
+  if (answer?.status !== 200) return null;
+  const state = JSON.parse(answer.body) as {
+    workers: { answeredBy: number } | null;
+    segment: { tags?: MonitoredTag[] };
+  };
+  return { slot: state.workers!.answeredBy, tag: state.segment.tags?.find((t) => t.tag === tag) };
+}
+
+/** A range a worker held: [start, end), of one residue class when `stride` is set. */
+interface HeldRange {
+  start: bigint;
+  end: bigint;
+  stride?: number;
+  remainder?: number;
+}
+
+/** Whether two ranges may hold a common id: their spans meet, unless of one stride and two classes. */
+function shareIds(a: HeldRange, b: HeldRange): boolean {
+  if (a.end <= b.start || b.end <= a.start) return false;
+  return !(a.stride !== undefined && a.stride === b.stride && a.remainder !== b.remainder);
+}
+
+/**
+ * Asks every 50 ms which ranges of `tag` a worker holds (current and next; start = max - step) and
+ * keeps them per worker, keyed by their text.
  */
 class RangeSampler {
-  readonly ranges = new Map<number, Set<string>>();
+  readonly ranges = new Map<number, Map<string, HeldRange>>();
   private running = true;
   private readonly done: Promise<void>;
 
@@ -236,35 +262,19 @@ class RangeSampler {
 
   private async loop(): Promise<void> {
     while (this.running) {
-      const answer = await httpGet(this.port, "/api/v1/monitor", {
-        timeoutMs: 5000,
-        headers: { connection: "close" },
-      }).catch(() => null);
-      if (answer?.status === 200) {
-        const state = JSON.parse(answer.body) as {
-          workers: { answeredBy: number } | null;
-          segment: {
-            tags?: Array<{
-              tag: string;
-              segments: Array<{
-                max: string;
-                step: number;
-                stride?: number;
-                remainder?: number;
-              } | null>;
-            }>;
-          };
+      const view = await workerTagView(this.port, this.tag);
+      for (const r of view?.tag?.segments ?? []) {
+        if (r === null || r.step === 0) continue;
+        const end = BigInt(r.max);
+        const range: HeldRange = {
+          start: end - BigInt(r.step),
+          end,
+          stride: r.stride,
+          remainder: r.remainder,
         };
-        const slot = state.workers!.answeredBy;
-        const tag = state.segment.tags?.find((t) => t.tag === this.tag);
-        for (const r of tag?.segments ?? []) {
-          if (r === null || r.step === 0) continue;
-          const max = BigInt(r.max);
-          const seen = this.ranges.get(slot) ?? new Set<string>();
-          this.ranges.set(slot, seen);
-          const residue = r.stride === undefined ? "" : `/${r.stride}/${r.remainder}`;
-          seen.add(`${max - BigInt(r.step)}-${max}${residue}`);
-        }
+        const seen = this.ranges.get(view!.slot) ?? new Map<string, HeldRange>();
+        this.ranges.set(view!.slot, seen);
+        seen.set(`${range.start}-${end}/${r.stride ?? 1}/${r.remainder ?? 0}`, range);
       }
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
@@ -346,9 +356,9 @@ export async function servesFromBoth(
       workers.map((w) => w.slot).sort(),
     );
     const [a, b] = [...held.values()];
-    for (const ra of a!.values()) {
-      for (const rb of b!.values()) {
-        expect(shareIds(ra, rb), `range ${ra} of one worker overlaps ${rb} of the other`).toBe(
+    for (const [ka, ra] of a!) {
+      for (const [kb, rb] of b!) {
+        expect(shareIds(ra, rb), `range ${ka} of one worker overlaps ${kb} of the other`).toBe(
           false,
         );
       }

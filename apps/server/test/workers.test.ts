@@ -29,6 +29,7 @@ import {
   removeServerFolders,
   servesFromBoth,
   workersServer,
+  workerTagView,
 } from "./workers-process";
 
 const NAME = "workers";
@@ -281,22 +282,14 @@ describe("leaf-server --workers 2", () => {
 });
 
 /**
- * Per worker (as `answeredBy`), the store's step for `tag` as of that worker's last range (the
- * monitor's `tableStep`), asked on new connections until both workers answered.
+ * Per worker, the store's step for `tag` as of that worker's last range (the monitor's
+ * `tableStep`), asked on new connections until both workers answered.
  */
 async function tableSteps(server: LeafServerProcess, tag: string): Promise<Map<number, number>> {
   const steps = new Map<number, number>();
   for (let i = 0; i < 20 && steps.size < 2; i++) {
-    const answer = await httpGet(server.port, "/api/v1/monitor", {
-      timeoutMs: 5000,
-      headers: { connection: "close" },
-    });
-    const state = JSON.parse(answer.body) as {
-      workers: { answeredBy: number };
-      segment: { tags: Array<{ tag: string; tableStep: number }> };
-    };
-    const found = state.segment.tags.find((t) => t.tag === tag);
-    if (found) steps.set(state.workers.answeredBy, found.tableStep);
+    const view = await workerTagView(server.port, tag);
+    if (view?.tag) steps.set(view.slot, view.tag.tableStep);
   }
   return steps;
 }

@@ -24,6 +24,16 @@ export function idsLeftIn(range: SegmentRange, from: bigint = firstIdOf(range)):
   return (range.end - from + stride - 1n) / stride;
 }
 
+/** The residue class of a strided range, as a snapshot shows it; nothing for a contiguous one. */
+export function residueOf(range: { stride?: number; remainder?: number }): {
+  stride?: number;
+  remainder?: number;
+} {
+  return range.stride !== undefined && range.stride > 1
+    ? { stride: range.stride, remainder: range.remainder ?? 0 }
+    : {};
+}
+
 /** "stride/remainder" of a strided range, "" for a contiguous one. */
 export function classKey(range: { stride?: number; remainder?: number }): string {
   return range.stride !== undefined && range.stride > 1

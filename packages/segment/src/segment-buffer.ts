@@ -3,7 +3,7 @@
 // range's counter is a JS number while the range ends at or below 2^53 (a number add and one
 // BigInt() per id) and a bigint above, so every id stays exact.
 import type { LeafError } from "@leaf/core";
-import { firstIdOf, idsLeftIn, isStrided, type StrideFloors } from "./residue-range";
+import { firstIdOf, idsLeftIn, isStrided, residueOf, type StrideFloors } from "./residue-range";
 import type { SegmentRange } from "./segment-store";
 
 /** Ranges that end at or below this are counted with JS numbers. */
@@ -253,11 +253,11 @@ export class TagBuffer {
   /** The current range as Java Leaf's Segment shows it, or null before the first range. */
   currentSnapshot(): RangeSnapshot | null {
     if (!this.initialized) return null;
-    const snapshot: RangeSnapshot = { value: this.position(), max: this.end, step: this.step };
-    if (this.stride > 1n) {
-      snapshot.stride = Number(this.stride);
-      snapshot.remainder = this.remainder;
-    }
-    return snapshot;
+    return {
+      value: this.position(),
+      max: this.end,
+      step: this.step,
+      ...residueOf({ stride: Number(this.stride), remainder: this.remainder }),
+    };
   }
 }

@@ -1,7 +1,7 @@
 // The generator's monitoring views: a tag's double buffer as Java Leaf's `/cache` page shows it
 // (and more: load times, failures, retries, refusal), and the generator-wide status.
 import { performance } from "node:perf_hooks";
-import { isStrided } from "./residue-range";
+import { residueOf } from "./residue-range";
 import type { RangeSnapshot, TagBuffer } from "./segment-buffer";
 import { message, reasonOf } from "./tag-loader";
 
@@ -79,12 +79,7 @@ export interface GeneratorStatus {
 export function snapshotOf(b: TagBuffer): TagSnapshot {
   const current = b.currentSnapshot();
   const next: RangeSnapshot | null = b.next
-    ? {
-        value: b.next.start,
-        max: b.next.end,
-        step: b.next.step,
-        ...(isStrided(b.next) ? { stride: b.next.stride!, remainder: b.next.remainder ?? 0 } : {}),
-      }
+    ? { value: b.next.start, max: b.next.end, step: b.next.step, ...residueOf(b.next) }
     : null;
   const segments: [RangeSnapshot | null, RangeSnapshot | null] =
     b.pos === 0 ? [current, next] : [next, current];

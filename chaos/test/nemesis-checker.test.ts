@@ -129,3 +129,46 @@ describe("the nemesis checker on a fault that outlasts its window behind a link 
     expect(check(refusedAt("A", 25_000, "CORRUPT_DATA"), windows, []).broken).toEqual(["codes"]);
   });
 });
+
+describe("the nemesis checker on a fault that outlasts a link cut and then a stall", () => {
+  const segment = selectFamilies(["segment"])[0]!;
+  const on = (fault: string, target: string, fromMs: number, toMs: number) =>
+    window(fault, target, fromMs, toMs, segment, { restart: "none" });
+  /** A stall of `server`'s event loop, as stalls.ts makes it (store codes, then recoveryMs). */
+  const stall = (server: string, fromMs: number, ms: number): Window => ({
+    step: 0,
+    fault: "stall",
+    target: server,
+    fromMs,
+    stoppedMs: fromMs + ms,
+    toMs: fromMs + ms + segment.recoveryMs,
+    effects: [{ servers: [server], codes: ["TIMEOUT"] }],
+  });
+  // Seed 2711's segment run: max_id set back (accepted until 10 s), A cut off from MariaDB 8-20 s
+  // (extended to 20 s), then A's event loop stalled 18-23 s (to 28 s with its recovery): the read
+  // that would have shown A the row put back waited out the stall.
+  const windows = [
+    on("max-id-back", "nem", 0, 10_000),
+    on("link-cut", "A~mysql", 8_000, 20_000),
+    stall("A", 18_000, 5_000),
+  ];
+
+  it("accepts the fault's codes on that server through the stall that began before the cut's end", () => {
+    expect(check(refusedAt("A", 25_000, "CORRUPT_DATA"), windows, []).broken).toEqual([]);
+  });
+
+  it("and not on another server, nor after the stall's recovery", () => {
+    expect(check(refusedAt("B", 25_000, "CORRUPT_DATA"), windows, []).broken).toEqual(["codes"]);
+    expect(check(refusedAt("A", 29_000, "CORRUPT_DATA"), windows, []).broken).toEqual(["codes"]);
+  });
+
+  it("nor through a stall that began after the extended window had ended", () => {
+    const late = [windows[0]!, windows[1]!, stall("A", 21_000, 5_000)];
+    expect(check(refusedAt("A", 25_000, "CORRUPT_DATA"), late, []).broken).toEqual(["codes"]);
+  });
+
+  it("nor through a stall of another server", () => {
+    const other = [windows[0]!, windows[1]!, stall("B", 18_000, 5_000)];
+    expect(check(refusedAt("A", 25_000, "CORRUPT_DATA"), other, []).broken).toEqual(["codes"]);
+  });
+});

@@ -138,38 +138,54 @@ export function check(
   };
 }
 
-/** Faults that keep servers from their store: a link cut, a store paused or killed. */
-const STORE_OUTAGES = new Set(["link-cut", "store-pause", "store-kill", "residue-outage"]);
+/**
+ * What keeps servers from their store: a link cut, a store paused or killed, and a stall of the
+ * server's own event loop (stalls.ts: a server that runs nothing reads nothing, and a query it sent
+ * meanwhile may end only by its timeout once it runs again).
+ */
+const STORE_OUTAGES = new Set(["link-cut", "store-pause", "store-kill", "residue-outage", "stall"]);
 
 /**
  * A fault's codes may outlast it on a server that could not reach its store when it ended: the
  * server learns that the fault is over (a max id put back, a tag created again) only at its next
  * read of the store, and keeps answering what it last read until then (a tag refused below its
  * high-water mark stays refused until its row is read again; segment README). So for each window
- * whose end a store outage overlaps, a window of the same effects, for the servers the outage keeps
- * away, until the outage's own end and settle.
+ * whose end an outage overlaps, a window of the same effects, for the servers the outage keeps
+ * away, until the outage's own end and settle; and again for each such window whose end a further
+ * outage overlaps (a cut, then a stall), until nothing changes. Each step ends later than the last,
+ * at some outage's end, so the chain stops.
  */
 function outlasting(windows: Window[]): Window[] {
   const outages = windows.filter((w) => STORE_OUTAGES.has(w.fault));
   const extended: Window[] = [];
-  for (const window of windows) {
-    for (const outage of outages) {
-      if (outage === window || outage.fromMs > window.toMs || outage.toMs <= window.toMs) continue;
-      const away = outage.effects.flatMap((e) => e.servers);
-      extended.push({
-        ...window,
-        fromMs: window.toMs,
-        toMs: outage.toMs,
-        effects: window.effects.map((e) => ({
-          ...e,
-          servers: away.includes("*")
-            ? e.servers
-            : e.servers
-                .filter((s) => s === "*" || away.includes(s))
-                .flatMap((s) => (s === "*" ? away : [s])),
-        })),
-      });
+  const seen = new Set<string>();
+  let last = windows;
+  while (last.length > 0) {
+    const next: Window[] = [];
+    for (const window of last) {
+      for (const outage of outages) {
+        if (outage === window || outage.fromMs > window.toMs || outage.toMs <= window.toMs)
+          continue;
+        const away = outage.effects.flatMap((e) => e.servers);
+        const effects = window.effects
+          .map((e) => ({
+            ...e,
+            servers: away.includes("*")
+              ? e.servers
+              : e.servers
+                  .filter((s) => s === "*" || away.includes(s))
+                  .flatMap((s) => (s === "*" ? away : [s])),
+          }))
+          .filter((e) => e.servers.length > 0);
+        if (effects.length === 0) continue;
+        const key = `${window.step} ${window.fault} ${window.target} ${outage.toMs} ${JSON.stringify(effects)}`;
+        if (seen.has(key)) continue;
+        seen.add(key);
+        next.push({ ...window, fromMs: window.toMs, toMs: outage.toMs, effects });
+      }
     }
+    extended.push(...next);
+    last = next;
   }
   return extended;
 }

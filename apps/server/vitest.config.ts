@@ -1,5 +1,32 @@
 // The shared settings. The monitor page's script is bundled by src/monitor-script.ts at load, with
 // the esbuild the build uses.
+//
+// `pnpm test` runs the server's tests in two lanes (scripts/test.sh), split by
+// LEAF_TEST_SERVER_FILES: "faults" runs the slow fault files below (they mostly wait out leases,
+// pauses and restarts), "rest" every other file. Unset, every file runs.
+import { defineConfig } from "vitest/config";
 import shared from "../../vitest.shared.ts";
 
-export default shared;
+const FAULTS = [
+  "test/stateful-set.test.ts",
+  "test/workers-faults.test.ts",
+  "test/pause-fencing.test.ts",
+  "test/stop-paused-database.test.ts",
+  "test/high-water-failover.test.ts",
+  "test/high-water-seen.test.ts",
+];
+
+function files(part: string | undefined): { include?: string[]; exclude?: string[] } {
+  if (part === undefined || part === "") return {};
+  if (part === "faults") return { include: FAULTS };
+  if (part === "rest") return { exclude: [...FAULTS, "**/node_modules/**"] };
+  throw new Error(
+    `LEAF_TEST_SERVER_FILES is ${JSON.stringify(part)}; expected "faults", "rest" or unset (every file)`,
+  );
+}
+
+// Spread, not merged: mergeConfig would add FAULTS to the shared include rather than replace it.
+export default defineConfig({
+  ...shared,
+  test: { ...shared.test, ...files(process.env.LEAF_TEST_SERVER_FILES) },
+});

@@ -141,33 +141,58 @@ export function check(
 /**
  * What keeps servers from their store: a link cut, a store paused or killed, and a stall of the
  * server's own event loop (stalls.ts: a server that runs nothing reads nothing, and a query it sent
- * meanwhile may end only by its timeout once it runs again).
+ * meanwhile may end only by its own timeout once it runs again).
  */
 const STORE_OUTAGES = new Set(["link-cut", "store-pause", "store-kill", "residue-outage", "stall"]);
 
 /**
+ * Codes a server answers from what it knows of itself, never from what it last read of its store
+ * (it is down or stopping, its own clock is behind): they end with their fault, whatever the store.
+ */
+const OWN_CODES = new Set([
+  ...NO_ANSWER,
+  "SHUTTING_DOWN",
+  "CLOSED",
+  "CLOCK_MOVED_BACKWARDS",
+  "CLOCK_BEHIND",
+]);
+
+/** Outages a fault's codes are carried through, one after another (a cut, then a stall). */
+const CHAINED_OUTAGES = 2;
+
+/**
  * A fault's codes may outlast it on a server that could not reach its store when it ended: the
- * server learns that the fault is over (a max id put back, a tag created again) only at its next
- * read of the store, and keeps answering what it last read until then (a tag refused below its
- * high-water mark stays refused until its row is read again; segment README). So for each window
- * whose end an outage overlaps, a window of the same effects, for the servers the outage keeps
- * away, until the outage's own end and settle; and again for each such window whose end a further
- * outage overlaps (a cut, then a stall), until nothing changes. Each step ends later than the last,
- * at some outage's end, so the chain stops.
+ * server learns that the fault is over (a max id put back, a tag created again, a stepped clock
+ * stored by a renewal) only at its next read or write of the store, and keeps answering what it
+ * last read until then (a tag refused below its high-water mark stays refused until its row is read
+ * again; segment README). So for each fault window (not an outage: an outage's own codes are
+ * accepted through every later outage's window anyway) whose end an outage overlaps, a window of its
+ * codes but OWN_CODES, for the servers the outage keeps away, from the window's end to the outage's
+ * own end and settle; and through a second outage that overlaps that end in turn (seed 2711: a cut,
+ * then a stall of the server just after the heal). Bounded at CHAINED_OUTAGES: a server that runs
+ * between short stalls for longer than one refresh is expected to read its store, and a chain
+ * without bound would carry a refusal to the end of a run on a machine that stalls every few
+ * seconds.
  */
 function outlasting(windows: Window[]): Window[] {
   const outages = windows.filter((w) => STORE_OUTAGES.has(w.fault));
   const extended: Window[] = [];
   const seen = new Set<string>();
-  let last = windows;
-  while (last.length > 0) {
-    const next: Window[] = [];
-    for (const window of last) {
-      for (const outage of outages) {
-        if (outage === window || outage.fromMs > window.toMs || outage.toMs <= window.toMs)
-          continue;
+  // Each chain: the fault window it started from, and where (and for whom) it ends so far.
+  let chains = windows.flatMap((root, index) => {
+    if (STORE_OUTAGES.has(root.fault)) return [];
+    const effects = root.effects
+      .map((e) => ({ ...e, codes: e.codes.filter((code) => !OWN_CODES.has(code)) }))
+      .filter((e) => e.codes.length > 0);
+    return effects.length > 0 ? [{ root, index, toMs: root.toMs, effects }] : [];
+  });
+  for (let depth = 0; depth < CHAINED_OUTAGES && chains.length > 0; depth++) {
+    const next: typeof chains = [];
+    for (const chain of chains) {
+      for (const [o, outage] of outages.entries()) {
+        if (outage.fromMs > chain.toMs || outage.toMs <= chain.toMs) continue;
         const away = outage.effects.flatMap((e) => e.servers);
-        const effects = window.effects
+        const effects = chain.effects
           .map((e) => ({
             ...e,
             servers: away.includes("*")
@@ -178,14 +203,16 @@ function outlasting(windows: Window[]): Window[] {
           }))
           .filter((e) => e.servers.length > 0);
         if (effects.length === 0) continue;
-        const key = `${window.step} ${window.fault} ${window.target} ${outage.toMs} ${JSON.stringify(effects)}`;
+        // One window per fault, outage and servers kept away: it runs from the fault's own end
+        // (the chain is unbroken from there) to the outage's, whichever way the chain came.
+        const key = `${chain.index} ${o} ${JSON.stringify(effects.map((e) => e.servers))}`;
         if (seen.has(key)) continue;
         seen.add(key);
-        next.push({ ...window, fromMs: window.toMs, toMs: outage.toMs, effects });
+        next.push({ root: chain.root, index: chain.index, toMs: outage.toMs, effects });
+        extended.push({ ...chain.root, fromMs: chain.root.toMs, toMs: outage.toMs, effects });
       }
     }
-    extended.push(...next);
-    last = next;
+    chains = next;
   }
   return extended;
 }

@@ -282,8 +282,16 @@ export class ServerPool {
     server.consecutiveFailures++;
     server.lastError = error.message;
     if (server.state === "half-open") {
-      // The trial failed: open again, for longer.
-      server.openMs = Math.min(server.openMs * 2, this.settings.breakerMaxOpenMs);
+      // The trial failed: open again, for longer while another server answers (this one is worse
+      // than its peers). When none does, the cause is likely shared (a store outage, a tag refused
+      // on every server): each is tried again after breaker.openMs, so that the pool finds the
+      // servers back within about that, not after a doubled wait of up to breaker.maxOpenMs.
+      const othersAnswer = this.list.some(
+        (s) => s !== server && s.state === "closed" && s.consecutiveFailures === 0,
+      );
+      server.openMs = othersAnswer
+        ? Math.min(server.openMs * 2, this.settings.breakerMaxOpenMs)
+        : this.settings.breakerOpenMs;
       this.open(server);
     } else if (server.consecutiveFailures >= this.settings.breakerFailures) {
       this.open(server);

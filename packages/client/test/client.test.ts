@@ -6,7 +6,7 @@ import { createServer, type Server, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type LeafServer, loadConfig, startServer } from "@leaf/server";
-import { freePort } from "@leaf/testkit";
+import { freePort, TcpProxy } from "@leaf/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { isLeafClientError, LeafClient, type LeafClientError } from "../src/index";
 
@@ -193,6 +193,53 @@ describe("servers", () => {
     expect(good).toMatchObject({ state: "closed", consecutiveFailures: 0 });
     expect(good!.successes).toBeGreaterThan(10);
     await client.close();
+  });
+
+  it("when every server fails, a failed trial opens its breaker for openMs again, not doubled, and the pool finds a server back", async () => {
+    // Two servers down (connections refused) for 1.5 s, then one of them back: with the open time
+    // doubled at each failed trial (50, 100, 200, ... ms), the pool would skip the servers for up to
+    // maxOpenMs after they came back (a nemesis run: 30 s after a tag refused on every server); an
+    // outage of every server keeps each breaker at openMs.
+    const port = await freePort();
+    const down = [deadUrl, `http://127.0.0.1:${port}`];
+    const client = new LeafClient({
+      servers: down,
+      timeoutMs: 100,
+      retries: 0,
+      breaker: { failures: 1, openMs: 50, maxOpenMs: 60_000 },
+    });
+    const orders = client.segment("orders");
+    const failed = new Set<string>();
+    const until = performance.now() + 1500;
+    while (performance.now() < until) {
+      failed.add((await failure(orders.nextId())).code);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    expect([...failed].every((code) => code === "TIMEOUT" || code === "UNAVAILABLE")).toBe(true);
+    const trials = client.servers().map((s) => s.failures);
+    expect(Math.min(...trials), "each server's breaker let several trials through").toBeGreaterThan(
+      5,
+    );
+    for (const s of client.servers()) {
+      expect(s.state).not.toBe("closed");
+      expect(s.retryInMs ?? 0, s.url).toBeLessThanOrEqual(60); // 50 ms +20 %, never doubled
+    }
+
+    // The second server comes back (a proxy to the running one on its port): the pool finds it.
+    const back = await TcpProxy.start({ targetPort: Number(new URL(server.url).port), port });
+    try {
+      // retries: 0, so a call while both breakers are open fails at once: ask again.
+      let id: bigint | undefined;
+      const deadline = performance.now() + 2000;
+      while (id === undefined && performance.now() < deadline) {
+        id = await orders.nextId({ timeoutMs: 200 }).catch(() => undefined);
+        if (id === undefined) await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+      expect(typeof id).toBe("bigint");
+    } finally {
+      await client.close();
+      await back.close();
+    }
   });
 
   it("fails with TIMEOUT at the call's deadline when no server answers", async () => {

@@ -6,6 +6,7 @@ import { check, type Window } from "../src/nemesis/checker";
 import { selectFamilies } from "../src/nemesis/families";
 import { faultNamed } from "../src/nemesis/faults/catalogue";
 import { History } from "../src/nemesis/history";
+import { stallWindows } from "../src/nemesis/stalls";
 
 const family = selectFamilies(["segment-residue"])[0]!;
 
@@ -112,10 +113,15 @@ describe("the nemesis checker on segment-residue", () => {
   });
 });
 
+const segment = selectFamilies(["segment"])[0]!;
+/** The window of `fault` on `target` on the segment family (max-id-back restarting no server). */
+const on = (fault: string, target: string, fromMs: number, toMs: number) =>
+  window(fault, target, fromMs, toMs, segment, { restart: "none" });
+/** A stall of `server`'s event loop, as the run makes it from a stall file (stalls.ts). */
+const stall = (server: string, fromMs: number, ms: number): Window =>
+  stallWindows(segment, [{ server, fromMs, ms }])[0]!;
+
 describe("the nemesis checker on a fault that outlasts its window behind a link cut", () => {
-  const segment = selectFamilies(["segment"])[0]!;
-  const on = (fault: string, target: string, fromMs: number, toMs: number) =>
-    window(fault, target, fromMs, toMs, segment, { restart: "none" });
   // max_id set back 0-10 s (its codes accepted until 10 s); A cut off from MariaDB 8-20 s: A reads
   // the row put back only after the cut, so its refusal (CORRUPT_DATA) may last until then.
   const windows = [on("max-id-back", "nem", 0, 10_000), on("link-cut", "A~mysql", 8_000, 20_000)];
@@ -131,19 +137,6 @@ describe("the nemesis checker on a fault that outlasts its window behind a link 
 });
 
 describe("the nemesis checker on a fault that outlasts a link cut and then a stall", () => {
-  const segment = selectFamilies(["segment"])[0]!;
-  const on = (fault: string, target: string, fromMs: number, toMs: number) =>
-    window(fault, target, fromMs, toMs, segment, { restart: "none" });
-  /** A stall of `server`'s event loop, as stalls.ts makes it (store codes, then recoveryMs). */
-  const stall = (server: string, fromMs: number, ms: number): Window => ({
-    step: 0,
-    fault: "stall",
-    target: server,
-    fromMs,
-    stoppedMs: fromMs + ms,
-    toMs: fromMs + ms + segment.recoveryMs,
-    effects: [{ servers: [server], codes: ["TIMEOUT"] }],
-  });
   // Seed 2711's segment run: max_id set back (accepted until 10 s), A cut off from MariaDB 8-20 s
   // (extended to 20 s), then A's event loop stalled 18-23 s (to 28 s with its recovery): the read
   // that would have shown A the row put back waited out the stall.

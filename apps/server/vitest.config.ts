@@ -9,6 +9,7 @@ import shared from "../../vitest.shared.ts";
 
 const FAULTS = [
   "test/stateful-set.test.ts",
+  "test/stateful-set-workers.test.ts",
   "test/workers-faults.test.ts",
   "test/pause-fencing.test.ts",
   "test/stop-paused-database.test.ts",

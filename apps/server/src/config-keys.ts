@@ -287,13 +287,13 @@ export const CONFIG_KEYS = [
   def("snowflake.statefulSet", {
     type: "boolean",
     default: false,
-    doc: "Kubernetes: the worker id is this pod's StatefulSet ordinal (from HOSTNAME, `leaf-3` is 3) plus snowflake.statefulSetOffset. With snowflake.registry=postgres, redis, etcd, mysql in lease mode or zk in recycle mode the registry leases exactly that id or refuses the start while another pod holds it (safe). With the local registry only the pod's volume guards it: two pods with the same ordinal on different volumes (a force-delete) both issue the same ids; see registry-local's README. When a shared store or registry is configured (segment.mysql.url, segment.postgres.url, redisSequence.url, ...), that local mode is refused unless snowflake.registry=local is stated.",
+    doc: "Kubernetes: the worker id is this pod's StatefulSet ordinal (from HOSTNAME, `leaf-3` is 3) plus snowflake.statefulSetOffset; with server.workers N (a number, the same in every pod; `auto` is refused) worker process k holds `offset + ordinal x N + k - 1`, so each pod holds a block of N ids. With snowflake.registry=postgres, redis, etcd, mysql in lease mode or zk in recycle mode the registry leases exactly that id or refuses the start while another pod holds it (safe). With the local registry only the pod's volume guards it: two pods with the same ordinal on different volumes (a force-delete) both issue the same ids; see registry-local's README. When a shared store or registry is configured (segment.mysql.url, segment.postgres.url, redisSequence.url, ...), that local mode is refused unless snowflake.registry=local is stated.",
     read: boolean,
   }),
   def("snowflake.statefulSetOffset", {
     type: "integer",
     default: 0,
-    doc: "Kubernetes: added to the pod's ordinal, so that several StatefulSets share one worker-id space. Only with snowflake.statefulSet; an ordinal plus offset above the layout's largest worker id is refused at start.",
+    doc: "Kubernetes: added to the pod's ordinal (to `ordinal x server.workers`), so that several StatefulSets share one worker-id space: space the sets' offsets at least replicas x server.workers apart. Only with snowflake.statefulSet; a worker id above the layout's largest is refused at start.",
     read: integer(0, 4_194_303),
   }),
   ...REGISTRIES.flatMap((registry): readonly RegistryKey[] => registry.keys),

@@ -23,22 +23,15 @@ export function snowflakeSettings(v: ConfigValues, at: Placement): SnowflakeSett
   const pod = podSettings(v);
   const registry = registrySettings(v, at, pod);
   const layout = layoutSettings(v);
-  if (pod && layout && pod.workerId > layout.maxWorkerId) {
-    // Refused here rather than by the registry at start: the two keys that make the id are named.
+  const highest = pod?.workerIds[pod.workerIds.length - 1];
+  if (pod && layout && highest! > layout.maxWorkerId) {
+    // Refused here rather than by the registry at start: the keys that make the id are named.
+    const workers = pod.workerIds.length;
     const key = pod.offset > 0 ? "snowflake.statefulSetOffset" : "snowflake.statefulSet";
     v.problem(
       key,
-      `the pod's worker id ${pod.workerId} (HOSTNAME ${JSON.stringify(pod.hostname)}, ordinal ${pod.workerId - pod.offset}, plus ${v.label("snowflake.statefulSetOffset")} ${pod.offset}) is above the layout's largest worker id ${layout.maxWorkerId}; ` +
-        "lower the offset, or give the StatefulSet fewer replicas",
-    );
-    return undefined;
-  }
-  if (pod && v.get("server.workers") > 1) {
-    // One ordinal is one worker id: several worker processes would need several.
-    v.problem(
-      "snowflake.statefulSet",
-      `${v.label("snowflake.statefulSet")} makes the pod's ordinal its one worker id, but ${v.label("server.workers")} runs ${v.get("server.workers")} worker processes, and each must hold an id of its own; ` +
-        "run one worker process per pod (server.workers=1, and more pods), or leave snowflake.statefulSet out and let the registry choose ids",
+      `the pod's ${workers > 1 ? "last " : ""}worker id ${highest} (HOSTNAME ${JSON.stringify(pod.hostname)}, ordinal ${pod.ordinal}${workers > 1 ? ` x ${workers} worker processes (${v.label("server.workers")}) + ${workers - 1}` : ""}, plus ${v.label("snowflake.statefulSetOffset")} ${pod.offset}) is above the layout's largest worker id ${layout.maxWorkerId}; ` +
+        `lower the offset, or give the StatefulSet fewer replicas${workers > 1 ? " or each pod fewer worker processes" : ""}`,
     );
     return undefined;
   }
@@ -76,12 +69,33 @@ function podSettings(v: ConfigValues): SnowflakeSettings["pod"] {
     }
     return undefined;
   }
-  try {
-    const pod: StatefulSetId = statefulSetWorkerId(
-      { offset: v.get("snowflake.statefulSetOffset") },
-      v.env,
+  const written = v.writtenValue("server.workers");
+  if (typeof written === "string" && written.trim() === "auto") {
+    // The block of ids per ordinal is server.workers wide: pods whose widths differ overlap.
+    v.problem(
+      "server.workers",
+      `${v.label("server.workers")} is auto (${v.get("server.workers")} on this machine), but with ${v.label("snowflake.statefulSet")} each pod holds a block of server.workers worker ids from ordinal x server.workers, which must be the same width in every pod of the set, whatever its machine's cores; ` +
+        "give a number (the same in every pod)",
     );
-    return { hostname: pod.hostname, offset: pod.offset, workerId: pod.workerId };
+    return undefined;
+  }
+  try {
+    // One id per worker process, in a block of server.workers ids per ordinal (registry-local's
+    // statefulSetWorkerId), so that pods running as many worker processes each never meet.
+    const processes = v.get("server.workers");
+    const ids: StatefulSetId[] = Array.from({ length: processes }, (_, process) =>
+      statefulSetWorkerId(
+        { offset: v.get("snowflake.statefulSetOffset"), processes, process },
+        v.env,
+      ),
+    );
+    const first = ids[0]!;
+    return {
+      hostname: first.hostname,
+      offset: first.offset,
+      ordinal: first.ordinal,
+      workerIds: ids.map((id) => id.workerId),
+    };
   } catch (error) {
     v.invalid("snowflake.statefulSet", error);
     return undefined;

@@ -46,9 +46,13 @@ export interface SnowflakeSettings {
   backups: number;
   /**
    * The pod when the worker id is its StatefulSet ordinal plus the offset (snowflake.statefulSet):
-   * the local registry's fixed id, or the id requested from a shared registry.
+   * the local registry's fixed id, or the id requested from a shared registry. With several worker
+   * processes (server.workers) the pod holds a block of ids, `workerIds[slot - 1]` for worker
+   * process `slot` (`offset + ordinal * workers + slot - 1`).
    */
-  pod: { hostname: string; offset: number; workerId: number } | undefined;
+  pod:
+    | { hostname: string; offset: number; ordinal: number; workerIds: readonly number[] }
+    | undefined;
 }
 
 /** Redis sequence settings. */

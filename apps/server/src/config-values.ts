@@ -77,6 +77,11 @@ export class ConfigValues {
     return this.chosen.get(key)?.name;
   }
 
+  /** The key's value as a source wrote it, before reading ("auto", "3"); undefined when unset. */
+  writtenValue(key: ConfigKey): unknown {
+    return this.chosen.get(key)?.raw;
+  }
+
   /** How to name a key in a message: as the user wrote it, or every name it has. */
   label(key: ConfigKey): string {
     const entry = this.chosen.get(key);

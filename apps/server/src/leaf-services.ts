@@ -244,9 +244,10 @@ async function startSnowflake(
       node,
       layout: settings.layout,
       backups: settings.backups,
-      // A StatefulSet pod asks a shared registry for its ordinal (the local registry is given it).
+      // A StatefulSet pod asks a shared registry for its ordinal's id for this worker process (the
+      // local registry is given it).
       ...(settings.pod && settings.registry.kind !== "local"
-        ? { workerId: settings.pod.workerId }
+        ? { workerId: settings.pod.workerIds[(place?.slot ?? 1) - 1]! }
         : {}),
       startToleranceMs: settings.toleranceMs,
       generator: { rollbackToleranceMs: settings.toleranceMs, onClockRollback },

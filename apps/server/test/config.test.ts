@@ -432,7 +432,12 @@ describe("safe defaults for a real deployment", () => {
       cwd: dir,
     });
     expect(pod.snowflake?.registry).toMatchObject({ kind: "local", workerId: 104 });
-    expect(pod.snowflake?.pod).toEqual({ hostname: "leaf-4", offset: 100, workerId: 104 });
+    expect(pod.snowflake?.pod).toEqual({
+      hostname: "leaf-4",
+      offset: 100,
+      ordinal: 4,
+      workerIds: [104],
+    });
     const deployment = configError({
       env: { HOSTNAME: "leaf-7f9c8d5b-x2x9z", LEAF_SNOWFLAKE_STATEFUL_SET: "true" },
       cwd: dir,
@@ -510,7 +515,12 @@ describe("safe defaults for a real deployment", () => {
       cwd: dir,
     });
     expect(pod.snowflake?.registry.kind).toBe("redis");
-    expect(pod.snowflake?.pod).toEqual({ hostname: "leaf-3", offset: 0, workerId: 3 });
+    expect(pod.snowflake?.pod).toEqual({
+      hostname: "leaf-3",
+      offset: 0,
+      ordinal: 3,
+      workerIds: [3],
+    });
     const zk = configError({
       env: {
         HOSTNAME: "leaf-3",
@@ -534,7 +544,7 @@ describe("safe defaults for a real deployment", () => {
       },
       cwd: dir,
     });
-    expect(recycle.snowflake?.pod?.workerId).toBe(3);
+    expect(recycle.snowflake?.pod?.workerIds).toEqual([3]);
   });
 
   it("never ignores a named registry address: it chooses that registry, and two of them or another beside snowflake.registry are refused", () => {
@@ -549,7 +559,7 @@ describe("safe defaults for a real deployment", () => {
     ] as const) {
       const chosen = loadConfig({ env: { ...pod, [name]: value }, cwd: dir });
       expect(chosen.snowflake?.registry.kind).toBe(kind);
-      expect(chosen.snowflake?.pod?.workerId).toBe(3);
+      expect(chosen.snowflake?.pod?.workerIds).toEqual([3]);
       const local = configError({
         env: { ...pod, [name]: value, LEAF_SNOWFLAKE_REGISTRY: "local" },
         cwd: dir,

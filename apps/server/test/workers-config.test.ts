@@ -76,22 +76,38 @@ describe("server.workers", () => {
     );
   });
 
-  it("refuses a StatefulSet pod's one ordinal for several workers", () => {
-    const message = refusal(
-      {
-        server: { workers: 2 },
+  it("gives a StatefulSet pod a block of worker ids, one per worker process, and refuses auto and a block past the layout", () => {
+    const pod = (workers: unknown, hostname: string, extra: Record<string, unknown> = {}) => ({
+      values: {
+        server: { workers },
         segment: { enabled: false },
         snowflake: {
           registry: "redis",
           statefulSet: true,
           redis: { url: "redis://127.0.0.1:6379" },
+          ...extra,
         },
       },
-      { HOSTNAME: "leaf-1" },
+      env: { HOSTNAME: hostname },
+    });
+    const ids = (workers: unknown, hostname: string, extra?: Record<string, unknown>) => {
+      const { values, env } = pod(workers, hostname, extra);
+      return load(values, env).snowflake?.pod?.workerIds;
+    };
+    // Pod k holds k x workers .. k x workers + workers - 1: pods of one width never meet.
+    expect(ids(2, "leaf-0")).toEqual([0, 1]);
+    expect(ids(2, "leaf-1")).toEqual([2, 3]);
+    expect(ids(3, "leaf-2", { statefulSetOffset: 100 })).toEqual([106, 107, 108]);
+    expect(ids(1, "leaf-5")).toEqual([5]);
+    // auto depends on each machine's cores: the block's width must be the same in every pod.
+    const auto = pod("auto", "leaf-1");
+    expect(refusal(auto.values, auto.env)).toContain("server.workers (options) is auto (");
+    expect(refusal(auto.values, auto.env)).toContain("give a number (the same in every pod)");
+    const past = pod(2, "leaf-512");
+    expect(refusal(past.values, past.env)).toContain(
+      `the pod's last worker id 1025 (HOSTNAME "leaf-512", ordinal 512 x 2 worker processes (server.workers (options)) + 1, plus snowflake.statefulSetOffset / LEAF_SNOWFLAKE_STATEFUL_SET_OFFSET 0) is above the layout's largest worker id 1023`,
     );
-    expect(message).toContain(
-      "snowflake.statefulSet (options) makes the pod's ordinal its one worker id",
-    );
+    expect(refusal(past.values, past.env)).toContain("or each pod fewer worker processes");
   });
 
   it("takes --workers on the command line, over the file and the environment", async () => {

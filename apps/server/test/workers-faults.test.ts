@@ -25,6 +25,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   alive,
   IdLoad,
+  killWorker,
   leafWorkerId,
   listWorkers,
   removeServerFolders,
@@ -77,15 +78,6 @@ function bothModes(port: number, tag = "t"): IdLoad {
   return new IdLoad(port, Array(8).fill(asks), 8);
 }
 
-/** SIGKILLs worker 2's process `pid`; resolves once the primary runs a new process in its slot. */
-async function killWorker2(s: LeafServerProcess, pid: number): Promise<void> {
-  process.kill(pid, "SIGKILL");
-  await waitUntil("worker 2 started again", async () => {
-    const w = (await listWorkers(s).catch(() => []))[1];
-    return w !== undefined && w.pid !== pid && w.state === "running";
-  });
-}
-
 /** Ids of every log of `loads` per space, counted: total and repeated. */
 function counted(
   ...logs: Array<Map<string, IdLog>>
@@ -109,7 +101,7 @@ describe("two worker processes under fire", () => {
     const before = await listWorkers(s);
     const load = bothModes(s.port);
     await load.more(20_000);
-    await killWorker2(s, before[1]!.pid!);
+    await killWorker(s, 2);
     await load.more(20_000);
     await load.stop();
     const after = await listWorkers(s);
@@ -143,7 +135,7 @@ describe("two worker processes under fire", () => {
     const load = bothModes(s.port);
     await load.more(20_000);
     const killedAt = Date.now();
-    await killWorker2(s, before[1]!.pid!);
+    await killWorker(s, 2);
     // Well inside the dead worker's 30 s lease: its worker id is still leased to it.
     const restartedWithinMs = Date.now() - killedAt;
     await load.more(20_000);
@@ -237,7 +229,7 @@ describe("two worker processes under fire", () => {
     // The paused worker does not answer the gather: its last counters stand in for it.
     const paused = await issued();
     process.kill(workers[1]!.pid!, "SIGCONT");
-    await killWorker2(s, workers[1]!.pid!);
+    await killWorker(s, 2);
     // The new process starts its counters at 0: the dead one's stay in the sum.
     const restarted = await issued();
     expect({ paused, restarted }).toEqual({ paused: before, restarted: before });

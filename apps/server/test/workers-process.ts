@@ -14,6 +14,7 @@ import {
   keepAliveAgent,
   LeafServerProcess,
   NoAnswer,
+  waitUntil,
 } from "@leaf/testkit";
 import { expect } from "vitest";
 import { CLI } from "./cli-process";
@@ -90,6 +91,21 @@ export function alive(pid: number): boolean {
   } catch {
     return false;
   }
+}
+
+/**
+ * SIGKILLs worker process `slot` of `server`; resolves with the ms until the primary ran a new
+ * process in its slot.
+ */
+export async function killWorker(server: LeafServerProcess, slot: number): Promise<number> {
+  const pid = (await listWorkers(server))[slot - 1]!.pid!;
+  process.kill(pid, "SIGKILL");
+  const killedAt = Date.now();
+  await waitUntil(`worker ${slot} of ${server.label} started again`, async () => {
+    const w = (await listWorkers(server).catch(() => []))[slot - 1];
+    return w !== undefined && w.pid !== pid && w.state === "running";
+  });
+  return Date.now() - killedAt;
 }
 
 /** A path to ask, its ids kept under `space`. */

@@ -52,7 +52,8 @@ export interface LocalRegistryOptions {
   workIdMap?: WorkIdMap;
   /**
    * Kubernetes: the worker id is the pod's StatefulSet ordinal (from its name, `leaf-3` -> 3) plus
-   * `offset`. `true` reads the name from HOSTNAME. Put `dir` on the pod's own volume (a
+   * `offset` (with `processes` per pod: `offset + ordinal * processes + process`). `true` reads the
+   * name from HOSTNAME. Put `dir` on the pod's own volume (a
    * volumeClaimTemplate), so the last timestamp moves with the pod.
    */
   statefulSet?: StatefulSetOptions | true;
@@ -182,7 +183,7 @@ export class LocalRegistry implements WorkerIdRegistry {
           component: COMPONENT,
           code: ErrorCodes.WORKER_IDS_EXHAUSTED,
           message: pod
-            ? `worker id ${id} of pod ${pod.hostname} (ordinal ${pod.ordinal} + offset ${pod.offset}) ` +
+            ? `worker id ${id} of pod ${pod.hostname} (ordinal ${pod.ordinal}${pod.processes > 1 ? ` x ${pod.processes} processes + process ${pod.process}` : ""} + offset ${pod.offset}) ` +
               `is outside the layout's range 0..${maxWorkerId}; the StatefulSet has more replicas ` +
               "than the layout has worker ids past its offset: lower the offset or the replicas, " +
               "or use a layout with more worker bits"

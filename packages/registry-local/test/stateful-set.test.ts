@@ -33,6 +33,8 @@ describe("StatefulSet ordinal", () => {
       hostname: "leaf-web-12",
       ordinal: 12,
       offset: 0,
+      processes: 1,
+      process: 0,
     });
     expect(statefulSetWorkerId({ hostname: "leaf-b-3", offset: 100 }).workerId).toBe(103);
     // HOSTNAME, which Kubernetes sets to the pod's name, by default.
@@ -67,6 +69,40 @@ describe("StatefulSet ordinal", () => {
       refusal(() => new LocalRegistry({ workerId: 1, statefulSet: { hostname: "leaf-1" } }))
         .message,
     ).toContain("exactly one of them");
+  });
+
+  it("gives each process of a pod running several its own id: a block of `processes` ids per ordinal", () => {
+    const ids = (processes: number, offset = 0) =>
+      [0, 1, 2].flatMap((ordinal) =>
+        Array.from(
+          { length: processes },
+          (_, process) =>
+            statefulSetWorkerId({ hostname: `leaf-${ordinal}`, offset, processes, process })
+              .workerId,
+        ),
+      );
+    expect(ids(2)).toEqual([0, 1, 2, 3, 4, 5]);
+    expect(ids(3, 10)).toEqual([10, 11, 12, 13, 14, 15, 16, 17, 18]);
+    expect(statefulSetWorkerId({ hostname: "leaf-4", processes: 2, process: 1 })).toEqual({
+      workerId: 9,
+      hostname: "leaf-4",
+      ordinal: 4,
+      offset: 0,
+      processes: 2,
+      process: 1,
+    });
+    for (const processes of [0, -1, 1.5, Number.NaN]) {
+      expect(
+        refusal(() => statefulSetWorkerId({ hostname: "leaf-1", processes })).details,
+      ).toMatchObject({ key: "statefulSet.processes", value: processes });
+    }
+    for (const process of [-1, 2, 0.5]) {
+      const error = refusal(() =>
+        statefulSetWorkerId({ hostname: "leaf-1", processes: 2, process }),
+      );
+      expect(error.details).toMatchObject({ key: "statefulSet.process", value: process });
+      expect(error.message).toContain("an integer from 0 to 1 (statefulSet.processes is 2)");
+    }
   });
 
   it("gives two StatefulSets with offsets disjoint worker ids", () => {
@@ -106,6 +142,17 @@ describe("StatefulSet ordinal", () => {
     );
     expect(error?.code).toBe(ErrorCodes.WORKER_IDS_EXHAUSTED);
     expect(error?.message).toContain("worker id 1030 of pod leaf-30 (ordinal 30 + offset 1000)");
+    const second = new LocalRegistry({
+      statefulSet: { hostname: "leaf-511", processes: 2, process: 1 },
+      dir: volume(),
+    });
+    const past = await second.acquire({ node, maxWorkerId: 1022 }).then(
+      () => undefined,
+      (e: unknown) => e as LeafError,
+    );
+    expect(past?.message).toContain(
+      "worker id 1023 of pod leaf-511 (ordinal 511 x 2 processes + process 1 + offset 0)",
+    );
     const pod = new LocalRegistry({ statefulSet: { hostname: "leaf-1" }, dir: volume() });
     const backups = await pod.acquire({ node, maxWorkerId: 1023, backups: 1 }).then(
       () => undefined,

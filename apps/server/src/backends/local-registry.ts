@@ -124,7 +124,7 @@ export const localRegistry: RegistryBackend<
     return {
       kind: "local",
       workerId:
-        pod?.workerId ??
+        pod?.workerIds[0] ??
         (workIdMap === undefined
           ? (workerIds?.[0] ?? v.get("snowflake.local.workerId"))
           : undefined),
@@ -150,7 +150,15 @@ export const localRegistry: RegistryBackend<
       dir: settings.dir,
       toleranceMs: snowflake.toleranceMs,
       ...(snowflake.pod
-        ? { statefulSet: { hostname: snowflake.pod.hostname, offset: snowflake.pod.offset } }
+        ? {
+            statefulSet: {
+              hostname: snowflake.pod.hostname,
+              offset: snowflake.pod.offset,
+              // Worker process k of the pod holds the k-th id of its ordinal's block.
+              processes: snowflake.pod.workerIds.length,
+              process: (worker?.slot ?? 1) - 1,
+            },
+          }
         : settings.workIdMap !== undefined
           ? { workIdMap: settings.workIdMap as Record<string, number> }
           : { workerId: workerId ?? 0 }),

@@ -108,6 +108,15 @@ describe("server.workers", () => {
       `the pod's last worker id 1025 (HOSTNAME "leaf-512", ordinal 512 x 2 worker processes (server.workers (options)) + 1, plus snowflake.statefulSetOffset / LEAF_SNOWFLAKE_STATEFUL_SET_OFFSET 0) is above the layout's largest worker id 1023`,
     );
     expect(refusal(past.values, past.env)).toContain("or each pod fewer worker processes");
+    // The local registry's own ids beside the pod's name would be ignored: refused, each named.
+    const listed = pod(2, "leaf-1", { registry: "local", local: { workerIds: "5,6" } });
+    expect(refusal(listed.values, listed.env)).toContain(
+      "snowflake.statefulSet (options) takes the worker ids from the pod's name (a block of 2, one per worker process); remove snowflake.local.workerIds (options), which would be ignored",
+    );
+    const one = pod(1, "leaf-1", { registry: "local", local: { workerIds: [5], workerId: 5 } });
+    expect(refusal(one.values, one.env)).toContain(
+      "remove snowflake.local.workerId (options) and snowflake.local.workerIds (options), which would be ignored",
+    );
   });
 
   it("takes --workers on the command line, over the file and the environment", async () => {

@@ -115,10 +115,19 @@ export const localRegistry: RegistryBackend<
         v.invalid("snowflake.local.workIdMap", error);
       }
     }
-    if (statefulSet && (workIdMap !== undefined || v.has("snowflake.local.workerId"))) {
+    // A StatefulSet pod's ids come from its name (a block of server.workers ids per ordinal): an id
+    // given here as well would be ignored.
+    const given = (
+      [
+        "snowflake.local.workIdMap",
+        "snowflake.local.workerId",
+        "snowflake.local.workerIds",
+      ] as const
+    ).filter((key) => v.named(key));
+    if (statefulSet && given.length > 0) {
       v.problem(
         "snowflake.statefulSet",
-        `${v.label("snowflake.statefulSet")} takes the worker id from the pod's name; remove ${workIdMap !== undefined ? v.label("snowflake.local.workIdMap") : v.label("snowflake.local.workerId")}`,
+        `${v.label("snowflake.statefulSet")} takes the worker id${workers > 1 ? "s" : ""} from the pod's name${workers > 1 ? ` (a block of ${workers}, one per worker process)` : ""}; remove ${given.map((key) => v.label(key)).join(" and ")}, which would be ignored`,
       );
     }
     return {

@@ -16,6 +16,7 @@ import { postgresRegistryOf, segmentPostgresFamily } from "./family-postgres";
 import { segmentRedisFamily } from "./family-redis-segment";
 import { segmentResidueFamily } from "./family-residue";
 import { workersFamily } from "./family-workers";
+import { WORKERS } from "./faults/worker-pids";
 import type { Mode } from "./history";
 
 /** One client of the load. */
@@ -202,6 +203,7 @@ export const SNOWFLAKE_REGISTRIES = [
   "etcd",
   "local",
   "statefulset",
+  "statefulset-workers",
   "postgres",
 ] as const;
 type SnowflakeRegistry = (typeof SNOWFLAKE_REGISTRIES)[number];
@@ -216,6 +218,7 @@ const LEASED: readonly SnowflakeRegistry[] = [
   "redis",
   "etcd",
   "statefulset",
+  "statefulset-workers",
   "postgres",
 ];
 
@@ -243,9 +246,10 @@ function snowflakeConfig(c: Cluster, label: string, registry: SnowflakeRegistry,
     case "postgres":
       return { snowflake: { ...common, ...postgresRegistryOf(c, label, LEASE_MS) } };
     case "statefulset":
+    case "statefulset-workers":
       // The safe way to run ordinals: the pod's ordinal is the id the Redis registry leases, or
       // refuses while another pod holds it (the local registry guards an ordinal by its volume
-      // only).
+      // only). A pod of two worker processes leases the block ordinal x 2, ordinal x 2 + 1.
       return {
         snowflake: {
           ...common,
@@ -280,19 +284,24 @@ function snowflakeFamily(registry: SnowflakeRegistry): Family {
       ? "mysql"
       : registry === "etcd"
         ? "etcd"
-        : registry === "redis" || registry === "statefulset"
+        : registry === "redis" || registry.startsWith("statefulset")
           ? "redis"
           : registry === "postgres"
             ? "postgres"
             : undefined;
   const leased = LEASED.includes(registry);
-  const labels = ["A", "B", "C"];
+  const pods = registry.startsWith("statefulset");
+  // Pods of two worker processes: two pods fill the 2 worker-id bits (ids 0-3), as three pods of
+  // one process fill 0-2 and leave 3 to the standby elsewhere.
+  const workers = registry === "statefulset-workers" ? WORKERS : undefined;
+  const perServer = workers ? { server: { workers } } : {};
+  const labels = workers ? ["A", "B"] : ["A", "B", "C"];
   const servers: ServerSpec[] = labels.map((label, index) => ({
     label,
     links: store ? [store] : [],
-    env: registry === "statefulset" ? { HOSTNAME: `leaf-${index}` } : undefined,
+    env: pods ? { HOSTNAME: `leaf-${index}` } : undefined,
     config: (c: Cluster) =>
-      serverConfig(NAME, segmentOff(), snowflakeConfig(c, label, registry, index)),
+      serverConfig(NAME, segmentOff(), snowflakeConfig(c, label, registry, index), perServer),
   }));
   if (leased) {
     // A spare that asks for exactly the worker id a holder leases (snowflake.statefulSet, its
@@ -303,14 +312,17 @@ function snowflakeFamily(registry: SnowflakeRegistry): Family {
     servers.push({
       label,
       links: store ? [store] : [],
-      spare: registry === "statefulset" ? "second-pod" : "standby",
+      spare: pods ? "second-pod" : "standby",
       config: (c: Cluster) => {
         const config = snowflakeConfig(c, label, registry, 3) as {
           snowflake: Record<string, unknown>;
         };
-        return serverConfig(NAME, segmentOff(), {
-          snowflake: { ...config.snowflake, statefulSet: true },
-        });
+        return serverConfig(
+          NAME,
+          segmentOff(),
+          { snowflake: { ...config.snowflake, statefulSet: true } },
+          perServer,
+        );
       },
     });
   }
@@ -318,12 +330,17 @@ function snowflakeFamily(registry: SnowflakeRegistry): Family {
   const spares = servers.filter((s) => s.spare).map((s) => s.label);
   return {
     name: `snowflake-${registry}`,
-    title: `snowflake on the ${registry} registry: A, B, C${leased ? " (2 worker-id bits, 3 s leases)" : ""}${registry === "statefulset" ? " as pods leaf-0..2 leasing their ordinals from Redis, S a second pod with a held ordinal" : leased ? ", S a standby asking for a held worker id" : ""}`,
+    title: workers
+      ? "snowflake on the Redis registry from StatefulSet pods of two worker processes: A, B as pods leaf-0, leaf-1 leasing worker ids 0-1 and 2-3 (2 worker-id bits, 3 s leases), S a second pod of two workers with a held ordinal"
+      : `snowflake on the ${registry} registry: A, B, C${leased ? " (2 worker-id bits, 3 s leases)" : ""}${pods ? " as pods leaf-0..2 leasing their ordinals from Redis, S a second pod with a held ordinal" : leased ? ", S a standby asking for a held worker id" : ""}`,
     stores: store ? [store] : [],
     tags: [],
     servers,
     clients: [
-      ...[...labels, ...spares].flatMap((label) => httpClients(label, "snowflake", space, true)),
+      // A server of two worker processes answers from both: its ids increase per worker only.
+      ...[...labels, ...spares].flatMap((label) =>
+        httpClients(label, "snowflake", space, !workers),
+      ),
       {
         name: "client-1 snowflake",
         kind: "pool",
@@ -343,6 +360,7 @@ function snowflakeFamily(registry: SnowflakeRegistry): Family {
     // The postgres registry on a pair whose replica `postgres-promoted` promotes.
     postgresReplica: registry === "postgres" || undefined,
     restartAttempts: leased ? 6 : 2,
+    workers,
   };
 }
 

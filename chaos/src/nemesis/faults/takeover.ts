@@ -16,6 +16,7 @@ import { sleep } from "../cluster";
 import type { ClientSpec, Family } from "../families";
 import { ask } from "../load";
 import { type Effects, NO_ANSWER, type Params } from "./fault";
+import { listedWorkers } from "./worker-pids";
 
 /** How the holder's lease is made to lapse. */
 export const LAPSES = [
@@ -65,6 +66,14 @@ interface Attempt {
 }
 
 const attempts = new Map<string, Attempt>();
+/** The worker processes of a "pause" holder of several (server.workers), paused with it. */
+const pausedWorkers = new Map<string, number[]>();
+
+/** The pids of `label`'s worker processes, as its monitor lists them. */
+async function workerProcesses(c: Cluster, label: string): Promise<number[]> {
+  const listed = (await listedWorkers(c, label)) ?? [];
+  return listed.flatMap((w) => (w.pid === undefined ? [] : [w.pid]));
+}
 /** The holder's batch of a "batch-pause" lapse and when it was paused (wall clock, ms). */
 const pausedBatches = new Map<
   string,
@@ -170,15 +179,21 @@ export async function startTakeover(
     c.note(`${holder} gave no id to decode: no takeover`);
     return false;
   }
-  c.envs.get(spare)!.HOSTNAME = `leaf-${workerId}`;
+  // A pod of N worker processes holds the block of ids from ordinal x N.
+  c.envs.get(spare)!.HOSTNAME = `leaf-${Math.floor(workerId / (family.workers ?? 1))}`;
   const store = family.leaseStore!;
   switch (lapse) {
     case "cut":
       c.proxy(holder, store).cutOff();
       break;
-    case "pause":
+    case "pause": {
+      // The whole pod frozen: its worker processes first, then the primary.
+      const workers = family.workers ? await workerProcesses(c, holder) : [];
+      for (const pid of workers) process.kill(pid, "SIGSTOP");
+      pausedWorkers.set(holder, workers);
       holderServer.pause();
       break;
+    }
     case "batch-pause": {
       const count =
         PAUSED_BATCH[0] + Math.floor(Math.random() * (PAUSED_BATCH[1] - PAUSED_BATCH[0] + 1));
@@ -234,6 +249,14 @@ export async function stopTakeover(
   const holderServer = c.server(holder);
   if (lapse === "pause") {
     if (holderServer.running) holderServer.resume();
+    for (const pid of pausedWorkers.get(holder) ?? []) {
+      try {
+        process.kill(pid, "SIGCONT");
+      } catch {
+        // Gone meanwhile (its primary was killed): nothing to resume.
+      }
+    }
+    pausedWorkers.delete(holder);
   } else if (lapse === "batch-pause") {
     // The spare makes big batches too when the holder wakes, so that both issue in the tick the
     // holder wakes in (a holder that did not fence then issues the spare's ids).

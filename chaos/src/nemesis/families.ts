@@ -92,6 +92,14 @@ export interface Family {
   restartAttempts: number;
   /** Worker processes per server (server.workers); absent: one process. */
   workers?: number;
+  /**
+   * A server whose wall clock runs ahead of its lease store's by more than about a lease stalls
+   * (LEASE_LOST) until its clock is set back (the Redis registry stores no horizon past Redis TIME
+   * + lease): a forward step that leaves it further ahead than that is undone when it ends, as
+   * that registry's README tells an operator to (faults/clock-forward.ts). Elsewhere a step forward
+   * is left there (renewals store the stepped clock).
+   */
+  clockSetBack?: boolean;
 }
 
 /** The name every server serves under (the registries' worker-id space). */
@@ -361,6 +369,7 @@ function snowflakeFamily(registry: SnowflakeRegistry): Family {
     postgresReplica: registry === "postgres" || undefined,
     restartAttempts: leased ? 6 : 2,
     workers,
+    clockSetBack: store === "redis" || undefined,
   };
 }
 

@@ -32,8 +32,8 @@ export const clockForwardCut: Fault = {
   params: (rng) => ({ forwardMs: rng.pick([8000, 12_000]) }),
   start: (c, family, target, params) =>
     startTakeover(c, family, target, spareOf(family, kindOf(family)), "clock-forward-cut", params),
-  stop: (c, family, target) =>
-    stopTakeover(c, family, target, spareOf(family, kindOf(family)), "clock-forward-cut"),
+  stop: (c, family, target, params) =>
+    stopTakeover(c, family, target, spareOf(family, kindOf(family)), "clock-forward-cut", params),
   effects: (family, target) =>
     takeoverEffects(family, target, spareOf(family, kindOf(family)), "clock-forward-cut"),
 };

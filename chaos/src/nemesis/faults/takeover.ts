@@ -15,6 +15,7 @@ import type { Cluster } from "../cluster";
 import { sleep } from "../cluster";
 import type { ClientSpec, Family } from "../families";
 import { ask } from "../load";
+import { undoStall } from "./clock-forward";
 import { type Effects, NO_ANSWER, type Params } from "./fault";
 import { listedWorkers } from "./worker-pids";
 
@@ -245,6 +246,7 @@ export async function stopTakeover(
   holder: string,
   spare: string,
   lapse: Lapse,
+  params: Params = {},
 ): Promise<void> {
   const holderServer = c.server(holder);
   if (lapse === "pause") {
@@ -300,6 +302,7 @@ export async function stopTakeover(
   }
   const spareServer = c.server(spare);
   if (spareServer.running) await spareServer.kill();
+  if (lapse === "clock-forward-cut") await undoStall(c, family, holder, Number(params.forwardMs));
 }
 
 /** What a takeover may cause: the holder fences or waits; the spare is refused or not answering. */

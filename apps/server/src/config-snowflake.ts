@@ -23,8 +23,8 @@ export function snowflakeSettings(v: ConfigValues, at: Placement): SnowflakeSett
   const pod = podSettings(v);
   const registry = registrySettings(v, at, pod);
   const layout = layoutSettings(v);
-  const highest = pod?.workerIds[pod.workerIds.length - 1];
-  if (pod && layout && highest! > layout.maxWorkerId) {
+  const highest = pod?.workerIds.at(-1) ?? -1;
+  if (pod && layout && highest > layout.maxWorkerId) {
     // Refused here rather than by the registry at start: the keys that make the id are named.
     const workers = pod.workerIds.length;
     const key = pod.offset > 0 ? "snowflake.statefulSetOffset" : "snowflake.statefulSet";

@@ -4,7 +4,7 @@
 // 5 s after its primary died breaks the promise "workers-exit".
 
 import { type Fault, mainServers, NO_ANSWER, processOf } from "./fault";
-import { listedWorkers } from "./worker-pids";
+import { workerPids } from "./worker-pids";
 
 /** How long the workers of a killed primary may take to be gone. */
 const EXIT_WAIT_MS = 5000;
@@ -28,9 +28,7 @@ export const primaryKill: Fault = {
   async start(c, _family, target) {
     const server = c.server(target);
     if (!server.running) return false;
-    const pids = ((await listedWorkers(c, target)) ?? []).flatMap((w) =>
-      w.pid === undefined ? [] : [w.pid],
-    );
+    const pids = await workerPids(c, target);
     await server.kill();
     const until = Date.now() + EXIT_WAIT_MS;
     while (pids.some(alive) && Date.now() < until) {

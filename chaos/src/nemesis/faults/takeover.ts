@@ -17,7 +17,7 @@ import type { ClientSpec, Family } from "../families";
 import { ask } from "../load";
 import { undoStall } from "./clock-forward";
 import { type Effects, NO_ANSWER, type Params } from "./fault";
-import { listedWorkers } from "./worker-pids";
+import { workerPids } from "./worker-pids";
 
 /** How the holder's lease is made to lapse. */
 export const LAPSES = [
@@ -70,11 +70,6 @@ const attempts = new Map<string, Attempt>();
 /** The worker processes of a "pause" holder of several (server.workers), paused with it. */
 const pausedWorkers = new Map<string, number[]>();
 
-/** The pids of `label`'s worker processes, as its monitor lists them. */
-async function workerProcesses(c: Cluster, label: string): Promise<number[]> {
-  const listed = (await listedWorkers(c, label)) ?? [];
-  return listed.flatMap((w) => (w.pid === undefined ? [] : [w.pid]));
-}
 /** The holder's batch of a "batch-pause" lapse and when it was paused (wall clock, ms). */
 const pausedBatches = new Map<
   string,
@@ -189,7 +184,7 @@ export async function startTakeover(
       break;
     case "pause": {
       // The whole pod frozen: its worker processes first, then the primary.
-      const workers = family.workers ? await workerProcesses(c, holder) : [];
+      const workers = family.workers ? await workerPids(c, holder) : [];
       for (const pid of workers) process.kill(pid, "SIGSTOP");
       pausedWorkers.set(holder, workers);
       holderServer.pause();

@@ -29,6 +29,12 @@ export async function listedWorkers(
   return state?.workers?.list;
 }
 
+/** The pids of `label`'s worker processes, as its monitor lists them (none when it does not answer). */
+export async function workerPids(c: Cluster, label: string): Promise<number[]> {
+  const listed = (await listedWorkers(c, label)) ?? [];
+  return listed.flatMap((w) => (w.pid === undefined ? [] : [w.pid]));
+}
+
 /** Draws the worker a step hits: 1 .. WORKERS. */
 export function drawWorker(rng: Prng): Params {
   return { worker: rng.int(1, WORKERS) };

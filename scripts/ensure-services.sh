@@ -21,6 +21,8 @@ command -v faketime >/dev/null 2>&1 || missing+=("faketime")
 # The server's stop tests measure a SIGTERM under load with wrk, directly and behind HAProxy.
 command -v wrk >/dev/null 2>&1 || missing+=("wrk")
 command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] || missing+=("haproxy")
+# and its caching test puts nginx's proxy_cache in front of a server.
+command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing+=("nginx-light")
 # redis-sequence's clock test builds a small preload library (libfaketime deadlocks with jemalloc).
 command -v cc >/dev/null 2>&1 || missing+=("gcc")
 [ ${#missing[@]} -eq 0 ] && exit 0
@@ -31,7 +33,7 @@ fi
 cat >&2 <<MSG
 ensure-services: cannot install ${missing[*]} here (needs root and apt-get).
 Install them yourself, for example on Debian or Ubuntu:
-  sudo apt-get update && sudo apt-get install mariadb-server redis-server zookeeper etcd-server postgresql chromium faketime gcc libc6-dev wrk haproxy
+  sudo apt-get update && sudo apt-get install mariadb-server redis-server zookeeper etcd-server postgresql chromium faketime gcc libc6-dev wrk haproxy nginx-light
 or point the tests at running servers with LEAF_TEST_MYSQL_URL, LEAF_TEST_REDIS_URL, LEAF_TEST_PG_URL and LEAF_TEST_ZK.
 MSG
 exit 1

@@ -8,7 +8,7 @@ import Fastify, {
   LogController,
 } from "fastify";
 import { AccessTokens, AdminToken, hideToken, requestLogFields } from "./access-tokens";
-import { fastIdPaths, putFastPathFirst } from "./fast-paths";
+import { fastIdPaths, NO_STORE, putFastPathFirst } from "./fast-paths";
 import { errorText, HttpCodes, toErrorBody } from "./http-errors";
 import { type AppContext, IdSources } from "./id-sources";
 import { registerObservability } from "./observability";
@@ -56,6 +56,13 @@ export function buildApp(ctx: AppContext, options: BuildAppOptions = {}): Fastif
       const body = toErrorBody(error);
       (reply as FastifyReply).code(body.status).send(body);
     },
+  });
+  // No answer may be kept by a cache between the server and its clients: a cached id, range or
+  // batch would be handed out again (nginx's proxy_cache with `proxy_cache_valid 200 1m` served one
+  // snowflake id twice). onSend, so that errors and 404s are marked too.
+  app.addHook("onSend", (_request, reply, payload, done) => {
+    reply.header("cache-control", NO_STORE);
+    done(null, payload);
   });
   const sources = new IdSources(ctx);
   // The single-id Java paths' common case is answered before fastify routes it (fast-paths.ts).

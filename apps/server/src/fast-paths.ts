@@ -23,9 +23,19 @@ const SEGMENT_PREFIX = API.javaSegment.url.replace(":key", "");
 const SNOWFLAKE_PREFIX = API.javaSnowflake.url.replace(":key", "");
 /** A key taken as it is: nothing percent-encoded, no query string, valid as a tag. */
 const PLAIN_KEY = /^[A-Za-z0-9._~-]{1,128}$/;
-/** The answer's headers by the id's length (1 to 19 digits), made once: fastify's, in its order. */
+/**
+ * Every answer of this server is marked not to be stored by a cache (an HTTP cache that kept an
+ * id's answer would hand the same id to the next client that asks), through app.ts's hook and in
+ * the fast path's own headers.
+ */
+export const NO_STORE = "no-store";
+/**
+ * The answer's headers by the id's length (1 to 19 digits), made once: fastify's, in its order,
+ * with the `cache-control` every answer of this server carries (app.ts).
+ */
 const HEADERS = Array.from({ length: 20 }, (_, length) => ({
   "content-type": "text/plain; charset=utf-8",
+  "cache-control": NO_STORE,
   "content-length": String(length),
 }));
 

@@ -64,16 +64,16 @@ export function registerOpsRoutes(app: FastifyInstance, ctx: AppContext, sources
   if (ctx.config.server.monitor) {
     const storeRows = new StoreRows();
     app.get("/monitor", (_request, reply: FastifyReply) =>
-      reply.type("text/html; charset=utf-8").header("cache-control", "no-store").send(MONITOR_PAGE),
+      reply.type("text/html; charset=utf-8").send(MONITOR_PAGE),
     );
     app.get("/api/v1/monitor", async (_request, reply: FastifyReply) => {
       const workers = ctx.workers ? await ctx.workers.workers() : null;
-      return reply.header("cache-control", "no-store").send(monitorState(ctx, workers));
+      return reply.send(monitorState(ctx, workers));
     });
     app.get("/api/v1/monitor/store", async (_request, reply: FastifyReply) => {
       const { store } = sources.segment();
       const rows = await storeRows.rows(() => store.describeTags());
-      return reply.header("cache-control", "no-store").send({ store: store.kind, rows });
+      return reply.send({ store: store.kind, rows });
     });
     // Java Leaf's two pages are now one.
     app.get("/cache", (_request, reply: FastifyReply) => reply.redirect("/monitor"));

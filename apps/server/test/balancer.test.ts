@@ -3,7 +3,6 @@
 // taken in at once; a SIGTERM on one node under load takes it out while it still answers, and no
 // request fails: no error of wrk's (connect, read, write, timeout) and no answer but an id, even
 // with the other node held up for 300 ms meanwhile.
-import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -11,6 +10,7 @@ import { layouts } from "@leaf/core";
 import { freePort, stopAll, waitUntil } from "@leaf/testkit";
 import { afterAll, describe, expect, it } from "vitest";
 import { startCli } from "./cli-process";
+import { startProxy } from "./proxy-process";
 import { otherAnswers, wrk } from "./wrk";
 
 const dirs: string[] = [];
@@ -54,19 +54,9 @@ async function haproxy(dir: string, port: number, backends: number[]) {
       "",
     ].join("\n"),
   );
-  const child = spawn("haproxy", ["-f", file, "-db"], { stdio: ["ignore", "pipe", "pipe"] });
-  let output = "";
-  child.stdout.setEncoding("utf8").on("data", (c: string) => {
-    output += c;
-  });
-  child.stderr.setEncoding("utf8").on("data", (c: string) => {
-    output += c;
-  });
-  child.once("error", (error) => {
-    output += `haproxy could not run (scripts/install-services.sh installs it): ${error}`;
-  });
-  stops.push(() => child.kill("SIGKILL"));
-  return { child, output: () => output };
+  const proxy = startProxy("haproxy", ["-f", file, "-db"]);
+  stops.push(proxy.stop);
+  return proxy;
 }
 
 describe("behind HAProxy checking /health/ready", () => {

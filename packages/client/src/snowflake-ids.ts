@@ -50,8 +50,10 @@ export class SnowflakeIds<Id extends bigint | string = bigint> {
 
   /** Fetches the first batch; call it before `nextIdSync()` (`nextId()` does not need it). */
   async start(): Promise<void> {
+    if (this.closed) throw this.closedError();
     if (this.usable() > 0) return;
     await this.refill();
+    if (this.closed) throw this.closedError();
     if (this.lastError && this.usable() === 0) throw this.lastError;
   }
 
@@ -95,6 +97,8 @@ export class SnowflakeIds<Id extends bigint | string = bigint> {
         });
       }
       const failed = await race(this.refill(), left, options?.signal);
+      // A fetch that close() stopped fails as ABORTED: the caller is told CLOSED, as segment ids do.
+      if (this.closed) throw this.closedError();
       if (failed && this.usable() === 0 && this.lastError) throw this.lastError;
     }
   }

@@ -299,6 +299,18 @@ describe("snowflake ids", () => {
     await client.close();
   });
 
+  it("a call waiting when the client closes gets CLOSED, as segment ids do, and so does start() after it", async () => {
+    const client = new LeafClient({ servers: [hungUrl], timeoutMs: 5000, requestTimeoutMs: 5000 });
+    const flakes = client.snowflake();
+    const orders = client.segment("orders");
+    const waiting = [failure(flakes.nextId()), failure(orders.nextId())];
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    await client.close();
+    expect((await Promise.all(waiting)).map((e) => e.code)).toEqual(["CLOSED", "CLOSED"]);
+    expect((await failure(flakes.start())).code).toBe("CLOSED");
+    expect((await failure(orders.start())).code).toBe("CLOSED");
+  });
+
   it("drops ids older than maxAgeMs, so that an id's time part stays recent", async () => {
     const client = new LeafClient({ servers: server.url });
     const flakes = client.snowflake({ batchSize: 100, maxAgeMs: 100 });

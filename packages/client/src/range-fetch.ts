@@ -1,7 +1,6 @@
 // One range request of a segment: asks the servers for up to `count` ids of a tag and checks the
 // answer (decimal strings, start below end, no more ids than asked, the tag asked for, nothing past
 // 2^63 - 1) before any id of it is handed out. Apart from segment-ids.ts, which caches the ranges.
-import { performance } from "node:perf_hooks";
 import { ClientErrorCodes, LeafClientError } from "./errors";
 import type { ServerPool } from "./server-pool";
 
@@ -19,22 +18,24 @@ export interface Range {
 export interface RangeRequest {
   tag: string;
   token: string | undefined;
-  /** Deadline of the request, ms from its start. */
-  timeoutMs: number;
 }
 
-/** Asks the pool for a range of `count` ids (1 .. {@link MAX_ASK}); `stop` aborts it. */
+/**
+ * Asks the pool for a range of `count` ids (1 .. {@link MAX_ASK}) by `deadline` (a
+ * `performance.now()` time: the whole refill's, when it takes several requests); `stop` aborts it.
+ */
 export function fetchRange(
   pool: ServerPool,
   request: RangeRequest,
   count: number,
+  deadline: number,
   stop: AbortSignal,
 ): Promise<Range> {
   const tag = request.tag;
   return pool.request({
     path: `/api/v1/segment/${encodeURIComponent(tag)}/range?count=${count}`,
     token: request.token,
-    deadline: performance.now() + request.timeoutMs,
+    deadline,
     signal: stop,
     parse: (body, server) => parseRange(body, tag, count, server),
   });

@@ -299,10 +299,23 @@ export class SegmentIds<Id extends bigint | string = bigint> {
    */
   private async fill(): Promise<void> {
     const ask = Math.min(this.sizer.size, MAX_ASK);
+    // One deadline for the whole refill (`timeoutMs`), however many requests the servers' short
+    // ranges take: a refill of short ranges from a slow server stops there with what it got.
+    const deadline = performance.now() + this.settings.timeoutMs;
     let received = 0;
     try {
-      for (let n = 0; n < MAX_FETCHES && received < ask && !this.closed; n++) {
-        const range = await fetchRange(this.pool, this.settings, ask - received, this.stop);
+      for (
+        let n = 0;
+        n < MAX_FETCHES && received < ask && !this.closed && performance.now() < deadline;
+        n++
+      ) {
+        const range = await fetchRange(
+          this.pool,
+          this.settings,
+          ask - received,
+          deadline,
+          this.stop,
+        );
         if (this.closed) return;
         received += Number(range.end - range.start);
         this.rangesFetched++;

@@ -6,7 +6,7 @@ import { createServer, type Server, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type LeafServer, loadConfig, startServer } from "@leaf/server";
-import { freePort, TcpProxy } from "@leaf/testkit";
+import { freePort, TcpProxy, waitUntil } from "@leaf/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { isLeafClientError, LeafClient, type LeafClientError } from "../src/index";
 
@@ -44,6 +44,7 @@ beforeAll(async () => {
     ["secret-tag", 1000],
     ["adaptive", 100_000],
     ["constructor", 1000],
+    ["short-ranges", 10],
   ] as const) {
     const res = await fetch(`${server.url}/api/v1/admin/tags`, {
       method: "POST",
@@ -240,6 +241,52 @@ describe("servers", () => {
       await client.close();
       await back.close();
     }
+  });
+
+  it("bounds a refill of many short ranges by timeoutMs: the request in flight at the deadline is stopped", async () => {
+    // The server's ranges end with its segment (step 10, doubling), so a refill of 5,000 ids takes
+    // about 9 requests; each answer comes 300 ms late, so the refill needs 2.7 s against a
+    // timeoutMs of 1 s.
+    const started: number[] = [];
+    const aborted: number[] = [];
+    const slowFetch: typeof fetch = async (input, init) => {
+      const at = performance.now();
+      started.push(at);
+      await new Promise<void>((resolve, reject) => {
+        const signal = init?.signal;
+        const onAbort = () => {
+          clearTimeout(timer);
+          aborted.push(performance.now() - at);
+          reject(signal!.reason);
+        };
+        const timer = setTimeout(() => {
+          signal?.removeEventListener("abort", onAbort);
+          resolve();
+        }, 300);
+        signal?.addEventListener("abort", onAbort);
+      });
+      return fetch(input, init);
+    };
+    const client = new LeafClient({
+      servers: server.url,
+      fetch: slowFetch,
+      timeoutMs: 1000,
+      requestTimeoutMs: 5000,
+      retries: 0,
+    });
+    const tag = client.segment("short-ranges", { minRangeSize: 5000 });
+    const first = performance.now();
+    await tag.start();
+    await waitUntil(
+      "the first refill to end",
+      () => started.length >= 4 && aborted.length > 0,
+      5000,
+    );
+    // The fourth request started about 900 ms in and was stopped at the refill's deadline, before
+    // its answer came (requestTimeoutMs is 5 s: nothing else stops it).
+    expect(aborted[0]!).toBeLessThan(300);
+    expect(started[3]! - first).toBeLessThan(1000);
+    await client.close();
   });
 
   it("fails with TIMEOUT at the call's deadline when no server answers", async () => {

@@ -133,9 +133,22 @@ export class LeafClient {
       if (
         (url.protocol !== "http:" && url.protocol !== "https:") ||
         typeof raw !== "string" ||
-        url.search !== ""
+        // Checked on the text too: the URL parser drops an empty query or fragment ("...:8080?"),
+        // but the request paths are appended to the text.
+        /[?#]/.test(raw) ||
+        url.username !== "" ||
+        url.password !== ""
       ) {
-        throw invalidArgument("servers", raw, "an http:// or https:// base URL without a query");
+        // A password is not repeated in the message.
+        const shown =
+          typeof raw === "string" && url.password !== ""
+            ? raw.replace(`:${url.password}@`, ":***@")
+            : raw;
+        throw invalidArgument(
+          "servers",
+          shown,
+          "an http:// or https:// base URL without a query, fragment or credentials (give credentials with `token` or `headers`)",
+        );
       }
       return raw.replace(/\/+$/, "");
     });
@@ -196,7 +209,7 @@ export class LeafClient {
       throw invalidArgument(
         "tag",
         tag,
-        "a string of 1 to 128 characters without control characters",
+        'a string of 1 to 128 characters without control characters, other than "." and ".." (which a URL path drops)',
       );
     }
     const existing = this.segments.get(tag);
@@ -296,6 +309,8 @@ function isTag(value: unknown): value is string {
   return (
     typeof value === "string" &&
     value.length > 0 &&
+    value !== "." &&
+    value !== ".." &&
     [...value].length <= 128 &&
     // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are refused
     !/[\u0000-\u001f\u007f]/.test(value)

@@ -331,6 +331,22 @@ describe("servers", () => {
       /invalid refillThreshold: 0/,
     );
     expect(() => client.segment("")).toThrow(expect.objectContaining({ code: "INVALID_ARGUMENT" }));
+    // Base URLs every request would miss: an empty query or fragment (the paths are appended to
+    // the text), credentials (fetch refuses a URL with them).
+    for (const url of [`${server.url}?`, `${server.url}/#`, `${server.url}#x`]) {
+      expect(() => new LeafClient({ servers: url }), url).toThrow(
+        `invalid servers: ${JSON.stringify(url)}`,
+      );
+    }
+    const withCredentials = server.url.replace("http://", "http://user:secret@");
+    expect(() => new LeafClient({ servers: withCredentials })).toThrow(
+      `invalid servers: ${JSON.stringify(server.url.replace("http://", "http://user:***@"))}`,
+    );
+    // Dot segments: the URL path drops them, so the server would never see the tag.
+    for (const tag of [".", ".."]) {
+      expect(() => client.segment(tag), tag).toThrow(`invalid tag: ${JSON.stringify(tag)}`);
+    }
+    expect(client.segment(".x")).toBeDefined();
   });
 });
 

@@ -5,7 +5,7 @@ import type { BackupWorker, LeafError } from "@leaf/core";
 import { type FenceReason, type RenewalConfirmed, RenewingLease } from "@leaf/core/adapter";
 import type { IResponseOp } from "etcd3";
 import type { EtcdCalls, GrantedLease } from "./etcd-calls";
-import { COMPONENT, encodeRecord, type IdRecord, type Keyspace } from "./etcd-keys";
+import { COMPONENT, decodeRecord, encodeRecord, type IdRecord, type Keyspace } from "./etcd-keys";
 
 /** A worker id won by acquire: what etcd held for it, and the record written when it was won. */
 export interface ClaimedId {
@@ -14,6 +14,8 @@ export interface ClaimedId {
   lastTimestamp: number;
   /** The record as written by the claim. */
   record: IdRecord;
+  /** The record key's revision after the claim wrote it: the next write's guard compares it. */
+  modRevision: string;
 }
 
 /** What an {@link EtcdLease} is built from. */
@@ -47,6 +49,12 @@ export class EtcdLease extends RenewingLease {
   readonly #onEnd: (lease: EtcdLease) => void;
   /** Each held id's record as this holder last wrote it (nobody else writes it while held). */
   readonly #records = new Map<number, IdRecord>();
+  /**
+   * Each held id's record revision after this holder's last write it knows landed. Every write is
+   * guarded by it, so a write of this holder that reaches etcd after a later one (its answer timed
+   * out, it took a slow path) fails there instead of putting back an older timestamp and horizon.
+   */
+  readonly #revisions = new Map<number, string>();
   /** True when the registry was closed: nothing is revoked, the lease is left to expire. */
   #leftToExpire = false;
 
@@ -75,7 +83,10 @@ export class EtcdLease extends RenewingLease {
     this.#etcdLease = init.etcdLease;
     this.#holderText = init.holderText;
     this.#onEnd = init.onEnd;
-    for (const c of init.claimed) this.#records.set(c.workerId, c.record);
+    for (const c of init.claimed) {
+      this.#records.set(c.workerId, c.record);
+      this.#revisions.set(c.workerId, c.modRevision);
+    }
   }
 
   /** The etcd lease id (decimal) the holder keys are attached to. */
@@ -185,13 +196,56 @@ export class EtcdLease extends RenewingLease {
 
   /**
    * Writes `records` in one transaction guarded by every held id's holder key still holding this
-   * holder's token; with `release`, deletes the holder keys too. A failed guard loses the lease.
+   * holder's token and each record still at the revision this holder last wrote; with `release`,
+   * deletes the holder keys too. A failed holder guard loses the lease. A record found at another
+   * revision while the holder keys are still this holder's can only hold a write of this holder
+   * whose answer was lost (timed out) and that landed since: the write is made again over it, each
+   * value the higher of the two (a release's horizon as the release says), at most twice.
    */
   async #write(
     what: string,
     records: ReadonlyMap<number, IdRecord>,
     { release = false } = {},
   ): Promise<void> {
+    let next = records;
+    for (let attempt = 0; ; attempt++) {
+      const found = await this.#writeOnce(what, next, release);
+      if (found === undefined) return;
+      if (attempt === 2) {
+        throw this.lose(
+          `its records in etcd kept changing under its writes (${what}), though its holder keys are its own`,
+          { workerId: [...found.keys()][0] },
+        );
+      }
+      const merged = new Map<number, IdRecord>();
+      for (const [id, record] of next) {
+        const stored = found.get(id);
+        merged.set(
+          id,
+          stored === undefined
+            ? record
+            : {
+                ...record,
+                timestamp: Math.max(record.timestamp, stored.record.timestamp),
+                horizon: release ? record.horizon : Math.max(record.horizon, stored.record.horizon),
+              },
+        );
+        if (stored !== undefined) this.#revisions.set(id, stored.modRevision);
+      }
+      next = merged;
+    }
+  }
+
+  /**
+   * One guarded transaction of {@link #write}. Resolves undefined when it was applied; with the
+   * records as etcd holds them when only their revisions differed; throws (and loses the lease)
+   * when a holder key is not this holder's.
+   */
+  async #writeOnce(
+    what: string,
+    records: ReadonlyMap<number, IdRecord>,
+    release: boolean,
+  ): Promise<Map<number, { record: IdRecord; modRevision: string }> | undefined> {
     const client = this.#calls.client;
     const held = this.heldIds();
     const texts = new Map([...records].map(([id, r]) => [id, encodeRecord(r)]));
@@ -199,6 +253,9 @@ export class EtcdLease extends RenewingLease {
       const [first, ...rest] = held;
       let txn = client.if(this.#keys.holder(first!), "Value", "==", this.#holderText);
       for (const id of rest) txn = txn.and(this.#keys.holder(id), "Value", "==", this.#holderText);
+      for (const id of texts.keys()) {
+        txn = txn.and(this.#keys.record(id), "Mod", "==", this.#revisions.get(id) ?? "0");
+      }
       const puts = [...texts].map(([id, text]) => client.put(this.#keys.record(id)).value(text));
       const deletes = release ? held.map((id) => client.delete().key(this.#keys.holder(id))) : [];
       return txn
@@ -211,21 +268,38 @@ export class EtcdLease extends RenewingLease {
         .commit();
     });
     if (answer.succeeded) {
-      for (const [id, record] of records) this.#records.set(id, record);
-      return;
+      for (const [id, record] of records) {
+        this.#records.set(id, record);
+        this.#revisions.set(id, String(answer.header.revision));
+      }
+      return undefined;
     }
     const holders = answer.responses.slice(0, held.length).map(rangeValue);
+    const recordKvs = answer.responses.slice(held.length).map((op) => op.response_range?.kvs[0]);
     // A client that retries may have applied this very release before: holders gone, records ours.
-    const recordTexts = answer.responses.slice(held.length).map(rangeValue);
     if (
       release &&
       holders.every((h) => h === undefined) &&
-      [...texts.values()].every((text, i) => recordTexts[i] === text)
+      [...texts.values()].every((text, i) => recordKvs[i]?.value.toString() === text)
     ) {
-      return;
+      return undefined;
     }
     const index = holders.findIndex((h) => h !== this.#holderText);
-    const workerId = held[Math.max(0, index)]!;
+    if (index < 0) {
+      const found = new Map<number, { record: IdRecord; modRevision: string }>();
+      [...texts.keys()].forEach((id, i) => {
+        const kv = recordKvs[i];
+        if (kv) {
+          const key = this.#keys.record(id);
+          found.set(id, {
+            record: decodeRecord(key, kv.value.toString()),
+            modRevision: String(kv.mod_revision),
+          });
+        }
+      });
+      return found;
+    }
+    const workerId = held[index]!;
     const why =
       holders[index] === undefined
         ? "its holder key in etcd is gone (the etcd lease expired or was revoked, or the key was deleted)"

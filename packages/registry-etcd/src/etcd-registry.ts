@@ -281,14 +281,26 @@ export class EtcdRegistry implements WorkerIdRegistry {
           .options(this.#calls.options())
           .commit(),
       );
-      if (answer.succeeded) return { workerId, lastTimestamp: floor, record };
+      if (answer.succeeded) {
+        return {
+          workerId,
+          lastTimestamp: floor,
+          record,
+          modRevision: String(answer.header.revision),
+        };
+      }
       const holderKv = answer.responses[0]?.response_range?.kvs[0];
       if (holderKv) {
         // A client that retries may have applied this very transaction before.
         if (holderKv.value.toString() !== claim.holderText) return undefined;
         const recordKv = answer.responses[1]?.response_range?.kvs[0];
-        const now = recordOf(recordKv ? stored(recordKey, recordKv) : undefined);
-        return { workerId, lastTimestamp: floor, record: now ?? record };
+        const now = recordKv ? stored(recordKey, recordKv) : undefined;
+        return {
+          workerId,
+          lastTimestamp: floor,
+          record: recordOf(now) ?? record,
+          modRevision: now?.modRevision ?? "0",
+        };
       }
       // Free, but its record changed since it was read (a late release): read it again.
       const recordKv = answer.responses[1]?.response_range?.kvs[0];

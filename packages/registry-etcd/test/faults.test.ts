@@ -11,6 +11,7 @@ import {
   stopAll,
   TcpProxy,
 } from "@leaf/testkit";
+import { Etcd3 } from "etcd3";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EtcdRegistry } from "../src/index";
 import { ONE_WORKER, REGISTRY, TTL_SECONDS, WORKER } from "./fixtures/one-worker";
@@ -84,6 +85,55 @@ function expectNoDuplicates(...lists: bigint[][]): number {
   return count.total;
 }
 
+/**
+ * A real etcd3 client whose next transaction, when `lateMs` is set, behaves as a request that took
+ * a slow path: its caller gets no answer (an error at the 1 s deadline), and the request reaches
+ * etcd `lateMs` after it was sent, where it is applied or refused by its own conditions (etcd counts
+ * a call's timeout from its arrival). etcd cannot delay one request on demand; this is the client's
+ * side of it. `landed` records whether each late transaction's conditions held.
+ */
+function lateWritesClient(real: Etcd3) {
+  const control = { lateMs: 0, landed: [] as boolean[] };
+  type Builder = ReturnType<Etcd3["if"]>;
+  const wrap = (builder: Builder): Builder => {
+    const proxy: Builder = new Proxy(builder, {
+      get(target, prop) {
+        if (prop === "commit" && control.lateMs > 0) {
+          const lateMs = control.lateMs;
+          control.lateMs = 0;
+          return () => {
+            setTimeout(() => {
+              target.options({ deadline: Date.now() + 1000 });
+              target.commit().then(
+                (answer) => control.landed.push(answer.succeeded),
+                () => control.landed.push(false),
+              );
+            }, lateMs);
+            return new Promise((_, reject) =>
+              setTimeout(() => reject(new Error("deadline exceeded (no answer came)")), 1000),
+            );
+          };
+        }
+        const value = Reflect.get(target, prop, target);
+        if (typeof value !== "function") return value;
+        return (...args: unknown[]) => {
+          const result = value.apply(target, args);
+          return result === target ? proxy : result;
+        };
+      },
+    });
+    return proxy;
+  };
+  const client = new Proxy(real, {
+    get(target, prop) {
+      if (prop === "if") return (...args: Parameters<Etcd3["if"]>) => wrap(target.if(...args));
+      const value = Reflect.get(target, prop, target);
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
+  return { client, control };
+}
+
 describe("registry-etcd under real faults", () => {
   it("fences a holder while etcd is stopped past the TTL, and the next holder starts after its last id", async () => {
     const service = "paused";
@@ -135,6 +185,66 @@ describe("registry-etcd under real faults", () => {
     } finally {
       await a.close();
       await b.close();
+    }
+  });
+
+  it("keeps a holder's record from moving back when one of its writes reaches etcd after later ones", async () => {
+    const real = new Etcd3({ hosts: etcd.url });
+    const { client, control } = lateWritesClient(real);
+    // A TTL long enough that a write without an answer for 1 s does not fence the holder.
+    const r = new EtcdRegistry({ client, ...REGISTRY, leaseTtlSeconds: 6 });
+    const key = `${REGISTRY.prefix}/late/id/0`;
+    const history: Array<{ timestamp: number; horizon: number }> = [];
+    let watching = true;
+    const watch = (async () => {
+      let last = "";
+      while (watching) {
+        const text = await real.get(key).string();
+        if (text !== null && text !== last) {
+          last = text;
+          const { timestamp, horizon } = JSON.parse(text) as { timestamp: number; horizon: number };
+          history.push({ timestamp, horizon });
+        }
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+    })();
+    const ids: bigint[] = [];
+    const stop = { requested: false };
+    try {
+      const { worker } = await startWhenFree(r, "late", 1);
+      const lease = worker.lease!;
+      const running = issueUntilRefused(worker, ids, stop);
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      // A write that arrives 2.5 s late, after several renewals and reports were stored.
+      control.lateMs = 2500;
+      await waitFor(() => control.landed.length === 1, "the late write to reach etcd", 10_000);
+      // A write that lands before its answer's deadline, which its caller never hears of: the
+      // holder's next write finds the record at another revision and must go on.
+      control.lateMs = 900;
+      await waitFor(() => control.landed.length === 2, `the second late write (${JSON.stringify(control.landed)}, lost: ${lease.lost.aborted && String(lease.lost.reason)})`, 10_000);
+      await new Promise((resolve) => setTimeout(resolve, 1500));
+      expect(lease.lost.aborted).toBe(false);
+      stop.requested = true;
+      await running;
+      await worker.close();
+      watching = false;
+      await watch;
+      const backwards = history.filter(
+        (h, i) =>
+          i > 0 &&
+          (h.timestamp < history[i - 1]!.timestamp ||
+            (h.horizon < history[i - 1]!.horizon && h.horizon !== 0)),
+      );
+      expect(backwards, JSON.stringify(history)).toEqual([]);
+      // The first arrived after later writes: its conditions failed. The second was the latest.
+      expect(control.landed).toEqual([false, true]);
+      expect(ids.length).toBeGreaterThan(1000);
+    } finally {
+      stop.requested = true;
+      watching = false;
+      await watch;
+      await r.close();
+      real.close();
     }
   });
 

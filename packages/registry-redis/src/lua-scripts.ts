@@ -42,9 +42,12 @@ local reason, run_id, replid, uptime_ms = leaf_redis_takeover(marker[1], marker[
 if reason then
   local until_ms = now_ms + lease_ms
   if reason == 'missing' then until_ms = now_ms - uptime_ms + lease_ms end
+  -- The floor is raised even when that instant is past (the first call came a lease or more after
+  -- a restart): the stamps are gone, so it is all that keeps a holder whose clock lags Redis's
+  -- from starting before the ids an old holder issued by a clock ahead.
+  if until_ms > floor then floor = until_ms end
   if until_ms > now_ms then
     if until_ms > quarantine then quarantine = until_ms end
-    if until_ms > floor then floor = until_ms end
     redis.log(redis.LOG_WARNING, 'leaf registry-redis: marker ' .. marker_key .. ' ' .. reason ..
       ': no worker id granted before ' .. ms(quarantine) .. ', none starts before it')
   end

@@ -143,4 +143,33 @@ describe("registry-redis under real faults", () => {
     expect(lease.floor).toBeGreaterThan(0);
     expect(lease.lastTimestamp).toBeGreaterThanOrEqual(lease.floor);
   });
+
+  it("after a restart without persistence, a first acquire a whole lease later still starts after the floor", async () => {
+    const name = `late-${process.pid}-${Date.now()}`;
+    const proxy = await TcpProxy.start({ targetPort: redis.port });
+    closers.push(() => proxy.close());
+    const a = await holder(registry(`redis://${proxy.address}`), name, 1);
+    const idsA: bigint[] = [];
+    const issuingA = issue(a, idsA);
+    await waitUntil("A to issue ids", () => idsA.length > 1000);
+    // A is cut off (its renewals never reach Redis, so nothing touches the name), then Redis comes
+    // back empty, and nobody asks for the id for more than a lease.
+    proxy.cutOff();
+    await redis.restart();
+    const restartedWall = Date.now();
+    await new Promise((resolve) => setTimeout(resolve, LEASE_MS + 1500));
+    const idsB: bigint[] = [];
+    const b = await holder(registry(redis.url), name, 2);
+    const issuingB = issue(b, idsB);
+    await waitUntil("B to issue ids", () => idsB.length > 1000);
+    await issuingB.stop();
+    await issuingA.stop();
+    expectNoDuplicates([...idsA, ...idsB]);
+    // The floor is the restart + one lease, by Redis's clock (its uptime counts whole seconds, so
+    // the restart may read up to 1 s early): every id the old holder could issue is before it, and
+    // the new holder starts after it, whatever its own clock says.
+    const lease = b.lease as unknown as { floor: number; lastTimestamp: number };
+    expect(lease.floor).toBeGreaterThan(restartedWall + LEASE_MS - 1500);
+    expect(lease.lastTimestamp).toBeGreaterThanOrEqual(lease.floor);
+  });
 });

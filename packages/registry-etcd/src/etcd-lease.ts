@@ -220,17 +220,21 @@ export class EtcdLease extends RenewingLease {
       const merged = new Map<number, IdRecord>();
       for (const [id, record] of next) {
         const stored = found.get(id);
-        merged.set(
-          id,
-          stored === undefined
-            ? record
-            : {
-                ...record,
-                timestamp: Math.max(record.timestamp, stored.record.timestamp),
-                horizon: release ? record.horizon : Math.max(record.horizon, stored.record.horizon),
-              },
-        );
-        if (stored !== undefined) this.#revisions.set(id, stored.modRevision);
+        // A record deleted by hand: written again (`Mod == 0` guards a missing key).
+        this.#revisions.set(id, stored?.modRevision ?? "0");
+        if (stored === undefined) {
+          merged.set(id, record);
+          continue;
+        }
+        const higher = {
+          ...record,
+          timestamp: Math.max(record.timestamp, stored.record.timestamp),
+          horizon: Math.max(record.horizon, stored.record.horizon),
+        };
+        // What etcd holds at the revision now compared is at least what it says: the next write
+        // starts from it, so that none puts back a lower horizon than the one found.
+        if (!release) this.#records.set(id, higher);
+        merged.set(id, release ? { ...higher, horizon: record.horizon } : higher);
       }
       next = merged;
     }
@@ -285,6 +289,17 @@ export class EtcdLease extends RenewingLease {
       return undefined;
     }
     const index = holders.findIndex((h) => h !== this.#holderText);
+    // A client that retries may have applied this very write before: the records hold its text.
+    if (
+      index < 0 &&
+      [...texts.values()].every((text, i) => recordKvs[i]?.value.toString() === text)
+    ) {
+      [...records].forEach(([id, record], i) => {
+        this.#records.set(id, record);
+        this.#revisions.set(id, String(recordKvs[i]!.mod_revision));
+      });
+      return undefined;
+    }
     if (index < 0) {
       const found = new Map<number, { record: IdRecord; modRevision: string }>();
       [...texts.keys()].forEach((id, i) => {

@@ -31,8 +31,11 @@ let tempCounter = 0;
 
 /**
  * Replaces `path` with `content` atomically and durably (temp file + fsync + rename + dir fsync).
+ * `beforeReplace`, when given, runs after the fsync and just before the rename: if it throws, the
+ * temp file is removed, `path` is left as it was, and the error is thrown (a holder checks there
+ * that the file is still its own, since the fsync may have stalled the process for long).
  */
-export function writeFileAtomic(path: string, content: string): void {
+export function writeFileAtomic(path: string, content: string, beforeReplace?: () => void): void {
   mkdirSync(dirname(path), { recursive: true });
   const temp = `${path}.${process.pid}.${tempCounter++}.tmp`;
   const fd = openSync(temp, "w", 0o644);
@@ -50,6 +53,12 @@ export function writeFileAtomic(path: string, content: string): void {
     throw error;
   }
   closeSync(fd);
+  try {
+    beforeReplace?.();
+  } catch (error) {
+    unlinkSync(temp);
+    throw error;
+  }
   renameSync(temp, path);
   try {
     const dirFd = openSync(dirname(path), "r");

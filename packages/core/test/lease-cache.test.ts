@@ -1,8 +1,13 @@
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { checkClockNotBehind, readLeaseCache, writeLeaseCache } from "../src/adapter";
+import {
+  checkClockNotBehind,
+  readLeaseCache,
+  writeFileAtomic,
+  writeLeaseCache,
+} from "../src/adapter";
 import { ErrorCodes } from "../src/index";
 
 const dir = mkdtempSync(join(tmpdir(), "leaf-core-test-"));
@@ -39,6 +44,27 @@ describe("lease cache file", () => {
     for (let i = 0; i < 20; i++)
       writeLeaseCache(path, { ...lease, timestamp: lease.timestamp + i });
     expect(JSON.parse(readFileSync(path, "utf8")).timestamp).toBe(lease.timestamp + 19);
+  });
+});
+
+describe("writeFileAtomic", () => {
+  it("runs beforeReplace after writing the new content and before the rename; a throw leaves the file as it was", () => {
+    const dir = mkdtempSync(join(tmpdir(), "leaf-atomic-"));
+    const path = join(dir, "f");
+    writeFileAtomic(path, "old");
+    let seenTemp: string[] = [];
+    expect(() =>
+      writeFileAtomic(path, "new", () => {
+        seenTemp = readdirSync(dir).filter((name) => name.endsWith(".tmp"));
+        throw new Error("not ours any more");
+      }),
+    ).toThrow("not ours any more");
+    // The new content was complete on disk in its temp file when the check ran.
+    expect(seenTemp).toHaveLength(1);
+    expect(readFileSync(path, "utf8")).toBe("old");
+    expect(readdirSync(dir)).toEqual(["f"]);
+    writeFileAtomic(path, "new", () => {});
+    expect(readFileSync(path, "utf8")).toBe("new");
   });
 });
 

@@ -185,6 +185,16 @@ function applyRecord(
       const maxId = parseMax(record.maxId);
       if (maxId === undefined) return `bad maxId ${JSON.stringify(record.maxId)}`;
       if (!Number.isInteger(record.step) || record.step < 1) return `bad step ${record.step}`;
+      if (record.back !== undefined) {
+        const back = parseMax(record.back);
+        if (back === undefined) return `bad back ${JSON.stringify(record.back)}`;
+        // A give-back holds only where its writer found the tag: at max id `back`. The writer
+        // checked that in its write queue, so in a journal written by one holder it always holds
+        // here. A holder paused between its check and its write (past a lock takeover) can append
+        // it after another holder's ranges: lowering the max id then would hand those out again,
+        // so it is skipped (its ids are a gap).
+        if (rows.get(record.tag)?.maxId !== back) return undefined;
+      }
       rows.set(record.tag, {
         maxId,
         step: record.step,

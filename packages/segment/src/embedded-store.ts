@@ -484,8 +484,13 @@ export class EmbeddedSegmentStore implements SegmentStore {
     }
     const text = snapshotText(this.rows, this.deleted);
     try {
-      writeFileAtomic(this.journalPath, text);
+      // Checked again after the snapshot's fsync, which holds the event loop (and the lock's
+      // heartbeat) for as long as the disk takes: a holder stalled there past a lock takeover must
+      // not rename its snapshot over the new holder's journal.
+      writeFileAtomic(this.journalPath, text, () => this.checkOwnership("before replacing"));
     } catch (cause) {
+      // Lost meanwhile: the journal is the new holder's, untouched; the store refuses every call.
+      if (this.lost) return;
       // Before the rename the old journal is complete and still ours; after it, it is not.
       if (this.journalIsOurs()) return;
       this.fail(reopenError(this.journalPath, cause));

@@ -167,6 +167,27 @@ describe("EmbeddedSegmentStore", () => {
     await reopened.close();
   });
 
+  it("replays a give-back only where its writer found the tag: one appended late, after another holder's range, is a gap", async () => {
+    const dir = folder();
+    const store = await started(new EmbeddedSegmentStore({ dir }));
+    await store.createTag({ tag: "t", step: 10, startId: 0n });
+    await store.takeRange("t"); // [0, 10): this holder's
+    await store.close();
+    const journal = join(dir, JOURNAL_FILE);
+    const at = Date.now();
+    // What a holder paused past a lock takeover leaves: the new holder took [10, 20), then the old
+    // one's give-back of [5, 10), checked against max id 10 before the pause, was appended after it.
+    appendFileSync(
+      journal,
+      `${JSON.stringify({ op: "max", tag: "t", maxId: "20", at })}\n` +
+        `${JSON.stringify({ op: "put", tag: "t", maxId: "5", step: 10, description: null, at, back: "10" })}\n`,
+    );
+    const reopened = await started(new EmbeddedSegmentStore({ dir }));
+    // Applied, the give-back would start the next range at 5 and hand out [10, 20) again.
+    expect((await reopened.takeRange("t")).start).toBe(20n);
+    await reopened.close();
+  });
+
   it("refuses a journal damaged before its end with CORRUPT_DATA naming the line", async () => {
     const dir = folder();
     const store = await started(new EmbeddedSegmentStore({ dir }));

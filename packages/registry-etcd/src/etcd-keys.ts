@@ -2,6 +2,7 @@
 // holder's etcd lease, so etcd deletes it when the lease expires) and one record per id ever used
 // (no lease: it keeps the id's timestamps after every holder is gone).
 import { ErrorCodes, LeafError } from "@leaf/core";
+import type { IKeyValue } from "etcd3";
 
 export const COMPONENT = "registry-etcd";
 
@@ -100,4 +101,21 @@ export function decodeRecord(key: string, text: string): IdRecord {
  */
 export function floorOf(record: IdRecord | undefined): number {
   return record ? Math.max(record.timestamp, record.horizon) : 0;
+}
+
+/** A record as read, with its revision (which a write's guard compares). */
+export interface Stored {
+  key: string;
+  text: string;
+  modRevision: string;
+}
+
+/** The record `kv` of `key` as read. */
+export function stored(key: string, kv: IKeyValue): Stored {
+  return { key, text: kv.value.toString(), modRevision: String(kv.mod_revision) };
+}
+
+/** The record of `s`; CORRUPT_DATA when it is not one. */
+export function recordOf(s: Stored | undefined): IdRecord | undefined {
+  return s ? decodeRecord(s.key, s.text) : undefined;
 }

@@ -5,7 +5,15 @@ import type { BackupWorker, LeafError } from "@leaf/core";
 import { type FenceReason, type RenewalConfirmed, RenewingLease } from "@leaf/core/adapter";
 import type { IResponseOp } from "etcd3";
 import type { EtcdCalls, GrantedLease } from "./etcd-calls";
-import { COMPONENT, decodeRecord, encodeRecord, type IdRecord, type Keyspace } from "./etcd-keys";
+import {
+  COMPONENT,
+  encodeRecord,
+  type IdRecord,
+  type Keyspace,
+  recordOf,
+  type Stored,
+  stored,
+} from "./etcd-keys";
 
 /** A worker id won by acquire: what etcd held for it, and the record written when it was won. */
 export interface ClaimedId {
@@ -219,17 +227,18 @@ export class EtcdLease extends RenewingLease {
       }
       const merged = new Map<number, IdRecord>();
       for (const [id, record] of next) {
-        const stored = found.get(id);
+        const now = found.get(id);
         // A record deleted by hand: written again (`Mod == 0` guards a missing key).
-        this.#revisions.set(id, stored?.modRevision ?? "0");
-        if (stored === undefined) {
+        this.#revisions.set(id, now?.modRevision ?? "0");
+        const there = recordOf(now);
+        if (there === undefined) {
           merged.set(id, record);
           continue;
         }
         const higher = {
           ...record,
-          timestamp: Math.max(record.timestamp, stored.record.timestamp),
-          horizon: Math.max(record.horizon, stored.record.horizon),
+          timestamp: Math.max(record.timestamp, there.timestamp),
+          horizon: Math.max(record.horizon, there.horizon),
         };
         // What etcd holds at the revision now compared is at least what it says: the next write
         // starts from it, so that none puts back a lower horizon than the one found.
@@ -249,7 +258,7 @@ export class EtcdLease extends RenewingLease {
     what: string,
     records: ReadonlyMap<number, IdRecord>,
     release: boolean,
-  ): Promise<Map<number, { record: IdRecord; modRevision: string }> | undefined> {
+  ): Promise<Map<number, Stored> | undefined> {
     const client = this.#calls.client;
     const held = this.heldIds();
     const texts = new Map([...records].map(([id, r]) => [id, encodeRecord(r)]));
@@ -279,41 +288,24 @@ export class EtcdLease extends RenewingLease {
       return undefined;
     }
     const holders = answer.responses.slice(0, held.length).map(rangeValue);
-    const recordKvs = answer.responses.slice(held.length).map((op) => op.response_range?.kvs[0]);
-    // A client that retries may have applied this very release before: holders gone, records ours.
-    if (
-      release &&
-      holders.every((h) => h === undefined) &&
-      [...texts.values()].every((text, i) => recordKvs[i]?.value.toString() === text)
-    ) {
-      return undefined;
-    }
+    const found = new Map<number, Stored>();
+    [...texts.keys()].forEach((id, i) => {
+      const kv = answer.responses[held.length + i]?.response_range?.kvs[0];
+      if (kv) found.set(id, stored(this.#keys.record(id), kv));
+    });
+    // A client that retries may have applied this very write before: the records hold its text
+    // (and, for a release, the holder keys are gone).
+    const applied = [...texts].every(([id, text]) => found.get(id)?.text === text);
+    if (applied && release && holders.every((h) => h === undefined)) return undefined;
     const index = holders.findIndex((h) => h !== this.#holderText);
-    // A client that retries may have applied this very write before: the records hold its text.
-    if (
-      index < 0 &&
-      [...texts.values()].every((text, i) => recordKvs[i]?.value.toString() === text)
-    ) {
-      [...records].forEach(([id, record], i) => {
+    if (applied && index < 0) {
+      for (const [id, record] of records) {
         this.#records.set(id, record);
-        this.#revisions.set(id, String(recordKvs[i]!.mod_revision));
-      });
+        this.#revisions.set(id, found.get(id)!.modRevision);
+      }
       return undefined;
     }
-    if (index < 0) {
-      const found = new Map<number, { record: IdRecord; modRevision: string }>();
-      [...texts.keys()].forEach((id, i) => {
-        const kv = recordKvs[i];
-        if (kv) {
-          const key = this.#keys.record(id);
-          found.set(id, {
-            record: decodeRecord(key, kv.value.toString()),
-            modRevision: String(kv.mod_revision),
-          });
-        }
-      });
-      return found;
-    }
+    if (index < 0) return found;
     const workerId = held[index]!;
     const why =
       holders[index] === undefined

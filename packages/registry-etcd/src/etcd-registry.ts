@@ -14,16 +14,18 @@ import {
 } from "@leaf/core";
 import { type CheckedAcquireRequest, checkAcquireRequest, checkBackend } from "@leaf/core/adapter";
 import { noop } from "cockatiel";
-import { Etcd3, type IKeyValue } from "etcd3";
+import { Etcd3 } from "etcd3";
 import { EtcdCalls, type GrantedLease } from "./etcd-calls";
 import {
   COMPONENT,
-  decodeRecord,
   encodeRecord,
   floorOf,
   type HolderValue,
   type IdRecord,
   Keyspace,
+  recordOf,
+  type Stored,
+  stored,
 } from "./etcd-keys";
 import { type ClaimedId, EtcdLease } from "./etcd-lease";
 
@@ -339,22 +341,6 @@ interface Claim {
   node: string;
   /** The horizon the claim writes: the grant's send time (wall clock) + TTL - margin. */
   horizon: number;
-}
-
-/** A record as read, with the revision the claim's guard compares. */
-interface Stored {
-  key: string;
-  text: string;
-  modRevision: string;
-}
-
-function stored(key: string, kv: IKeyValue): Stored {
-  return { key, text: kv.value.toString(), modRevision: String(kv.mod_revision) };
-}
-
-/** The record of `s`; CORRUPT_DATA when it is not one (only the id being taken is judged). */
-function recordOf(s: Stored | undefined): IdRecord | undefined {
-  return s ? decodeRecord(s.key, s.text) : undefined;
 }
 
 /** The node a record names, or undefined for a record that cannot be read. */

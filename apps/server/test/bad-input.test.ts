@@ -280,6 +280,23 @@ describe("the admin API's body errors say what is wrong and what the method take
     }
   });
 
+  it('refuses to create the tags "." and "..", which no URL path can ask for', async () => {
+    for (const tag of [".", ".."]) {
+      const res = await send("POST", JSON.stringify({ tag, step: 10 }));
+      expect(res.statusCode, tag).toBe(400);
+      const { code, message } = res.json();
+      expect(code, tag).toBe("INVALID_ARGUMENT");
+      expect(message, tag).toContain('other than "." and ".."');
+    }
+    const tags = (
+      await test.server.app.inject({
+        url: "/api/v1/admin/tags",
+        headers: { authorization: `Bearer ${ADMIN}` },
+      })
+    ).json() as { tags: Array<{ tag: string }> };
+    expect(tags.tags.map((t) => t.tag)).not.toContain(".");
+  });
+
   it("invalid JSON says so with the parser's reason", async () => {
     const res = await send("POST", '{"tag": "x", "step": 10,}');
     expect(res.statusCode).toBe(400);

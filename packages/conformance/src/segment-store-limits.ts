@@ -77,6 +77,14 @@ export function limitScenarios(scenario: Scenario): void {
         await assert.rejects(store.takeRange(tag as string), invalid, `takeRange(${String(tag)})`);
         await assert.rejects(store.createTag({ tag: tag as string, step: 1 }), invalid);
       }
+      // Valid names for a row, but no URL path can ask for them: not created.
+      for (const tag of [".", ".."]) {
+        await assert.rejects(
+          store.createTag({ tag, step: 1 }),
+          (e: unknown) => invalid(e) && (e as Error).message.includes('other than "." and ".."'),
+          `createTag(${tag})`,
+        );
+      }
       for (const step of [0, -1, 1.5, 2 ** 31, Number.NaN, "10"]) {
         await assert.rejects(
           store.takeRange("orders", step as number),

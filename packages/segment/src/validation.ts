@@ -92,6 +92,16 @@ export function normalizeNewTag(input: NewTag): Required<NewTag> {
     throw argumentError(COMPONENT, "tag", input, "an object {tag, step, startId?, description?}");
   }
   checkTag(input.tag);
+  if (input.tag === "." || input.tag === "..") {
+    // A URL path drops these segments (`/api/segment/get/..` is `/api/`), so no client could ask
+    // for the new tag's ids. A row by such a name made elsewhere is still read and served.
+    throw argumentError(
+      COMPONENT,
+      "tag",
+      input.tag,
+      'a tag other than "." and ".." (a URL path drops them, so its ids could not be asked for)',
+    );
+  }
   checkStep(input.step);
   const startId = input.startId ?? 1n;
   checkStartId(startId);

@@ -1,7 +1,7 @@
 // One node's hold on its worker ids: an etcd lease it renews itself, holder keys attached to it,
 // and every write guarded by "my holder keys still hold my token". It fences on its own monotonic
 // clock, from the send time of the last renewal etcd confirmed, before etcd can expire the lease.
-import type { BackupWorker, LeafError } from "@leaf/core";
+import { type BackupWorker, ErrorCodes, isLeafError, type LeafError } from "@leaf/core";
 import { type FenceReason, type RenewalConfirmed, RenewingLease } from "@leaf/core/adapter";
 import type { IResponseOp } from "etcd3";
 import type { EtcdCalls, GrantedLease } from "./etcd-calls";
@@ -230,7 +230,7 @@ export class EtcdLease extends RenewingLease {
         const now = found.get(id);
         // A record deleted by hand: written again (`Mod == 0` guards a missing key).
         this.#revisions.set(id, now?.modRevision ?? "0");
-        const there = recordOf(now);
+        const there = readableRecord(now);
         if (there === undefined) {
           merged.set(id, record);
           continue;
@@ -319,4 +319,20 @@ export class EtcdLease extends RenewingLease {
 function rangeValue(op: IResponseOp): string | undefined {
   const kv = op.response_range?.kvs[0];
   return kv ? kv.value.toString() : undefined;
+}
+
+/**
+ * The record of `s`, or undefined when it is missing or not a record. While this holder's keys
+ * hold the id, nobody else writes its record: text that is not a record was put there by hand, and
+ * this holder's own values (at least the floor it started from, which it read when it took the id)
+ * are written over it, as over a record deleted by hand. Refusing instead would stop every report
+ * and horizon write until the lease ran out.
+ */
+function readableRecord(s: Stored | undefined): IdRecord | undefined {
+  try {
+    return recordOf(s);
+  } catch (error) {
+    if (isLeafError(error, ErrorCodes.CORRUPT_DATA)) return undefined;
+    throw error;
+  }
 }

@@ -248,6 +248,69 @@ describe("registry-etcd under real faults", () => {
     }
   });
 
+  it("writes its own record over one overwritten by hand while it holds the id, and goes on", async () => {
+    const real = new Etcd3({ hosts: etcd.url });
+    const r = registry(etcd.url);
+    const key = `${REGISTRY.prefix}/by-hand/id/0`;
+    const ids: bigint[] = [];
+    const stop = { requested: false };
+    try {
+      const failures: unknown[] = [];
+      const worker = await started(
+        new SnowflakeWorker({
+          registry: r,
+          node: node("by-hand", 1),
+          layout: ONE_WORKER,
+          reacquire: false,
+          ...WORKER,
+          onEvent: (event) => {
+            if (event.type === "report-failed") failures.push(event.error);
+          },
+        }),
+      );
+      const lease = worker.lease!;
+      // 20 ids every 2 ms: a steady load, few enough ids to count quickly.
+      const running = (async () => {
+        for (;;) {
+          try {
+            ids.push(...worker.nextIds(20));
+          } catch (error) {
+            return error;
+          }
+          if (stop.requested) return undefined;
+          await new Promise((resolve) => setTimeout(resolve, 2));
+        }
+      })();
+      await new Promise((resolve) => setTimeout(resolve, 600));
+      const before = JSON.parse((await real.get(key).string())!) as { timestamp: number };
+      await real.put(key).value("not a record");
+      // Reports every 300 ms and horizon writes every third of the 2 s TTL: the first to find the
+      // text would fail on CORRUPT_DATA without the rewrite.
+      await new Promise((resolve) => setTimeout(resolve, 3 * TTL_SECONDS * 1000));
+      const after = JSON.parse((await real.get(key).string())!) as {
+        timestamp: number;
+        horizon: number;
+      };
+      expect(after.timestamp).toBeGreaterThanOrEqual(before.timestamp);
+      expect(after.horizon).toBeGreaterThan(Date.now() - 1000);
+      expect(lease.lost.aborted).toBe(false);
+      // Not one report refused on the text found (CORRUPT_DATA), though it was not a record.
+      expect(failures).toEqual([]);
+      const issued = ids.length;
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(ids.length).toBeGreaterThan(issued);
+      stop.requested = true;
+      const error = await running;
+      await worker.close();
+      expect(error).toBeUndefined();
+      expectNoDuplicates(ids);
+    } finally {
+      stop.requested = true;
+      await r.close();
+      real.close();
+    }
+  });
+
   it("fences a holder cut off from etcd before another node is granted its id", async () => {
     const service = "cut";
     const proxy = await TcpProxy.start({ targetPort: etcd.port });

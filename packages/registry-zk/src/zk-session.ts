@@ -214,10 +214,17 @@ export class ZkSession extends ZkNodeOperations {
     if (this.closing) return this.closing;
     this.closed = true;
     this.stopTimers();
+    // A call still waiting when the session was lost (say an acquire on a loaded machine whose
+    // heartbeat came too late) failed on ZooKeeper's side of things, not on a close() of the
+    // caller's: UNAVAILABLE, which an acquire's caller retries, naming why the session ended.
+    const lost = this.lost.aborted ? (this.lost.reason as LeafError) : undefined;
     const closing = new LeafError({
       component: COMPONENT,
-      code: ErrorCodes.CLOSED,
-      message: `ZooKeeper session 0x${this.sessionId} was closed`,
+      code: lost ? ErrorCodes.UNAVAILABLE : ErrorCodes.CLOSED,
+      message: lost
+        ? `${lost.message}; the call waiting on it was not answered`
+        : `ZooKeeper session 0x${this.sessionId} was closed`,
+      ...(lost ? { details: lost.details } : {}),
     });
     for (const fail of [...this.failPending]) fail(closing);
     this.closing = forceClose(this.client);

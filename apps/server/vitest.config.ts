@@ -1,9 +1,9 @@
 // The shared settings. The monitor page's script is bundled by src/monitor-script.ts at load, with
 // the esbuild the build uses.
 //
-// `pnpm test` runs the server's tests in two lanes (scripts/test.sh), split by
+// `pnpm test` runs the server's tests in three lanes (scripts/test.sh), split by
 // LEAF_TEST_SERVER_FILES: "faults" runs the slow fault files below (they mostly wait out leases,
-// pauses and restarts), "rest" every other file. Unset, every file runs.
+// pauses and restarts), "more" the files of MORE, "rest" every other file. Unset, every file runs.
 import { defineConfig } from "vitest/config";
 import shared from "../../vitest.shared.ts";
 
@@ -12,17 +12,20 @@ const FAULTS = [
   "test/stateful-set-workers.test.ts",
   "test/workers-faults.test.ts",
   "test/pause-fencing.test.ts",
-  "test/stop-paused-database.test.ts",
   "test/high-water-failover.test.ts",
   "test/high-water-seen.test.ts",
 ];
 
+/** Files that fill the lane of the chaos suite (scripts/test.sh). */
+const MORE = ["test/process.test.ts", "test/stop-paused-database.test.ts"];
+
 function files(part: string | undefined): { include?: string[]; exclude?: string[] } {
   if (part === undefined || part === "") return {};
   if (part === "faults") return { include: FAULTS };
-  if (part === "rest") return { exclude: [...FAULTS, "**/node_modules/**"] };
+  if (part === "more") return { include: MORE };
+  if (part === "rest") return { exclude: [...FAULTS, ...MORE, "**/node_modules/**"] };
   throw new Error(
-    `LEAF_TEST_SERVER_FILES is ${JSON.stringify(part)}; expected "faults", "rest" or unset (every file)`,
+    `LEAF_TEST_SERVER_FILES is ${JSON.stringify(part)}; expected "faults", "more", "rest" or unset (every file)`,
   );
 }
 

@@ -228,12 +228,13 @@ describe("the server on a residue set of two MariaDB databases", () => {
       await startServer(dir, "one", members, 1_000),
       await startServer(dir, "two", members, 1_000),
     ];
-    await createTag(servers[0]!.port, "t", 20_000);
+    // Ranges of 5,000: each fault below waits for one range's worth of ids from the other database.
+    await createTag(servers[0]!.port, "t", 5_000);
     const loads = servers.map((s) => new Load(s.port, "/api/segment/get/t?count=20", 2, 4));
     const report: string[] = [];
     try {
       // Warm: both servers hold ranges; no request may fail from here on.
-      await until("20,000 ids", () => loads.every((l) => l.ids > 20_000));
+      await until("5,000 ids", () => loads.every((l) => l.ids > 5_000));
       const refusedWarm = loads.map((l) => l.refused);
       const faults: [string, (d: Db) => unknown, (d: Db) => unknown][] = [
         ["killed", (d) => d.db.kill(), (d) => d.db.start()],
@@ -249,11 +250,11 @@ describe("the server on a residue set of two MariaDB databases", () => {
           const d = dbs[down]!;
           await apply(d);
           const from = loads.map((l) => l.batches.length);
-          // The servers first hand out the ranges they hold ahead (prefetched, up to 8 of 20,000
-          // ids each, of either database): on a busy machine that alone can take a minute.
+          // The servers first hand out the ranges they hold ahead (prefetched, up to 8 of 5,000
+          // ids each, of either database): on a busy machine that alone can take 20 s.
           await until(
-            `20,000 ids from database ${dbs[up]!.name} with ${d.name} ${fault}`,
-            () => classSince(loads, from, up, 2) > 20_000,
+            `5,000 ids from database ${dbs[up]!.name} with ${d.name} ${fault}`,
+            () => classSince(loads, from, up, 2) > 5_000,
             180_000,
           ).catch(async (error: Error) => {
             // What the servers saw, so that a failure here says why.
@@ -336,7 +337,7 @@ describe("the server on a mixed MariaDB + PostgreSQL residue set", () => {
     servers.push(await startServer(dir, "two", two));
     const loads = servers.map((s) => new Load(s.port, "/api/segment/get/t?count=20", 2, 4));
     try {
-      await until("20,000 ids", () => loads.every((l) => l.ids > 20_000));
+      await until("5,000 ids", () => loads.every((l) => l.ids > 5_000));
       const refusedWarm = loads.map((l) => l.refused);
       // MariaDB cut off for a moment: the tag moves to PostgreSQL and stays there, so that the
       // servers draw from another database than a server started later (which asks a first).

@@ -24,6 +24,7 @@ export function leaseFromCache(
   request: CheckedAcquireRequest,
   cachePath: string | undefined,
   cause: LeafError,
+  ownSessions: readonly string[] = [],
 ): WorkerLease {
   const { node } = request;
   const options = context.options;
@@ -85,7 +86,7 @@ export function leaseFromCache(
       .slice(0, request.backups)
       .map((b, i) => slotOf(i + 1, b.workerId, b.lastTimestamp)),
   ];
-  const lease = new NormalLease(context, node, tree, slots, cachePath);
+  const lease = new NormalLease(context, node, tree, slots, cachePath, ownSessions);
   // From Java Leaf's file: this package's own cache takes over at once (with a timestamp).
   if (cached.source) writeCacheOrRefuse(lease, cachePath);
   context.track(lease);

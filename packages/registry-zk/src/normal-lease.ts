@@ -37,7 +37,8 @@ export function writeCacheOrRefuse(lease: NormalLease, cachePath: string | undef
 
 /** A fixed worker id held by this node. */
 export class NormalLease extends LeaseCore implements TrackedLease {
-  private readonly previousSessions: string[] = [];
+  /** This process's sessions that may still hold the marker: taken over, not a conflict. */
+  private readonly previousSessions: string[];
   private session: ZkSession | undefined;
   private markerPath: string | undefined;
   /** Whether the lease ever held the marker (a lease from the cache file has not yet). */
@@ -52,6 +53,7 @@ export class NormalLease extends LeaseCore implements TrackedLease {
     private readonly tree: LeafTree,
     private readonly slots: Slot[],
     private readonly cachePath: string | undefined,
+    ownSessions: readonly string[] = [],
   ) {
     const [primary, ...backups] = slots;
     super({
@@ -60,6 +62,7 @@ export class NormalLease extends LeaseCore implements TrackedLease {
       lastTimestamp: primary!.stored,
       backups: backups.map((s) => ({ workerId: s.workerId, lastTimestamp: s.stored })),
     });
+    this.previousSessions = [...ownSessions];
   }
 
   /**

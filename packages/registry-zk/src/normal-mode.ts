@@ -51,9 +51,11 @@ export async function acquireNormal(
     return await acquireFromZookeeper(context, request, session, cachePath);
   } catch (error) {
     await session.close();
-    // ZooKeeper stopped answering half-way: the cache is as good a start as a failed connect.
+    // ZooKeeper stopped answering half-way: the cache is as good a start as a failed connect. The
+    // marker this session may have taken is this process's own when the lease next reaches
+    // ZooKeeper (it goes with the session), not another process's.
     if (isLeafError(error, ErrorCodes.UNAVAILABLE)) {
-      return leaseFromCache(context, request, cachePath, error);
+      return leaseFromCache(context, request, cachePath, error, [session.sessionId]);
     }
     throw error;
   }

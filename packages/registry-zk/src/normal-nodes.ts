@@ -1,6 +1,6 @@
 // The ZooKeeper nodes of normal mode: the ephemeral live marker of an ip:port, its persistent
 // `forever` nodes (read or created on first use), the live peers' reports, and the refusals.
-import { delay, ErrorCodes, LeafError, type NodeIdentity } from "@leaf/core";
+import { delay, ErrorCodes, isLeafError, LeafError, type NodeIdentity } from "@leaf/core";
 import type { CheckedAcquireRequest } from "@leaf/core/adapter";
 import { clockPair } from "./lease-support";
 import { COMPONENT, type ResolvedOptions } from "./options";
@@ -43,49 +43,74 @@ export async function claimMarker(
 ): Promise<{ path: string; clock: { now: number; serverNow: number } }> {
   const path = `${tree.temporary}/${nodeKey(node)}`;
   let waited = false;
-  for (;;) {
-    try {
-      const clock = await clockPair(options.clock, async () => {
-        await session.create(path, holderData(node, -1, session, options), "ephemeral");
-        const stat = await session.exists(path);
-        return stat?.ctime ?? Date.now();
-      });
-      return { path, clock };
-    } catch (error) {
-      if (zkCode(error) !== ZkCodes.NODE_EXISTS) throw error;
-    }
-    const current = await session.getData(path);
-    if (!current) continue;
-    const owner = current.stat.ephemeralOwner;
-    if (owner === session.sessionId || how.previousSessions.includes(owner)) {
-      await session.remove(path, current.stat.version).catch((error) => {
-        const code = zkCode(error);
-        if (code !== ZkCodes.NO_NODE && code !== ZkCodes.BAD_VERSION) throw error;
-      });
-      continue;
-    }
-    const holder = decodeHolder(current.data);
-    const waitMs =
-      options.inUseWaitMs ??
-      (typeof holder?.sessionTimeoutMs === "number" ? holder.sessionTimeoutMs : 0) + 1_000;
-    if (how.wait && !waited && waitMs > 0) {
-      waited = true;
-      const deadline = Date.now() + waitMs;
-      while (Date.now() < deadline && (await session.exists(path))) {
-        await delay(Math.min(200, Math.max(10, deadline - Date.now())), how.signal);
-      }
-      continue;
-    }
+  // Another live process seen holding the marker: from then on ZooKeeper failing to answer refuses
+  // the start as that process's (WORKER_ID_IN_USE), never UNAVAILABLE, which would start this
+  // process from its cache file while the other may still issue under the same id.
+  let seen: { owner: string; holder: ReturnType<typeof decodeHolder> } | undefined;
+  try {
+    return await claimLoop();
+  } catch (error) {
+    if (seen === undefined || !isLeafError(error, ErrorCodes.UNAVAILABLE)) throw error;
     throw new LeafError({
       component: COMPONENT,
       code: ErrorCodes.WORKER_ID_IN_USE,
       message:
-        `${node.name} ${nodeKey(node)} is held by another live process: ZooKeeper session ` +
-        `0x${owner} holds ${path}${holder?.pid ? ` (pid ${holder.pid}` : " ("}` +
-        `${typeof holder?.workerId === "number" && holder.workerId >= 0 ? `, worker id ${holder.workerId}` : ""})` +
-        `${how.wait ? ` and did not go within ${waitMs} ms` : ""}; stop that process or give this node another port`,
-      details: { path, owner, holder },
+        `${node.name} ${nodeKey(node)} was held by another live process (ZooKeeper session ` +
+        `0x${seen.owner} held ${path}${seen.holder?.pid ? `, pid ${seen.holder.pid}` : ""}) when ` +
+        `ZooKeeper stopped answering (${error.message.replace(/^\[leaf\] \[registry-zk\] /, "")}); ` +
+        "not started from the cache file, since that process may still issue ids under the id: " +
+        "start again once ZooKeeper answers",
+      details: { path, owner: seen.owner, holder: seen.holder },
+      cause: error,
     });
+  }
+
+  async function claimLoop(): Promise<{ path: string; clock: { now: number; serverNow: number } }> {
+    for (;;) {
+      try {
+        const clock = await clockPair(options.clock, async () => {
+          await session.create(path, holderData(node, -1, session, options), "ephemeral");
+          const stat = await session.exists(path);
+          return stat?.ctime ?? Date.now();
+        });
+        return { path, clock };
+      } catch (error) {
+        if (zkCode(error) !== ZkCodes.NODE_EXISTS) throw error;
+      }
+      const current = await session.getData(path);
+      if (!current) continue;
+      const owner = current.stat.ephemeralOwner;
+      if (owner === session.sessionId || how.previousSessions.includes(owner)) {
+        await session.remove(path, current.stat.version).catch((error) => {
+          const code = zkCode(error);
+          if (code !== ZkCodes.NO_NODE && code !== ZkCodes.BAD_VERSION) throw error;
+        });
+        continue;
+      }
+      const holder = decodeHolder(current.data);
+      seen = { owner, holder };
+      const waitMs =
+        options.inUseWaitMs ??
+        (typeof holder?.sessionTimeoutMs === "number" ? holder.sessionTimeoutMs : 0) + 1_000;
+      if (how.wait && !waited && waitMs > 0) {
+        waited = true;
+        const deadline = Date.now() + waitMs;
+        while (Date.now() < deadline && (await session.exists(path))) {
+          await delay(Math.min(200, Math.max(10, deadline - Date.now())), how.signal);
+        }
+        continue;
+      }
+      throw new LeafError({
+        component: COMPONENT,
+        code: ErrorCodes.WORKER_ID_IN_USE,
+        message:
+          `${node.name} ${nodeKey(node)} is held by another live process: ZooKeeper session ` +
+          `0x${owner} holds ${path}${holder?.pid ? ` (pid ${holder.pid}` : " ("}` +
+          `${typeof holder?.workerId === "number" && holder.workerId >= 0 ? `, worker id ${holder.workerId}` : ""})` +
+          `${how.wait ? ` and did not go within ${waitMs} ms` : ""}; stop that process or give this node another port`,
+        details: { path, owner, holder },
+      });
+    }
   }
 }
 

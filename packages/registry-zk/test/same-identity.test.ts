@@ -3,7 +3,7 @@
 // (SIGSTOP) past its session timeout, the second gets the id. Resumed, the first must not issue a
 // single id under it again with stopWithoutSession; by default (Java Leaf's availability) it loses
 // its lease as soon as it sees the marker taken. Every id of both processes is counted.
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -14,11 +14,12 @@ import {
   countRepeatedIds,
   spawnNode,
   startZookeeper,
+  TcpProxy,
   waitUntilStopped,
   type ZookeeperHandle,
 } from "@leaf/testkit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { uniqueName } from "./helpers";
+import { uniqueName, waitUntil } from "./helpers";
 
 const HOLDER = fileURLToPath(new URL("./fixtures/normal-holder.ts", import.meta.url));
 /** The holders' session timeout (see the fixture). */
@@ -47,9 +48,15 @@ interface Holder {
 
 type Fencing = "strict" | "default";
 
-function startHolder(name: string, label: string, fencing: Fencing): Holder {
+function startHolder(
+  name: string,
+  label: string,
+  fencing: Fencing,
+  how: { connectString?: string; cacheFile?: string } = {},
+): Holder {
   const out = join(dir, `${name}-${label}.ids`);
-  const child = spawnNode(HOLDER, [zk.connectString, name, "10.7.0.1", "8080", out, fencing]);
+  const args = [how.connectString ?? zk.connectString, name, "10.7.0.1", "8080", out, fencing];
+  const child = spawnNode(HOLDER, how.cacheFile ? [...args, how.cacheFile] : args);
   return {
     lines: new ChildLines(child),
     out,
@@ -163,5 +170,43 @@ describe("normal mode: one live holder per ip:port, across processes", () => {
     expect(lostAfterMs).toBeLessThan(12_000);
     // Nothing after the loss: the generator is fenced before the event is printed.
     expect(first.lastIdAt).toBeLessThanOrEqual(lost.at);
+  }, 120_000);
+
+  it("refuses a second process that saw the first's marker when ZooKeeper then stops answering it, rather than start it from the shared cache file", async () => {
+    const name = uniqueName("twincache");
+    // Both processes' cache file is one file (one host, one folder): the second could start from
+    // it, as a node does when ZooKeeper is unreachable at its start.
+    const cacheFile = join(dir, `${name}.workerID.json`);
+    const first = startHolder(name, "first", "default", { cacheFile });
+    const proxy = await TcpProxy.start({ targetPort: zk.port });
+    const holders = [first];
+    try {
+      const { workerId } = (await answer(first, "workerId")) as { workerId: number };
+      await waitUntil(() => existsSync(cacheFile), 10_000, "the first holder's cache file");
+      const second = startHolder(name, "second", "default", {
+        connectString: `127.0.0.1:${proxy.port}`,
+        cacheFile,
+      });
+      holders.push(second);
+      // Its session up, the second finds the marker held and waits for it to go (up to the
+      // holder's session timeout + 1 s): ZooKeeper stops answering it there, past its silence
+      // limit (2/3 of 2 s).
+      await waitUntil(() => proxy.connections > 0, 30_000, "the second holder's connection");
+      await sleep(700);
+      proxy.pause();
+      await sleep(4_000);
+      proxy.resume();
+      const started = (j: Record<string, unknown>) => "error" in j || "workerId" in j;
+      await second.lines.until(() => second.lines.json().some(started), "its start", 30_000);
+      const outcome = second.lines.json().find(started);
+      const a = await collect(first);
+      console.log(
+        `[same-identity cache] the second printed ${JSON.stringify(outcome)}; the first (worker id ${workerId}) issued ${a.ids.length} ids`,
+      );
+      expect(outcome).toEqual({ error: ErrorCodes.WORKER_ID_IN_USE });
+    } finally {
+      for (const holder of holders) holder.kill();
+      await proxy.close();
+    }
   }, 120_000);
 });

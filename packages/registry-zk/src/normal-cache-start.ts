@@ -11,7 +11,7 @@ import { readJavaLeafCache } from "./java-cache";
 import { NormalLease, type Slot, writeCacheOrRefuse } from "./normal-lease";
 import { exhausted } from "./normal-nodes";
 import { COMPONENT, type ResolvedOptions } from "./options";
-import { leafTree, nodeKey } from "./paths";
+import { contestedKey, leafTree, nodeKey } from "./paths";
 import type { RegistryContext } from "./registry-context";
 
 /**
@@ -36,6 +36,19 @@ export function leaseFromCache(
       details: { ...cause.details, cacheFile: cachePath },
       cause,
     });
+  if (context.contested.has(contestedKey(node))) {
+    throw new LeafError({
+      component: COMPONENT,
+      code: ErrorCodes.WORKER_ID_IN_USE,
+      message:
+        `${node.name} ${nodeKey(node)} was found held by another process earlier (its marker in ` +
+        `ZooKeeper), and ${cause.message.replace(/^\[leaf\] \[registry-zk\] /, "")}: not ` +
+        "started from the cache file, since that process may still issue ids under the id; " +
+        "start again once ZooKeeper answers",
+      details: { ...cause.details, cacheFile: cachePath },
+      cause,
+    });
+  }
   if (!cachePath) throw unusable("the cache file is switched off (cacheFile: false)");
   const cached: (CachedLease & { source?: string; path?: string }) | undefined =
     readLeaseCache(cachePath, COMPONENT) ?? fromJavaLeafCache(options, request);

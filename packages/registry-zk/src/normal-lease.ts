@@ -15,7 +15,14 @@ import { claimMarker, holderData, lowestFor, type Slot } from "./normal-nodes";
 export type { Slot } from "./normal-nodes";
 
 import { COMPONENT } from "./options";
-import { decodeEndpoint, encodeEndpoint, type LeafTree, nodeKey, parseForeverChild } from "./paths";
+import {
+  contestedKey,
+  decodeEndpoint,
+  encodeEndpoint,
+  type LeafTree,
+  nodeKey,
+  parseForeverChild,
+} from "./paths";
 import type { RegistryContext, TrackedLease } from "./registry-context";
 import { ZkCodes, zkCode } from "./zk-client";
 import type { ZkSession } from "./zk-session";
@@ -272,6 +279,7 @@ export class NormalLease extends LeaseCore implements TrackedLease {
         signal: this.context.closed,
       }).catch((error) => {
         if (isLeafError(error, ErrorCodes.WORKER_ID_IN_USE)) {
+          this.context.contested.add(contestedKey(this.node));
           throw this.lose(`another process took ${nodeKey(this.node)}: ${error.message}`);
         }
         throw error;

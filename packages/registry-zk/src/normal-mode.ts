@@ -26,7 +26,7 @@ import {
   refuseRecycleTree,
 } from "./normal-nodes";
 import { COMPONENT } from "./options";
-import { checkJavaLeafName, leafTree, nodeKey, parseForeverChild } from "./paths";
+import { checkJavaLeafName, contestedKey, leafTree, nodeKey, parseForeverChild } from "./paths";
 import { checkPeerClocks } from "./peer-clock";
 import type { RegistryContext } from "./registry-context";
 import type { ZkSession } from "./zk-session";
@@ -40,6 +40,7 @@ export async function acquireNormal(
   checkJavaLeafName(node.name, "node.name");
   const options = context.options;
   const cachePath = options.cacheFile?.(node);
+  const contestKey = contestedKey(node);
   let session: ZkSession;
   try {
     session = await context.openSession(request.signal!);
@@ -48,9 +49,12 @@ export async function acquireNormal(
     return leaseFromCache(context, request, cachePath, error);
   }
   try {
-    return await acquireFromZookeeper(context, request, session, cachePath);
+    const lease = await acquireFromZookeeper(context, request, session, cachePath);
+    context.contested.delete(contestKey);
+    return lease;
   } catch (error) {
     await session.close();
+    if (isLeafError(error, ErrorCodes.WORKER_ID_IN_USE)) context.contested.add(contestKey);
     // ZooKeeper stopped answering half-way: the cache is as good a start as a failed connect. The
     // marker this session may have taken is this process's own when the lease next reaches
     // ZooKeeper (it goes with the session), not another process's.

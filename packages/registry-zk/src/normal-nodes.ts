@@ -43,9 +43,11 @@ export async function claimMarker(
 ): Promise<{ path: string; clock: { now: number; serverNow: number } }> {
   const path = `${tree.temporary}/${nodeKey(node)}`;
   let waited = false;
-  // Another live process seen holding the marker: from then on ZooKeeper failing to answer refuses
-  // the start as that process's (WORKER_ID_IN_USE), never UNAVAILABLE, which would start this
-  // process from its cache file while the other may still issue under the same id.
+  // Another process seen holding the marker (or a marker whose owner could not be read yet): from
+  // then on ZooKeeper failing to answer refuses the start as that process's (WORKER_ID_IN_USE),
+  // never UNAVAILABLE, which would start this process from its cache file while the other may still
+  // issue under the same id. A node restarting after a crash, waiting for its predecessor's marker
+  // to go, is refused the same way when ZooKeeper fails it meanwhile: it is started again.
   let seen: { owner: string; holder: ReturnType<typeof decodeHolder> } | undefined;
   try {
     return await claimLoop();
@@ -55,8 +57,8 @@ export async function claimMarker(
       component: COMPONENT,
       code: ErrorCodes.WORKER_ID_IN_USE,
       message:
-        `${node.name} ${nodeKey(node)} was held by another live process (ZooKeeper session ` +
-        `0x${seen.owner} held ${path}${seen.holder?.pid ? `, pid ${seen.holder.pid}` : ""}) when ` +
+        `${node.name} ${nodeKey(node)} was held by another process (live, or a crashed one whose ` +
+        `session had not expired yet: ZooKeeper session ${seen.owner === "(not read)" ? "(not read)" : `0x${seen.owner}`} held ${path}${seen.holder?.pid ? `, pid ${seen.holder.pid}` : ""}) when ` +
         `ZooKeeper stopped answering (${error.message.replace(/^\[leaf\] \[registry-zk\] /, "")}); ` +
         "not started from the cache file, since that process may still issue ids under the id: " +
         "start again once ZooKeeper answers",
@@ -77,10 +79,14 @@ export async function claimMarker(
       } catch (error) {
         if (zkCode(error) !== ZkCodes.NODE_EXISTS) throw error;
       }
+      // Held by someone: until its owner is read, by someone else as far as this start knows.
+      seen ??= { owner: "(not read)", holder: undefined };
       const current = await session.getData(path);
       if (!current) continue;
       const owner = current.stat.ephemeralOwner;
       if (owner === session.sessionId || how.previousSessions.includes(owner)) {
+        // This process's own marker (an earlier session's): not another holder.
+        if (seen.owner === "(not read)") seen = undefined;
         await session.remove(path, current.stat.version).catch((error) => {
           const code = zkCode(error);
           if (code !== ZkCodes.NO_NODE && code !== ZkCodes.BAD_VERSION) throw error;

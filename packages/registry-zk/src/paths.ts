@@ -228,3 +228,8 @@ function corrupt(path: string, what: string): LeafError {
     details: { path },
   });
 }
+
+/** The key of `node` in the registry's contested nodes (RegistryContext): its name and `ip:port`. */
+export function contestedKey(node: NodeIdentity): string {
+  return `${node.name}/${nodeKey(node)}`;
+}

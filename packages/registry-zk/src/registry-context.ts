@@ -16,6 +16,13 @@ export interface RegistryContext {
   readonly closed: AbortSignal;
   /** Opens a session (rejects UNAVAILABLE when no server answers within connectTimeoutMs). */
   openSession(signal: AbortSignal): Promise<ZkSession>;
+  /**
+   * Normal mode: the `{name}/{ip}:{port}` of nodes this registry has seen held by another process
+   * (a marker of another session at an acquire, or taken from a lease). Such a node is never
+   * started from its cache file (ZooKeeper unreachable) until an acquire through ZooKeeper grants
+   * it again: the other process may still issue under the id.
+   */
+  readonly contested: Set<string>;
   track(lease: TrackedLease): void;
   untrack(lease: TrackedLease): void;
 }

@@ -23,6 +23,8 @@ export class ZookeeperRegistry implements WorkerIdRegistry {
   private readonly options: ResolvedOptions;
   private readonly settings: SessionSettings;
   private readonly leases = new Set<TrackedLease>();
+  /** See {@link RegistryContext.contested}: kept across acquires, as the worker reacquires. */
+  private readonly contested = new Set<string>();
   private readonly closing = new AbortController();
 
   /** Checks the options (INVALID_CONFIG naming the key); connects only when acquiring. */
@@ -57,6 +59,7 @@ export class ZookeeperRegistry implements WorkerIdRegistry {
     const context: RegistryContext = {
       options: this.options,
       closed: this.closing.signal,
+      contested: this.contested,
       openSession: (s) => ZkSession.open(this.settings, s),
       track: (lease) => {
         if (this.closing.signal.aborted) void lease.shutdown("the registry was closed");

@@ -209,4 +209,48 @@ describe("normal mode: one live holder per ip:port, across processes", () => {
       await proxy.close();
     }
   }, 120_000);
+
+  it("does not start a holder that lost its id to another process again from its cache file while ZooKeeper is out of its reach", async () => {
+    const name = uniqueName("twinlost");
+    const cacheFile = join(dir, `${name}.first.json`);
+    const proxy = await TcpProxy.start({ targetPort: zk.port });
+    const first = startHolder(name, "first", "strict", {
+      connectString: `127.0.0.1:${proxy.port}`,
+      cacheFile,
+    });
+    const holders = [first];
+    try {
+      const { workerId } = (await answer(first, "workerId")) as { workerId: number };
+      await waitUntil(() => existsSync(cacheFile), 10_000, "the first holder's cache file");
+      await sleep(500);
+      // Frozen past its session timeout: a second process as the same ip:port takes the id (with
+      // stopWithoutSession, so that the first issues nothing after SIGCONT: each id twice below
+      // is one of a cache start).
+      first.lines.child.kill("SIGSTOP");
+      waitUntilStopped(first.lines.child.pid!, false, "the first holder");
+      const second = startHolder(name, "second", "strict");
+      holders.push(second);
+      expect(await answer(second, "workerId")).toEqual({ workerId });
+      first.lines.child.kill("SIGCONT");
+      const lost = (await answer(first, "lost")) as { lost: string; at: number };
+      // Its worker acquires again (reacquire is on); ZooKeeper out of its reach past the connect
+      // timeout (10 s), its only start would be its own cache file.
+      proxy.pause();
+      await sleep(15_000);
+      proxy.resume();
+      await sleep(1_000);
+      const a = await collect(first);
+      const b = await collect(second);
+      const repeated = countRepeatedIds([a.ids, b.ids]).duplicates;
+      console.log(
+        `[same-identity lost] the first issued ${issuedSince(a.ids, lost.at + 1)} ids after its loss, ${repeated} duplicate ids among ${a.ids.length + b.ids.length}`,
+      );
+      expect(repeated).toBe(0);
+      // Nothing after its loss: ids stamped past it would be the cache start's.
+      expect(issuedSince(a.ids, lost.at + 1)).toBe(0);
+    } finally {
+      for (const holder of holders) holder.kill();
+      await proxy.close();
+    }
+  }, 120_000);
 });

@@ -79,14 +79,16 @@ export async function claimMarker(
       } catch (error) {
         if (zkCode(error) !== ZkCodes.NODE_EXISTS) throw error;
       }
-      // Held by someone: until its owner is read, by someone else as far as this start knows.
-      seen ??= { owner: "(not read)", holder: undefined };
+      // Held by someone: until its owner is read, by someone else as far as this start knows. Only
+      // a start: a lease taking its marker again (no wait) may meet its own old session's marker,
+      // and a failed read there is ZooKeeper's outage, which the lease rides out, not a refusal.
+      if (how.wait) seen ??= { owner: "(not read)", holder: undefined };
       const current = await session.getData(path);
       if (!current) continue;
       const owner = current.stat.ephemeralOwner;
       if (owner === session.sessionId || how.previousSessions.includes(owner)) {
         // This process's own marker (an earlier session's): not another holder.
-        if (seen.owner === "(not read)") seen = undefined;
+        if (seen?.owner === "(not read)") seen = undefined;
         await session.remove(path, current.stat.version).catch((error) => {
           const code = zkCode(error);
           if (code !== ZkCodes.NO_NODE && code !== ZkCodes.BAD_VERSION) throw error;

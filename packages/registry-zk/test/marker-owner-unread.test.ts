@@ -1,6 +1,7 @@
 // A marker found held (NODE_EXISTS) whose owner cannot be read because ZooKeeper stops answering
-// right then: the start is refused as another process's (WORKER_ID_IN_USE), never UNAVAILABLE, which
-// would start it from its cache file while that process may issue under the id. A real ZooKeeper
+// right then: a start is refused as another process's (WORKER_ID_IN_USE), never UNAVAILABLE, which
+// would start it from its cache file while that process may issue under the id; a running lease
+// taking its marker again gets UNAVAILABLE and keeps its id. A real ZooKeeper
 // cannot fail one request between two answers on demand, so the session here is a stand-in that
 // gives exactly those two answers.
 import { ErrorCodes, isLeafError, LeafError } from "@leaf/core";
@@ -68,6 +69,17 @@ it("still fails with UNAVAILABLE when the marker was this process's own (an earl
   const error = await claimMarker(own, leafTree(node.name), node, options, {
     previousSessions: ["00000000000000bb"],
     wait: true,
+    signal: undefined,
+  }).catch((e: unknown) => e);
+  expect(isLeafError(error, ErrorCodes.UNAVAILABLE), String(error)).toBe(true);
+});
+
+it("leaves a lease taking its marker again (no wait) with UNAVAILABLE, which it rides out, when the owner cannot be read", async () => {
+  // A lease whose session was judged lost before the server expired it meets its own old marker;
+  // a failed read there must not lose the lease as if another process held the id.
+  const error = await claimMarker(standIn(unavailable), leafTree(node.name), node, options, {
+    previousSessions: ["00000000000000bb"],
+    wait: false,
     signal: undefined,
   }).catch((e: unknown) => e);
   expect(isLeafError(error, ErrorCodes.UNAVAILABLE), String(error)).toBe(true);

@@ -94,7 +94,13 @@ describe("the redis sequence through HTTP", () => {
         const q = `shard=${encodeURIComponent(shard)}&format=${encodeURIComponent(format)}&prefix=${encodeURIComponent(prefix)}&count=${encodeURIComponent(count)}`;
         for (const path of ["/api/v1/redis-sequence/id", "/api/v1/redis-sequence/ids"]) {
           const res = await get(test.server, `${path}?${q}`);
-          expect(res.statusCode, `${path}?${q} ${res.body}`).toBeLessThan(500);
+          // A valid request may meet Redis slower than the 1 s round trip on a loaded machine (a
+          // 503 UNAVAILABLE naming it, seen in a CI run): the store's answer, not the input's.
+          const storeSlow =
+            res.statusCode === 503 &&
+            res.json().code === "UNAVAILABLE" &&
+            /no answer after \d+ ms/.test(String(res.json().details?.reason));
+          if (!storeSlow) expect(res.statusCode, `${path}?${q} ${res.body}`).toBeLessThan(500);
           if (res.statusCode >= 400) expect(res.json().message.length).toBeGreaterThan(10);
         }
       }),

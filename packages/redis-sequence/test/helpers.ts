@@ -93,6 +93,9 @@ export function redisFixture(
           ...((options.client ?? defaults.client) ? {} : { url: fx.redis.url }),
           namespace: freshNamespace(label),
           onWarning: warningSink().onWarning,
+          // A Redis round trip can pass the default 1 s on a loaded 2-core machine (seen in a
+          // fresh-clone run); files that time out on purpose set their own.
+          refillTimeoutMs: 5000,
           ...defaults,
           ...options,
         }),

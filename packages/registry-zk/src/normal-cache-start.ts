@@ -8,6 +8,7 @@ import {
   readLeaseCache,
 } from "@leaf/core/adapter";
 import { readJavaLeafCache } from "./java-cache";
+import { bareMessage } from "./lease-support";
 import { NormalLease, type Slot, writeCacheOrRefuse } from "./normal-lease";
 import { exhausted } from "./normal-nodes";
 import { COMPONENT, type ResolvedOptions } from "./options";
@@ -32,7 +33,7 @@ export function leaseFromCache(
     new LeafError({
       component: COMPONENT,
       code: ErrorCodes.UNAVAILABLE,
-      message: `${cause.message.replace(/^\[leaf\] \[registry-zk\] /, "")}, and ${why}`,
+      message: `${bareMessage(cause)}, and ${why}`,
       details: { ...cause.details, cacheFile: cachePath },
       cause,
     });
@@ -42,7 +43,7 @@ export function leaseFromCache(
       code: ErrorCodes.WORKER_ID_IN_USE,
       message:
         `${node.name} ${nodeKey(node)} was found held by another process earlier (its marker in ` +
-        `ZooKeeper), and ${cause.message.replace(/^\[leaf\] \[registry-zk\] /, "")}: not ` +
+        `ZooKeeper), and ${bareMessage(cause)}: not ` +
         "started from the cache file, since that process may still issue ids under the id; " +
         "start again once ZooKeeper answers",
       details: { ...cause.details, cacheFile: cachePath },

@@ -2,7 +2,7 @@
 // `forever` nodes (read or created on first use), the live peers' reports, and the refusals.
 import { delay, ErrorCodes, isLeafError, LeafError, type NodeIdentity } from "@leaf/core";
 import type { CheckedAcquireRequest } from "@leaf/core/adapter";
-import { clockPair } from "./lease-support";
+import { bareMessage, clockPair } from "./lease-support";
 import { COMPONENT, type ResolvedOptions } from "./options";
 import {
   decodeEndpoint,
@@ -59,7 +59,7 @@ export async function claimMarker(
       message:
         `${node.name} ${nodeKey(node)} was held by another process (live, or a crashed one whose ` +
         `session had not expired yet: ZooKeeper session ${seen.owner === "(not read)" ? "(not read)" : `0x${seen.owner}`} held ${path}${seen.holder?.pid ? `, pid ${seen.holder.pid}` : ""}) when ` +
-        `ZooKeeper stopped answering (${error.message.replace(/^\[leaf\] \[registry-zk\] /, "")}); ` +
+        `ZooKeeper stopped answering (${bareMessage(error)}); ` +
         "not started from the cache file, since that process may still issue ids under the id: " +
         "start again once ZooKeeper answers",
       details: { path, owner: seen.owner, holder: seen.holder },

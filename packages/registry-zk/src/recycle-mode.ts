@@ -15,6 +15,7 @@ import {
   type WorkerLease,
 } from "@leaf/core";
 import { type CheckedAcquireRequest, checkClockNotBehind, LeaseCore } from "@leaf/core/adapter";
+import { bareMessage } from "./lease-support";
 import { COMPONENT } from "./options";
 import {
   decodeHolder,
@@ -75,7 +76,7 @@ export async function acquireRecycled(
       component: COMPONENT,
       code: ErrorCodes.UNAVAILABLE,
       message:
-        `${error.message.replace(/^\[leaf\] \[registry-zk\] /, "")}. Recycle mode has no cache ` +
+        `${bareMessage(error)}. Recycle mode has no cache ` +
         "fallback: a recyclable id may belong to another node by now",
       details: error.details,
       cause: error,
@@ -489,9 +490,7 @@ class RecycledLease extends LeaseCore implements TrackedLease {
 
 function sessionReason(session: ZkSession): string {
   const reason = session.lost.reason;
-  return reason instanceof Error
-    ? reason.message.replace(/^\[leaf\] \[registry-zk\] /, "")
-    : "the ZooKeeper session was lost";
+  return reason instanceof Error ? bareMessage(reason) : "the ZooKeeper session was lost";
 }
 
 /** Recycle ids would collide with normal-mode ids or the fork's pool of the same name. */

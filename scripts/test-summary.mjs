@@ -13,8 +13,22 @@ const text = readFileSync(file, "utf8").replace(
 const totals = { passed: 0, failed: 0, skipped: 0 };
 let files = 0;
 const failures = new Set();
-for (const line of text.split("\n")) {
+// What vitest printed under each failed test (the error, the expected and received values, where),
+// up to its separator line: a CI log cut to its end still says why, not only what.
+const details = new Map();
+const lines = text.split("\n");
+for (const [index, line] of lines.entries()) {
   if (/\sFAIL\s|Unhandled (Error|Rejection)|^\s*Failed:\s/.test(line)) failures.add(line.trim());
+  if (/\sFAIL\s/.test(line) && !details.has(line.trim())) {
+    const prefix = /^(\S+:test: )?/.exec(line)[0];
+    const below = [];
+    for (const next of lines.slice(index + 1, index + 40)) {
+      const bare = next.startsWith(prefix) ? next.slice(prefix.length) : next;
+      if (/⎯{3}|\sFAIL\s/.test(bare) || below.length >= 14) break;
+      if (bare.trim() !== "") below.push(bare.trimEnd());
+    }
+    details.set(line.trim(), below);
+  }
   const match = /\bTests\s+(.+)\(\d+\)\s*$/.exec(line);
   if (!match) continue;
   files++;
@@ -27,7 +41,10 @@ const status = Number(statusText);
 if (status !== 0 && totals.failed === 0) totals.failed = 1; // a crash or a timeout outside vitest's count
 if (failures.size > 0) {
   const shown = [...failures].slice(0, 40);
-  console.log(`\nwhat failed:\n${shown.map((line) => `  ${line}`).join("\n")}`);
+  const withDetails = shown.map((line) =>
+    [`  ${line}`, ...(details.get(line) ?? []).map((below) => `      ${below}`)].join("\n"),
+  );
+  console.log(`\nwhat failed:\n${withDetails.join("\n")}`);
   if (failures.size > shown.length) console.log(`  ... and ${failures.size - shown.length} more`);
 }
 console.log(`\ntests: ${totals.passed} passed, ${totals.failed} failed, ${totals.skipped} skipped`);

@@ -37,7 +37,7 @@ const BATCH = "/api/snowflake/get/pause?count=5000";
 /** Single ids: after a tick that slipped past the deadline, these take the fast path. */
 const SINGLE = "/api/snowflake/get/pause";
 /** Trials per registry: the pause lands at a random point of the holder's work. */
-const TRIALS = 3;
+const TRIALS = 2;
 
 interface TrialResult {
   total: number;

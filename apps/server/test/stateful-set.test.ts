@@ -96,16 +96,21 @@ const SHARED: Array<{ kind: string; snowflake: () => Promise<Record<string, unkn
       etcd: { url: (await startEtcd({ useEnv: false })).url, leaseTtlSeconds: 2 },
     }),
   },
-  // A registry's URL named without snowflake.registry chooses that registry: it is never ignored
-  // for the volume-only local registry.
+];
+
+/**
+ * A registry's URL named without snowflake.registry chooses that registry: it is never ignored for
+ * the volume-only local registry (config.test.ts checks the choice; here, the lease it brings).
+ */
+const URL_ONLY: Array<{ kind: string; snowflake: () => Promise<Record<string, unknown>> }> = [
   {
-    kind: "redis (its URL named, snowflake.registry left out)",
+    kind: "redis",
     snowflake: async () => ({
       redis: { url: (await startRedis({ useEnv: false })).url, leaseMs: 3000 },
     }),
   },
   {
-    kind: "etcd (its URL named, snowflake.registry left out)",
+    kind: "etcd",
     snowflake: async () => ({
       etcd: { url: (await startEtcd({ useEnv: false })).url, leaseTtlSeconds: 2 },
     }),
@@ -153,6 +158,22 @@ describe("two pods with the same StatefulSet ordinal on different volumes", () =
       expect(workerIds(all)).toEqual(new Set([3]));
       expect(count.duplicates).toBe(0);
     }, 240_000);
+  }
+
+  for (const { kind, snowflake } of URL_ONLY) {
+    it(`with only the ${kind} registry's URL named (snowflake.registry left out): the second pod is refused while the first runs`, async () => {
+      const dir = mkdtempSync(join(tmpdir(), "leaf-pods-url-"));
+      dirs.push(dir);
+      const settings = await snowflake();
+      const old = await pod("old", dir, settings);
+      const replacement = await pod("new", dir, settings);
+      await old.start();
+      const refused = await replacement.tryStart();
+      expect(refused.started).toBe(false);
+      expect(refused.started ? "" : refused.output).toContain("WORKER_ID_IN_USE");
+      expect(refused.started ? "" : refused.output).toContain("worker id 3");
+      await old.stop();
+    }, 120_000);
   }
 
   it("with the local registry alone (volume only): both issue under worker id 3 and ids repeat, as documented", async () => {

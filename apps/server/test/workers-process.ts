@@ -271,7 +271,16 @@ class RangeSampler {
     this.done = this.loop();
   }
 
-  async stop(): Promise<void> {
+  /**
+   * Stops once every one of `workers` showed its ranges (they stay in its buffers after the load),
+   * or after `timeoutMs`: a short load on a loaded machine may end before the samples, each on a
+   * new connection that node:cluster hands to the next worker, reached both.
+   */
+  async stop(workers = 2, timeoutMs = 15_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (this.ranges.size < workers && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
     this.running = false;
     await this.done;
   }

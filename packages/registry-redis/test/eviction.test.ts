@@ -113,7 +113,9 @@ describe("a Redis that may evict the registry's keys", () => {
       "allkeys-lru",
     ]);
     const service = "evicted";
-    const a = holder(registry({ evictionCheck: "warn" }), service, 8080);
+    // A renews every 6 s (of a 10 s lease): a fill and a grant that take seconds on a loaded
+    // machine still end well before A's next renewal finds the lease gone.
+    const a = holder(registry({ evictionCheck: "warn", renewIntervalMs: 6000 }), service, 8080);
     // A fresh Redis holds grants back for one lease (it may have lost its data): wait it out.
     await waitUntil(
       "A's grant",
@@ -136,7 +138,7 @@ describe("a Redis that may evict the registry's keys", () => {
     // least recently used keys go, the lease too.
     const lease = a.lease as RedisLease;
     const renewed = lease.lastRenewedAt;
-    await waitUntil("a renewal of A", () => lease.lastRenewedAt > renewed, 10_000, 10);
+    await waitUntil("a renewal of A", () => lease.lastRenewedAt > renewed, 15_000, 10);
     const filler = redisClient(redis.port, closers);
     const keys = keysOf(service);
     let written = 0;
@@ -154,6 +156,7 @@ describe("a Redis that may evict the registry's keys", () => {
     expect(b.lease!.workerId).toBe(0); // the one id of the layout, A's
     const bIds: bigint[] = [];
     const bIssuing = issue(b, bIds);
+    await waitUntil("B issuing", () => bIds.length >= 1000, 15_000);
     // The lease itself lost, not a refusal: a horizon write late on a loaded machine also refuses
     // with LEASE_LOST for a moment, and stopping there once left B 20 ids and no overlap.
     await waitUntil("A to find its lease gone", () => lease.lost.aborted, 15_000);

@@ -128,13 +128,13 @@ describe("two pods with the same StatefulSet ordinal on different volumes", () =
       expect(old.dataDir).not.toBe(replacement.dataDir);
       await old.start();
       const oldLoad = new Load(old.port, BATCH, 2, 4);
-      await until("the old pod under load", () => oldLoad.ids >= 200_000);
+      await until("the old pod under load", () => oldLoad.ids >= 100_000);
 
       const refused = await replacement.tryStart();
       expect(refused.started).toBe(false);
       expect(refused.started ? "" : refused.output).toContain("WORKER_ID_IN_USE");
       expect(refused.started ? "" : refused.output).toContain("worker id 3");
-      await until("more ids from the old pod", () => oldLoad.ids >= 400_000);
+      await until("more ids from the old pod", () => oldLoad.ids >= 200_000);
 
       // The old pod finally dies (its node comes back and kills it); the new one, restarted by
       // Kubernetes, gets the ordinal once the old lease ended, and starts after its horizon.
@@ -146,7 +146,7 @@ describe("two pods with the same StatefulSet ordinal on different volumes", () =
         60_000,
       );
       const newLoad = new Load(replacement.port, BATCH, 2, 4);
-      await until("the new pod under load", () => newLoad.ids >= 200_000);
+      await until("the new pod under load", () => newLoad.ids >= 100_000);
       await newLoad.stop();
       await replacement.stop();
 
@@ -184,7 +184,7 @@ describe("two pods with the same StatefulSet ordinal on different volumes", () =
     await old.start();
     await replacement.start();
     const loads = [old, replacement].map((p) => new Load(p.port, BATCH, 2, 4));
-    await until("both pods under load", () => loads.every((l) => l.ids >= 200_000));
+    await until("both pods under load", () => loads.every((l) => l.ids >= 100_000));
     await Promise.all(loads.map((l) => l.stop()));
     await Promise.all([old.stop(), replacement.stop()]);
     const all = loads.flatMap((l) => l.batches);

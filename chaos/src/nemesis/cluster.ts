@@ -48,9 +48,10 @@ export interface ServerSpec {
   /**
    * Not started with the cluster: a fault starts it. "second-pod": a pod with a running pod's
    * StatefulSet ordinal; "standby": one more server competing for a leased worker id;
-   * "defaults": a server whose start must be refused.
+   * "defaults": a server whose start must be refused; "same-identity": a second process given a
+   * running server's `ip:port` (ZooKeeper normal mode; the fault sets its port through `envs`).
    */
-  spare?: "second-pod" | "standby" | "defaults";
+  spare?: "second-pod" | "standby" | "defaults" | "same-identity";
 }
 
 /** The running cluster. */
@@ -61,7 +62,8 @@ export class Cluster {
   readonly clocks = new Map<string, FakeClock>();
   /**
    * Each server's environment, read at every start: a takeover sets a standby's HOSTNAME to the
-   * pod name whose ordinal is the worker id it asks for.
+   * pod name whose ordinal is the worker id it asks for; `same-identity` sets its spare's
+   * LEAF_SNOWFLAKE_PORT to the holder's port (and its ZooKeeper address to a tap).
    */
   readonly envs = new Map<string, Record<string, string>>();
   /**

@@ -334,13 +334,27 @@ function snowflakeFamily(registry: SnowflakeRegistry): Family {
       },
     });
   }
+  if (registry === "zk") {
+    // A second process as a running server's ip:port (registry-zk README, "When the session is
+    // lost"): `same-identity` sets its snowflake.port to the holder's (LEAF_SNOWFLAKE_PORT) before
+    // each start, so it asks for the holder's node and shares its cache file. Its own port
+    // (configured here) is only its HTTP port.
+    const label = "S";
+    servers.push({
+      label,
+      links: ["zookeeper"],
+      spare: "same-identity",
+      config: (c: Cluster) =>
+        serverConfig(NAME, segmentOff(), snowflakeConfig(c, label, registry, 3), perServer),
+    });
+  }
   const space = "snowflake:nem";
   const spares = servers.filter((s) => s.spare).map((s) => s.label);
   return {
     name: `snowflake-${registry}`,
     title: workers
       ? "snowflake on the Redis registry from StatefulSet pods of two worker processes: A, B as pods leaf-0, leaf-1 leasing worker ids 0-1 and 2-3 (2 worker-id bits, 3 s leases), S a second pod of two workers with a held ordinal"
-      : `snowflake on the ${registry} registry: A, B, C${leased ? " (2 worker-id bits, 3 s leases)" : ""}${pods ? " as pods leaf-0..2 leasing their ordinals from Redis, S a second pod with a held ordinal" : leased ? ", S a standby asking for a held worker id" : ""}`,
+      : `snowflake on the ${registry} registry: A, B, C${leased ? " (2 worker-id bits, 3 s leases)" : ""}${pods ? " as pods leaf-0..2 leasing their ordinals from Redis, S a second pod with a held ordinal" : leased ? ", S a standby asking for a held worker id" : registry === "zk" ? ", S a second process given a running server's ip:port" : ""}`,
     stores: store ? [store] : [],
     tags: [],
     servers,

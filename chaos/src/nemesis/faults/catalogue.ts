@@ -20,6 +20,7 @@ import { replicaPromoted } from "./replica-promoted";
 import { residueOutage } from "./residue-outage";
 import { residueReform } from "./residue-reform";
 import { rowLock } from "./row-lock";
+import { sameIdentity } from "./same-identity";
 import { secondPod } from "./second-pod";
 import { serverKill } from "./server-kill";
 import { serverPause } from "./server-pause";
@@ -65,6 +66,7 @@ export const CATALOGUE: readonly Fault[] = [
   workerPause,
   primaryKill,
   giveBackQueued,
+  sameIdentity,
 ];
 
 /** The fault named `name`, or an error listing the catalogue. */

@@ -34,7 +34,9 @@ export const SHORT_FORM: readonly ShortFormRun[] = [
     exclude: [],
     applies: ["clock-forward-cut"],
   },
-  { family: "redis-sequence", seed: 3, seconds: 30, exclude: [], applies: [] },
+  // redis-sequence (seed 3, 30 s) left out on 28 Nov: the short form took 277 s in a pnpm test on
+  // a loaded 2-core machine, past its 4 minutes; the fault suite's short form keeps redis-kill
+  // (the redis sequence on a Redis restarted empty), and the long form keeps the family.
   // Two worker processes per server: seed 23 kills and pauses a worker, kills two primaries and
   // SIGTERMs two servers; the store and clock faults are left to the other families.
   {

@@ -34,25 +34,24 @@ else
   services
   if [ "$status" -eq 0 ]; then
     # Four lanes, balanced by measured durations (one package, or one part of the server's files, at
-    # a time per lane). A pnpm test on a 2-core machine on 28 Nov 02:14Z (26.9 min with install and
-    # build, another nemesis run beside it; its lanes 1,160 to 1,490 s): the server's fault files
-    # ~940 s (LEAF_TEST_SERVER_FILES=faults; apps/server/vitest.config.ts; ~660 s after stateful-set
-    # and pause-fencing were cut down that day), process and stop-paused-database ~180 s (=more),
-    # pack and high-water ~150 s (=extra), its other files ~940 s (=rest), chaos ~690 s (~650 s
-    # without the nemesis's redis-sequence run), segment-redis ~390 s, registry-redis ~375 s,
-    # registry-zk ~345 s, redis-sequence ~230 s, testkit ~205 s, registry-mysql ~175 s,
-    # segment-postgres ~170 s, segment-mysql ~145 s, registry-postgres ~135 s, registry-etcd
-    # ~120 s, registry-local ~90 s, client ~75 s, core ~70 s, segment ~55 s, the rest under 10 s
-    # each. The server's "rest" files now run two at a time (apps/server/vitest.config.ts): 322 s
-    # alone on an otherwise idle machine, its files' own times summing to 563 s. Estimated lanes from that run's
-    # figures: 1,040 to 1,200 s. Most of their time is waiting on leases, timeouts and real servers
-    # rather than compute, so a lane more shortens the run more than it slows each test.
+    # a time per lane). The fresh-clone CI run of 28 Nov 03:15Z on a 2-core machine (about 25.5 min
+    # with install and build; the server's "rest" files two at a time then, which starved two
+    # tests, so one at a time again): the server's fault files ~830 s (LEAF_TEST_SERVER_FILES=faults;
+    # apps/server/vitest.config.ts), process and stop-paused-database ~190 s (=more), pack and
+    # high-water ~235 s (=extra), its other files ~700 s two at a time (~900 s one at a time,
+    # estimated from a run of 02:14Z), chaos ~680 s, segment-redis ~405 s, registry-redis ~365 s,
+    # registry-zk ~315 s, redis-sequence ~190 s, registry-mysql ~170 s, testkit ~165 s,
+    # segment-postgres ~125 s, registry-etcd ~120 s, registry-postgres ~115 s, segment-mysql
+    # ~100 s, registry-local ~65 s, client ~55 s, core ~55 s, segment ~25 s, the rest under 10 s
+    # each. The machine's two cores are the limit with four lanes: a test waits on leases and real
+    # servers, but the servers and the load compete for the cores, so every test slows as lanes are
+    # added; the lanes are about 1,230 to 1,330 s each by these figures.
     lane_a=(--filter=@leaf/server --filter=@leaf/registry-mysql --filter=@leaf/registry-local
-      --filter=@leaf/core --filter=@leaf/segment --filter=@leaf/segment-postgres
-      --filter=@leaf/client)
-    lane_b=(--filter=@leaf/chaos --filter=@leaf/registry-zk --filter=@leaf/server)
+      --filter=@leaf/core --filter=@leaf/segment --filter=@leaf/client)
+    lane_b=(--filter=@leaf/chaos --filter=@leaf/registry-zk --filter=@leaf/server
+      --filter=@leaf/registry-etcd)
     lane_d=(--filter=@leaf/server --filter=@leaf/redis-sequence --filter=@leaf/segment-mysql
-      --filter=@leaf/registry-postgres --filter=@leaf/testkit)
+      --filter=@leaf/registry-postgres)
     lane_c=()
     for f in "${lane_a[@]}" "${lane_b[@]}" "${lane_d[@]}"; do lane_c+=("--filter=!${f#--filter=}"); done
     lane() { pnpm exec turbo run test --only --concurrency=1 --continue "$@"; }

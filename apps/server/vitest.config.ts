@@ -22,19 +22,12 @@ const MORE = ["test/process.test.ts", "test/stop-paused-database.test.ts"];
 /** Files that fill the lane of the Redis packages (scripts/test.sh). */
 const EXTRA = ["test/pack.test.ts", "test/high-water.test.ts"];
 
-function files(part: string | undefined): {
-  include?: string[];
-  exclude?: string[];
-  maxWorkers?: number;
-} {
+function files(part: string | undefined): { include?: string[]; exclude?: string[] } {
   if (part === undefined || part === "") return {};
   if (part === "faults") return { include: FAULTS };
   if (part === "more") return { include: MORE };
   if (part === "extra") return { include: EXTRA };
-  // Most of the other files are short and wait on servers rather than compute: two at a time.
-  if (part === "rest") {
-    return { exclude: [...FAULTS, ...MORE, ...EXTRA, "**/node_modules/**"], maxWorkers: 2 };
-  }
+  if (part === "rest") return { exclude: [...FAULTS, ...MORE, ...EXTRA, "**/node_modules/**"] };
   throw new Error(
     `LEAF_TEST_SERVER_FILES is ${JSON.stringify(part)}; expected "faults", "more", "extra", "rest" or unset (every file)`,
   );

@@ -171,7 +171,8 @@ describe("three server processes against one MariaDB and one ZooKeeper", () => {
       const codes = await Promise.all(servers.map((s) => s.stop()));
       expect(codes).toEqual([0, 0, 0]);
     }
-  });
+    // Three processes taking 600,000 ids: over a minute on a loaded 2-core machine.
+  }, 240_000);
 });
 
 describe("segment mode on MariaDB", () => {

@@ -154,6 +154,9 @@ describe("a Redis that may evict the registry's keys", () => {
     const b = holder(bRegistry, service, 8081);
     await b.start();
     expect(b.lease!.workerId).toBe(0); // the one id of the layout, A's
+    // The hazard itself: two holders of one worker id, A's lease still live in A's eyes.
+    const aHeldAtGrant = !lease.lost.aborted;
+    const aIdsAtGrant = aIds.length;
     const bIds: bigint[] = [];
     const bIssuing = issue(b, bIds);
     await waitUntil("B issuing", () => bIds.length >= 1000, 15_000);
@@ -164,10 +167,15 @@ describe("a Redis that may evict the registry's keys", () => {
     await aIssuing.stop();
     await bIssuing.stop();
     const count = countDuplicates([aIds, bIds]);
+    const aAfterGrant = aIds.length - aIdsAtGrant;
     console.log(
-      `evicted lease: ${written} cache keys written; A ${aIds.length} ids, B ${bIds.length}, ` +
+      `evicted lease: ${written} cache keys written; A ${aIds.length} ids (${aAfterGrant} after B's grant), B ${bIds.length}, ` +
         `${count.duplicates} issued twice; refusals A ${aIssuing.refusals} B ${bIssuing.refusals}`,
     );
-    expect(count.duplicates).toBeGreaterThan(0);
+    expect(aHeldAtGrant, "A still held its lease when B was granted its worker id").toBe(true);
+    // Ids repeat when both issue in the same milliseconds: tens of thousands in runs on an idle
+    // machine (README). On a starved machine A, renewing late, may refuse (its own fence) through
+    // B's whole tenure: then A issued nothing after the grant, and nothing repeats.
+    if (aAfterGrant >= 1000) expect(count.duplicates).toBeGreaterThan(0);
   });
 });

@@ -54,6 +54,7 @@ export {
   type PostgresReplicaPairOptions,
   startPostgresReplicaPair,
 } from "./postgres-replication";
+export { exchange } from "./probes";
 export { waitUntilStopped } from "./process-state";
 export { startRedis } from "./redis";
 export {

@@ -21,9 +21,9 @@
 // held by a session connected to ZooKeeper (its `dump` and `cons`). The strict mode
 // (stopWithoutSession) and a holder paused past its session are not drawn here.
 import { readFileSync } from "node:fs";
-import net from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { exchange } from "@leaf/testkit";
 import { idsFrom } from "../checker";
 import { type Cluster, sleep } from "../cluster";
 import { type Family, NAME } from "../families";
@@ -63,28 +63,7 @@ function cacheFile(port: number): string {
 
 /** ZooKeeper's answer to a four-letter command; undefined when it does not answer in 2 s. */
 function fourLetter(port: number, command: string): Promise<string | undefined> {
-  return new Promise((resolve) => {
-    const socket = net.connect({ host: "127.0.0.1", port });
-    let text = "";
-    const timer = setTimeout(() => {
-      socket.destroy();
-      resolve(undefined);
-    }, 2000);
-    socket.setEncoding("utf8");
-    socket.on("connect", () => socket.write(command));
-    socket.on("data", (chunk: string) => {
-      text += chunk;
-    });
-    socket.on("end", () => {
-      clearTimeout(timer);
-      socket.destroy();
-      resolve(text);
-    });
-    socket.on("error", () => {
-      clearTimeout(timer);
-      resolve(undefined);
-    });
-  });
+  return exchange("127.0.0.1", port, command).catch(() => undefined);
 }
 
 /**

@@ -6,6 +6,9 @@ import { createInterface } from "node:readline";
 /** ms a wait for a child's output lasts by default before it fails. */
 const DEFAULT_TIMEOUT_MS = 30_000;
 
+/** How much of a child's stderr (the last characters) a failed wait shows. */
+const STDERR_TAIL = 4000;
+
 /**
  * Collects a child's stdout lines as they come (create it right after spawning, before the child
  * prints). `lines` holds every line; `next()` hands them out one at a time; `until()` waits for a
@@ -18,11 +21,17 @@ export class ChildLines {
   readonly exited: Promise<void>;
   private waiters: (() => void)[] = [];
   private read = 0;
+  private stderrTail = "";
 
   constructor(readonly child: ChildProcess) {
     createInterface({ input: child.stdout! }).on("line", (line) => {
       this.lines.push(line);
       for (const wake of this.waiters.splice(0)) wake();
+    });
+    // Kept (its end) for the error of a wait the child's exit cut short; reading it also keeps a
+    // chatty child from blocking on a full pipe.
+    child.stderr?.setEncoding("utf8").on("data", (chunk: string) => {
+      this.stderrTail = (this.stderrTail + chunk).slice(-STDERR_TAIL);
     });
     this.exited = new Promise((resolve) => {
       if (child.exitCode !== null || child.signalCode !== null) resolve();
@@ -44,7 +53,16 @@ export class ChildLines {
     const deadline = Date.now() + timeoutMs;
     while (!check(this.lines)) {
       if (this.child.exitCode !== null || this.child.signalCode !== null) {
-        throw new Error(`child exited before ${what}; it printed: ${this.lines.join("\n")}`);
+        await this.closed(1000);
+        if (check(this.lines)) return;
+        const how =
+          this.child.signalCode !== null
+            ? `on ${this.child.signalCode}`
+            : `with code ${this.child.exitCode}`;
+        throw new Error(
+          `child exited ${how} before ${what}; it printed: ${this.lines.join("\n")}` +
+            (this.stderrTail ? `\nand on stderr: ${this.stderrTail}` : ""),
+        );
       }
       const left = deadline - Date.now();
       if (left <= 0) throw new Error(`timed out waiting for ${what}`);
@@ -56,6 +74,20 @@ export class ChildLines {
         });
       });
     }
+  }
+
+  /** Waits (at most `ms`) until the child's output pipes have closed: all it wrote has been read. */
+  private closed(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(resolve, ms);
+      const done = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+      const out = this.child.stdout;
+      if (!out || out.closed || out.destroyed) done();
+      else this.child.once("close", done);
+    });
   }
 
   /**

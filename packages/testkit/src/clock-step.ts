@@ -10,6 +10,7 @@ import { ChildLines } from "./child-lines";
 import { countRepeatedIds, IdLog } from "./duplicates";
 import { TestkitError } from "./errors";
 import { FakeClock } from "./faketime";
+import { startedRetrying } from "./started";
 import { TcpProxy } from "./tcp-proxy";
 
 /**
@@ -212,19 +213,11 @@ function extreme(log: IdLog, sign: 1 | -1): bigint {
 }
 
 /** Starts the second holder, again while the store says the id is still held. */
-async function startWhenGranted(
+function startWhenGranted(
   start: () => Promise<SecondHolder>,
   deadline: number,
 ): Promise<SecondHolder> {
-  for (;;) {
-    try {
-      return await start();
-    } catch (error) {
-      const code = (error as { code?: unknown }).code;
-      if (code !== "WORKER_IDS_EXHAUSTED" || Date.now() > deadline) throw error;
-      await sleep(50);
-    }
-  }
+  return startedRetrying(start, { codes: ["WORKER_IDS_EXHAUSTED"], deadline });
 }
 
 function sleep(ms: number): Promise<void> {

@@ -82,7 +82,7 @@ export {
   startRedisReplicaSet,
 } from "./redis-replica-set";
 export { type PausedOutcome, settlesWhilePaused } from "./settles-while-paused";
-export { started } from "./started";
+export { started, startedRetrying } from "./started";
 export { TcpProxy, type TcpProxyOptions } from "./tcp-proxy";
 export type {
   MysqlHandle,

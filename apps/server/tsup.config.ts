@@ -8,7 +8,8 @@ export default defineConfig([
     entry: ["src/index.ts"],
     format: ["esm"],
     target: "node20",
-    dts: true,
+    // Declarations unless LEAF_BUILD_TYPES=0 (see the root tsup.config.ts).
+    dts: process.env.LEAF_BUILD_TYPES !== "0",
     sourcemap: true,
     clean: true,
     esbuildPlugins: [browserScriptEsbuildPlugin()],

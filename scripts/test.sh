@@ -17,6 +17,7 @@ services() {
   wait "$pid_services"
   local services_status=$?
   cat "$log.services"
+  echo "test: the test servers checked ${SECONDS} s after the start"
   rm -f "$log.services"
   if [ "$services_status" -ne 0 ]; then
     rm -f "$log"

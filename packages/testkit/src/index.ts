@@ -83,7 +83,7 @@ export {
 } from "./redis-replica-set";
 export { type PausedOutcome, settlesWhilePaused } from "./settles-while-paused";
 export { started, startedRetrying } from "./started";
-export { TcpProxy, type TcpProxyOptions } from "./tcp-proxy";
+export { type ClientDataListener, TcpProxy, type TcpProxyOptions } from "./tcp-proxy";
 export type {
   MysqlHandle,
   MysqlOptions,

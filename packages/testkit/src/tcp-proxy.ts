@@ -28,12 +28,15 @@ class Pipe {
     private readonly to: net.Socket,
     private readonly proxy: TcpProxy,
     link: Link,
+    /** Shown every chunk this pipe forwards (the client's side: see TcpProxy.onClientData). */
+    observe?: (chunk: Buffer) => void,
   ) {
     from.on("data", (chunk: Buffer) => {
       if (proxy.isCut) {
         link.lostBytes = true;
         return;
       }
+      observe?.(chunk);
       this.queue.push({ chunk, releaseAt: performance.now() + proxy.delayMs });
       this.queuedBytes += chunk.length;
       if (proxy.delayMs > 0) proxy.delayedChunks++;
@@ -73,6 +76,8 @@ class Pipe {
  * One accepted connection and its upstream connection (none while it was accepted during a cut).
  */
 interface Link {
+  /** Its number: the count of connections accepted when it was (1 for the first). */
+  id: number;
   client: net.Socket;
   upstream: net.Socket | undefined;
   pipes: Pipe[];
@@ -88,6 +93,9 @@ function checkPort(port: number, where: string): void {
     );
   }
 }
+
+/** Sees a chunk a client sent through the proxy, and the number of its connection. */
+export type ClientDataListener = (chunk: Buffer, connection: number) => void;
 
 /** Options of {@link TcpProxy.start}. */
 export interface TcpProxyOptions {
@@ -111,6 +119,7 @@ export class TcpProxy {
   private cut = false;
   private closed = false;
   private readonly links = new Set<Link>();
+  private clientData: ClientDataListener | undefined;
 
   private constructor(
     private readonly server: net.Server,
@@ -164,6 +173,15 @@ export class TcpProxy {
   /** Connections open now. */
   get openConnections(): number {
     return this.links.size;
+  }
+
+  /**
+   * Shows `listener` every chunk a client sends from now on that the proxy forwards (not those a
+   * cut drops), as it arrives, with the number of its connection: for a fault that acts at a point
+   * of the client's own protocol. One listener; undefined removes it.
+   */
+  onClientData(listener: ClientDataListener | undefined): void {
+    this.clientData = listener;
   }
 
   /** Sets the delay of every chunk from now on. */
@@ -221,7 +239,8 @@ export class TcpProxy {
 
   private accept(client: net.Socket): void {
     this.connections++;
-    const link: Link = { client, upstream: undefined, pipes: [], lostBytes: false };
+    const id = this.connections;
+    const link: Link = { id, client, upstream: undefined, pipes: [], lostBytes: false };
     this.links.add(link);
     client.on("close", () => this.sideClosed(link));
     client.on("error", () => this.sideClosed(link));
@@ -233,7 +252,10 @@ export class TcpProxy {
     }
     const upstream = net.connect({ host: this.targetHost, port: this.target });
     link.upstream = upstream;
-    link.pipes.push(new Pipe(client, upstream, this, link), new Pipe(upstream, client, this, link));
+    link.pipes.push(
+      new Pipe(client, upstream, this, link, (chunk) => this.clientData?.(chunk, id)),
+      new Pipe(upstream, client, this, link),
+    );
     upstream.on("close", () => this.sideClosed(link));
     upstream.on("error", () => this.sideClosed(link));
   }

@@ -71,6 +71,29 @@ describe("TcpProxy", () => {
     }
   });
 
+  it("shows a listener each chunk a client sends, with its connection's number, but not what a cut drops", async () => {
+    const proxy = await TcpProxy.start({ targetPort: port });
+    const seen: string[] = [];
+    try {
+      proxy.onClientData((chunk, connection) => seen.push(`${connection}:${chunk}`));
+      const one = await connected(proxy);
+      const two = await connected(proxy);
+      two.client.write("second");
+      await new Promise<void>((resolve) => two.client.once("data", () => resolve()));
+      expect(seen).toEqual(["1:ping", "2:ping", "2:second"]);
+      proxy.cutOff();
+      one.client.write("lost");
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      expect(seen).toHaveLength(3);
+      proxy.heal();
+      proxy.onClientData(undefined);
+      await connected(proxy);
+      expect(seen).toHaveLength(3);
+    } finally {
+      await proxy.close();
+    }
+  });
+
   it("retarget() resets open connections and forwards new ones to the new port", async () => {
     const other = net.createServer((socket) => {
       socket.on("data", () => socket.write("other"));

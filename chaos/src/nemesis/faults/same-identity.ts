@@ -7,11 +7,11 @@
 // has seen a live holder, so it does not start from the cache file. Variants:
 //  - "refused": nothing else; each start waits the marker's session timeout + 1 s and is refused.
 //  - "wait-cut": each start's link to ZooKeeper is cut 0.2-1.5 s after it read the holder's marker
-//    (its getData of the marker, seen by a tap in front of its TcpProxy: by then it has met the
+//    (its getData of the marker, read from its TcpProxy's traffic: by then it has met the
 //    marker held, and waits up to 5 s for it to go), and healed once the start was refused (a
 //    start that got through keeps it cut until the fault ends, and issues meanwhile). A cut before
 //    it met the marker would be a start that cannot reach ZooKeeper, which starts from the cache
-//    file by design (the README's "not guaranteed"): the tap keeps the cut after the read.
+//    file by design (the README's "not guaranteed"): the reader keeps the cut after the read.
 // S runs on the holder's clock (one machine). A start that succeeds issues ids under the holder's
 // worker id while the holder issues: S's clients record them, and the checker finds the
 // duplicates or the worker-id overlap. A holder whose session ended (a cut or a ZooKeeper outage
@@ -27,7 +27,7 @@ import { exchange } from "@leaf/testkit";
 import { idsFrom } from "../checker";
 import { type Cluster, sleep } from "../cluster";
 import { type Family, NAME } from "../families";
-import { ZK_OP, ZkTap } from "../zk-tap";
+import { readZkRequests, ZK_OP } from "../zk-requests";
 import { type Fault, mainServers, NO_ANSWER, processOf } from "./fault";
 
 export const SAME_IDENTITY_VARIANTS = ["refused", "wait-cut"] as const;
@@ -110,7 +110,6 @@ async function waitAttached(
 interface Run {
   stopping: boolean;
   loop: Promise<void>;
-  tap: ZkTap;
   fromMs: number;
   refused: number;
   /** Refused after a cut in its wait ("wait-cut"). */
@@ -149,17 +148,14 @@ async function start(c: Cluster, family: Family, holder: string, variant: Varian
     // Not written yet: S has nothing to start from, with or without the fix.
   }
   const link = c.proxy(spare, "zookeeper");
-  const tap = await ZkTap.start(link.port);
   const env = c.envs.get(spare)!;
   env.LEAF_SNOWFLAKE_PORT = String(port);
-  env.LEAF_SNOWFLAKE_ZK_ADDRESS = `127.0.0.1:${tap.port}`;
   c.note(
     `${spare} starts as ${holder}'s identity 127.0.0.1:${port} (${variant}); its marker held by session ${owner}; the shared cache file ${cacheFile(port)}: ${cached}`,
   );
   const run: Run = {
     stopping: false,
     loop: Promise.resolve(),
-    tap,
     fromMs: c.history.now(),
     refused: 0,
     refusedAfterCut: 0,
@@ -182,8 +178,9 @@ async function start(c: Cluster, family: Family, holder: string, variant: Varian
       let readAt: number | undefined;
       let timer: NodeJS.Timeout | undefined;
       const launchedAt = performance.now();
+      let stopReading = () => {};
       if (variant === "wait-cut") {
-        tap.onRequest((type, path) => {
+        stopReading = readZkRequests(link, (type, path) => {
           if (type !== ZK_OP.getData || path !== marker || readAt !== undefined) return;
           readAt = performance.now();
           const [lo, hi] = CUT_AFTER_READ_MS;
@@ -199,7 +196,7 @@ async function start(c: Cluster, family: Family, holder: string, variant: Varian
       }
       const outcome = await spareServer.tryStart();
       clearTimeout(timer);
-      tap.onRequest(undefined);
+      stopReading();
       // A start that got through keeps its link cut until the fault ends: it runs as a process
       // partitioned from ZooKeeper, issuing under the holder's worker id (the bug made visible).
       if (cutAt !== undefined && !outcome.started) link.heal();
@@ -245,10 +242,8 @@ async function stop(c: Cluster, family: Family, holder: string): Promise<void> {
   await run?.loop;
   const link = c.proxy(spare, "zookeeper");
   if (link.isCut) link.heal();
-  await run?.tap.close();
   const env = c.envs.get(spare)!;
   delete env.LEAF_SNOWFLAKE_PORT;
-  delete env.LEAF_SNOWFLAKE_ZK_ADDRESS;
   c.clocks.get(spare)!.set(0);
   if (!run) return;
   const issued = idsFrom(c.history, spare, run.fromMs, c.history.now());

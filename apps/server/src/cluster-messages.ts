@@ -2,6 +2,7 @@
 // node:cluster's IPC channel with the "advanced" serialization (bigints pass as they are). Every
 // message carries `leaf`, so that cluster's and prom-client's own messages are told apart.
 import { type ErrorCode, isLeafError, LeafError } from "@leaf/core";
+import { bareMessage } from "@leaf/core/adapter";
 
 /**
  * What a worker can ask the primary to collect from every worker: readiness, metrics, the
@@ -100,7 +101,7 @@ export function isLeafMessage(message: unknown): message is { leaf: string } {
 export function sendableError(error: unknown): SentError {
   if (isLeafError(error)) {
     return {
-      message: error.message.replace(/^\[leaf\] \[[^\]]*\] /, ""),
+      message: bareMessage(error),
       code: error.code,
       leafCode: error.leafCode,
       component: error.component,

@@ -2,13 +2,14 @@
 // chosen by snowflake.registry or by the one whose address is named; a StatefulSet pod's ordinal),
 // refused when two nodes could get the same id, and the bit layout with its overrides.
 import { defineLayout, isLeafError, type Layout, layouts } from "@leaf/core";
+import { bareMessage } from "@leaf/core/adapter";
 import { type StatefulSetId, statefulSetWorkerId } from "@leaf/registry-local";
 import type { Placement } from "./backends/backend";
 import { leasingRegistries, REGISTRIES, registryBackend } from "./backends/index";
 import type { ConfigKey } from "./config-keys";
 import { sharedBackendKeys } from "./config-server";
 import type { RegistrySettings, SnowflakeSettings } from "./config-types";
-import { bareMessage, type ConfigValues } from "./config-values";
+import type { ConfigValues } from "./config-values";
 
 const LAYOUT_FIELDS = [
   "epoch",

@@ -1,5 +1,6 @@
 // The values the configuration loader read, as the section builders see them: typed by key, with
 // the key table's default for a key that is not set, and the problems found so far.
+import { bareMessage } from "@leaf/core/adapter";
 import {
   type ConfigKey,
   type DefaultedKey,
@@ -30,11 +31,6 @@ export interface Problem {
 /** "leaf.jdbc.url (leaf.properties line 3)". */
 export function nameOf(entry: Entry): string {
   return `${entry.name} (${entry.source})`;
-}
-
-/** An error's message without its "[leaf] [component] " start, to quote inside another message. */
-export function bareMessage(error: unknown): string {
-  return (error as Error).message.replace(/^\[leaf\] \[[^\]]+\] /, "");
 }
 
 /** The read values of one load, and where to note problems. */

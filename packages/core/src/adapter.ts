@@ -16,6 +16,7 @@ export {
   databaseError,
   databaseErrorCode,
 } from "./database-errors";
+export { bareMessage } from "./errors";
 export {
   type HostListUrlRules,
   type ParsedHostListUrl,

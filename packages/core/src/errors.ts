@@ -137,6 +137,15 @@ export function isLeafError(error: unknown, code?: ErrorCode): error is LeafErro
   return error instanceof LeafError && (code === undefined || error.code === code);
 }
 
+/**
+ * `error`'s message without its "[leaf] [component] " start (a LeafError's), to quote inside
+ * another message; any other error's message as it is.
+ */
+export function bareMessage(error: unknown): string {
+  const message = error instanceof Error ? error.message : String(error);
+  return message.replace(/^\[leaf\] \[[^\]]+\] /, "");
+}
+
 /** A configuration error naming the key, the value seen and what was expected. */
 export function configError(
   component: string,

@@ -6,7 +6,7 @@
 import type { CheckedAcquireRequest } from "./acquire-request";
 import { delay } from "./backoff";
 import type { Clock } from "./clock";
-import { ErrorCodes, LeafError } from "./errors";
+import { bareMessage, ErrorCodes, LeafError } from "./errors";
 import { checkClockNotBehind } from "./lease-cache";
 import type { BackupWorker } from "./registry";
 import {
@@ -197,7 +197,7 @@ export async function grantLeasedIds<L extends RenewingLease>(
         component: options.component,
         code: ErrorCodes.UNAVAILABLE,
         message:
-          `${cause.message.replace(/^\[leaf\] \[[^\]]+\] /, "")}; lease mode has no local ` +
+          `${bareMessage(cause)}; lease mode has no local ` +
           "fallback: another node may have taken this node's last id while it was away, and only " +
           "the database can tell",
         details: { ...cause.details },

@@ -3,6 +3,7 @@
 // the adapter's keys. One place for registry-redis and segment-redis (refuse by default) and
 // redis-sequence (warns).
 import { configError, ErrorCodes, LeafError } from "@leaf/core";
+import { bareMessage } from "@leaf/core/adapter";
 import type { RedisLink } from "./connection";
 import { withTimeLimit } from "./redis-link";
 
@@ -208,7 +209,7 @@ export async function enforceRedisEviction(
   throw new LeafError({
     component: context.component,
     code: ErrorCodes.INVALID_CONFIG,
-    message: `${finding.message.replace(/^\[leaf\] \[[^\]]+\] /, "")}; or, to run with it anyway, evictionCheck: "warn"`,
+    message: `${bareMessage(finding.message)}; or, to run with it anyway, evictionCheck: "warn"`,
     details: { key: "maxmemory-policy", ...details },
   });
 }

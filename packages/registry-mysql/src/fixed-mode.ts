@@ -1,5 +1,6 @@
 import { ErrorCodes, LeafError } from "@leaf/core";
 import {
+  bareMessage,
   type CheckedAcquireRequest,
   checkClockNotBehind,
   readLeaseCache,
@@ -129,7 +130,7 @@ function fallback(
     throw new LeafError({
       component: COMPONENT,
       code: ErrorCodes.UNAVAILABLE,
-      message: `${cause.message.replace(/^\[leaf\] \[[^\]]+\] /, "")}; no fallback: cacheDir is disabled`,
+      message: `${bareMessage(cause)}; no fallback: cacheDir is disabled`,
       details: { ...cause.details },
       cause,
     });
@@ -141,7 +142,7 @@ function fallback(
       component: COMPONENT,
       code: ErrorCodes.UNAVAILABLE,
       message:
-        `${cause.message.replace(/^\[leaf\] \[[^\]]+\] /, "")}; no fallback: ${request.key} has no ` +
+        `${bareMessage(cause)}; no fallback: ${request.key} has no ` +
         `cache file ${file} (it never started here against MySQL)`,
       details: { ...cause.details, cacheFile: file },
       cause,

@@ -42,8 +42,3 @@ export async function clockPair(
   const after = clock.now();
   return { now: Math.round((before + after) / 2), serverNow };
 }
-
-/** `error`'s message without the `[leaf] [registry-zk] ` prefix, to quote inside another message. */
-export function bareMessage(error: Error): string {
-  return error.message.replace(/^\[leaf\] \[registry-zk\] /, "");
-}

@@ -2,13 +2,13 @@
 // else of Java Leaf's `workerID.properties`, used only when the clock is past its timestamp.
 import { ErrorCodes, LeafError, type NodeIdentity, type WorkerLease } from "@leaf/core";
 import {
+  bareMessage,
   type CachedLease,
   type CheckedAcquireRequest,
   checkClockNotBehind,
   readLeaseCache,
 } from "@leaf/core/adapter";
 import { readJavaLeafCache } from "./java-cache";
-import { bareMessage } from "./lease-support";
 import { NormalLease, type Slot, writeCacheOrRefuse } from "./normal-lease";
 import { exhausted } from "./normal-nodes";
 import { COMPONENT, type ResolvedOptions } from "./options";

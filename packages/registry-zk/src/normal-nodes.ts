@@ -1,8 +1,8 @@
 // The ZooKeeper nodes of normal mode: the ephemeral live marker of an ip:port, its persistent
 // `forever` nodes (read or created on first use), the live peers' reports, and the refusals.
 import { delay, ErrorCodes, isLeafError, LeafError, type NodeIdentity } from "@leaf/core";
-import type { CheckedAcquireRequest } from "@leaf/core/adapter";
-import { bareMessage, clockPair } from "./lease-support";
+import { bareMessage, type CheckedAcquireRequest } from "@leaf/core/adapter";
+import { clockPair } from "./lease-support";
 import { COMPONENT, type ResolvedOptions } from "./options";
 import {
   decodeEndpoint,

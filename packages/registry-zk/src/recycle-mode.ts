@@ -14,8 +14,12 @@ import {
   type NodeIdentity,
   type WorkerLease,
 } from "@leaf/core";
-import { type CheckedAcquireRequest, checkClockNotBehind, LeaseCore } from "@leaf/core/adapter";
-import { bareMessage } from "./lease-support";
+import {
+  bareMessage,
+  type CheckedAcquireRequest,
+  checkClockNotBehind,
+  LeaseCore,
+} from "@leaf/core/adapter";
 import { COMPONENT } from "./options";
 import {
   decodeHolder,

@@ -13,6 +13,7 @@ import {
   isLeafError,
   LeafError,
 } from "@leaf/core";
+import { bareMessage } from "@leaf/core/adapter";
 import {
   badStoredResidue,
   describeRecord,
@@ -307,7 +308,7 @@ export class ResidueSegmentStore implements SegmentStore {
       throw new LeafError({
         component: COMPONENT,
         code: wrong.refusal!.code,
-        message: `the residue set cannot start: ${strip(wrong.refusal!)}`,
+        message: `the residue set cannot start: ${bareMessage(wrong.refusal!)}`,
         details: { ...wrong.refusal!.details, member: wrong.name },
         cause: wrong.refusal,
       });
@@ -1032,11 +1033,6 @@ function isMisconfiguration(error: unknown): boolean {
     isLeafError(error, ErrorCodes.INVALID_CONFIG) ||
     (isLeafError(error, ErrorCodes.CORRUPT_DATA) && reasonOf(error) === "bad-residue")
   );
-}
-
-/** A LeafError's message without its "[leaf] [component] " prefix. */
-function strip(error: LeafError): string {
-  return error.message.replace(/^\[leaf\] \[[a-z-]+\] /, "");
 }
 
 function positive(key: string, value: unknown): number {

@@ -12,6 +12,7 @@ import {
   LeafCodes,
   LeafError,
 } from "@leaf/core";
+import { bareMessage } from "@leaf/core/adapter";
 import { type DynamicStep, nextDynamicStep } from "./dynamic-step";
 import type { GeneratorErrorContext } from "./generator-options";
 import { belowHighWater, type HighWaterMarks } from "./high-water";
@@ -425,7 +426,7 @@ export class TagLoader {
         component: COMPONENT,
         code: cause.code,
         leafCode: cause.leafCode,
-        message: cause.message.replace(/^\[leaf\] \[[a-z-]+\] /, ""),
+        message: bareMessage(cause),
         details: { ...cause.details, tag: b.tag },
         cause,
       });
@@ -434,7 +435,7 @@ export class TagLoader {
       component: COMPONENT,
       code: ErrorCodes.CORRUPT_DATA,
       message:
-        `tag ${JSON.stringify(b.tag)} is not served: ${cause.message.replace(/^\[leaf\] \[[a-z-]+\] /, "")}. ` +
+        `tag ${JSON.stringify(b.tag)} is not served: ${bareMessage(cause)}. ` +
         (b.refusedUntilRestart
           ? `The ${this.store.kind} store moved its max id for the refused range, so ids resume only after the row is fixed and this process restarted`
           : "Ids resume once a refresh finds the row fixed"),

@@ -74,6 +74,11 @@ export interface SnowflakeOptions {
   sessionTimeoutMs?: number;
   /** The mysql lease registry's lease (default: the server's, 60 s). */
   leaseMs?: number;
+  /**
+   * ZooKeeper normal mode's strict mode (`snowflake.zk.stopWithoutSession`, default the server's,
+   * false): no id while the session is not proven alive.
+   */
+  stopWithoutSession?: boolean;
 }
 
 /** Snowflake mode on `registry`; node identity 127.0.0.1 and the listening port. */
@@ -99,6 +104,9 @@ export function snowflakeOn(
             address: need(place.zookeeper, "a ZooKeeper address"),
             mode: registry === "zk" ? "normal" : "recycle",
             sessionTimeoutMs: options.sessionTimeoutMs ?? ZK_SESSION_TIMEOUT_MS,
+            ...(options.stopWithoutSession !== undefined
+              ? { stopWithoutSession: options.stopWithoutSession }
+              : {}),
           },
         },
       };

@@ -25,6 +25,7 @@ import { secondPod } from "./second-pod";
 import { serverKill } from "./server-kill";
 import { serverPause } from "./server-pause";
 import { serverTerm } from "./server-term";
+import { sessionLostIdentity } from "./session-lost-identity";
 import { standby } from "./standby";
 import { standbyFollower } from "./standby-follower";
 import { storeKill } from "./store-kill";
@@ -67,6 +68,7 @@ export const CATALOGUE: readonly Fault[] = [
   primaryKill,
   giveBackQueued,
   sameIdentity,
+  sessionLostIdentity,
 ];
 
 /** The fault named `name`, or an error listing the catalogue. */

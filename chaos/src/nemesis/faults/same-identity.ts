@@ -18,8 +18,9 @@
 // past its 4 s session) has no marker until it takes it again, and a second process may then take
 // it: the default's documented window, not what this fault tests. So the holder's link, ZooKeeper
 // itself and the holder's process are held too, and each start waits until the holder's marker is
-// held by a session connected to ZooKeeper (its `dump` and `cons`). The strict mode
-// (stopWithoutSession) and a holder paused past its session are not drawn here.
+// held by a session connected to ZooKeeper (its `dump` and `cons`). A holder paused past its
+// session is not drawn; a holder partitioned past it is `session-lost-identity`'s, on the strict
+// family (stopWithoutSession) only, which reuses the helpers exported here.
 import { readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -34,30 +35,31 @@ export const SAME_IDENTITY_VARIANTS = ["refused", "wait-cut"] as const;
 type Variant = (typeof SAME_IDENTITY_VARIANTS)[number];
 
 /** ms between two start attempts of S. */
-const RETRY_MS = 300;
+export const RETRY_MS = 300;
 /** The cut of "wait-cut": this long (ms, drawn per attempt) after S read the holder's marker. */
 const CUT_AFTER_READ_MS = [200, 1500] as const;
 /** Most ms the fault waits at its start for the holder's marker to be held by a connected session. */
-const ATTACH_WAIT_MS = 3000;
+export const ATTACH_WAIT_MS = 3000;
 
 /** The spare of kind "same-identity" in `family`, if it has one. */
-function spareOf(family: Family): string | undefined {
+export function spareOf(family: Family): string | undefined {
   return family.servers.find((s) => s.spare === "same-identity")?.label;
 }
 
-function spareIn(family: Family): string {
+/** The spare of kind "same-identity" in `family`, or an error naming the family. */
+export function spareIn(family: Family): string {
   const spare = spareOf(family);
   if (!spare) throw new Error(`[leaf] [nemesis] ${family.name} has no same-identity spare`);
   return spare;
 }
 
 /** The holder's marker in ZooKeeper's normal-mode tree. */
-function markerPath(port: number): string {
+export function markerPath(port: number): string {
   return `/snowflake/${NAME}/temporary/127.0.0.1:${port}`;
 }
 
 /** The registry's default cache file of the node 127.0.0.1:`port` (shared by S and the holder). */
-function cacheFile(port: number): string {
+export function cacheFile(port: number): string {
   return join(tmpdir(), NAME, "registry-zk", String(port), "workerID.json");
 }
 
@@ -67,33 +69,43 @@ function fourLetter(port: number, command: string): Promise<string | undefined> 
 }
 
 /**
- * The session that holds `marker`, when it is connected to ZooKeeper now: the owner from `dump`
- * (sessions and their ephemeral nodes), found among the connections of `cons`. Undefined when the
- * marker is gone or its session is not attached (a holder whose session a ZooKeeper outage or a
- * cut ended, before it took its marker again): a second process could then take the marker, the
- * README's documented window, not what this fault tests.
+ * The session that holds `marker`, from ZooKeeper's `dump` (sessions and their ephemeral nodes):
+ * "gone" when the dump lists no such node (its session expired or it was deleted), undefined when
+ * ZooKeeper did not answer.
  */
-async function attachedOwner(port: number, marker: string): Promise<string | undefined> {
+export async function markerOwner(
+  port: number,
+  marker: string,
+): Promise<bigint | "gone" | undefined> {
   const dump = await fourLetter(port, "dump");
-  let owner: bigint | undefined;
+  if (dump === undefined) return undefined;
   let session: bigint | undefined;
-  for (const line of (dump ?? "").split("\n")) {
+  for (const line of dump.split("\n")) {
     const text = line.trim();
     const header = /^(0x[0-9a-f]+):$/i.exec(text);
     if (header) session = BigInt(header[1]!);
-    else if (text === marker) {
-      owner = session;
-      break;
-    }
+    else if (text === marker && session !== undefined) return session;
   }
-  if (owner === undefined) return undefined;
+  return "gone";
+}
+
+/**
+ * The session that holds `marker`, when it is connected to ZooKeeper now: the owner from `dump`,
+ * found among the connections of `cons`. Undefined when the marker is gone or its session is not
+ * attached (a holder whose session a ZooKeeper outage or a cut ended, before it took its marker
+ * again): a second process could then take the marker, the README's documented window, not what
+ * this fault tests.
+ */
+async function attachedOwner(port: number, marker: string): Promise<string | undefined> {
+  const owner = await markerOwner(port, marker);
+  if (typeof owner !== "bigint") return undefined;
   const cons = (await fourLetter(port, "cons")) ?? "";
   const attached = [...cons.matchAll(/sid=(0x[0-9a-f]+)/gi)].some((m) => BigInt(m[1]!) === owner);
   return attached ? `0x${owner.toString(16)}` : undefined;
 }
 
 /** Polls {@link attachedOwner} every 250 ms for up to `ms` (or until `stop()`). */
-async function waitAttached(
+export async function waitAttached(
   port: number,
   marker: string,
   ms: number,
@@ -252,21 +264,24 @@ async function stop(c: Cluster, family: Family, holder: string): Promise<void> {
   );
 }
 
+/** What a second process as `target`'s identity holds: both processes, both links, ZooKeeper. */
+export function identityResources(target: string, family: Family): string[] {
+  const spare = spareIn(family);
+  return [
+    processOf(target),
+    `link:${target}~zookeeper`,
+    "store:zookeeper",
+    processOf(spare),
+    `link:${spare}~zookeeper`,
+  ];
+}
+
 export const sameIdentity: Fault = {
   name: "same-identity",
   title:
     "a second process as a running server's ip:port (ZooKeeper normal mode, one cache file) started again and again, 8-15 s; variant wait-cut: its link cut while it waits for the holder's marker",
   targets: (family) => (spareOf(family) ? mainServers(family) : []),
-  resources: (target, family) => {
-    const spare = spareIn(family);
-    return [
-      processOf(target),
-      `link:${target}~zookeeper`,
-      "store:zookeeper",
-      processOf(spare),
-      `link:${spare}~zookeeper`,
-    ];
-  },
+  resources: identityResources,
   durationMs: [8000, 15_000],
   params: (rng) => ({ variant: rng.pick(SAME_IDENTITY_VARIANTS) }),
   start: (c, family, target, params) => start(c, family, target, params.variant as Variant),

@@ -8,6 +8,11 @@
 # With arguments (`pnpm test -- --filter=@leaf/core`), they go to one turbo run, one package at a time.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+# Every build of this run without declaration files (tsup.config.ts): the tests run the
+# JavaScript, and `pnpm typecheck` and `pnpm lint` build the declarations. Exported, so that a test
+# that runs a build itself (`pnpm start` in apps/server's start-script test) gets turbo's cached
+# build of this run instead of rebuilding dist/ while the other lanes read it.
+export LEAF_BUILD_TYPES=0
 log=$(mktemp -t leaf-test-XXXXXX.log)
 # The test servers are checked (and on a fresh machine installed from Debian's packages, mostly
 # downloads) while the packages build: neither needs the other.
@@ -30,9 +35,7 @@ if [ "$#" -gt 0 ]; then
   status=${PIPESTATUS[0]}
 else
   # Built once before the lanes start: a lane never rebuilds (--only) while the other reads dist/.
-  # Without declaration files (tsup.config.ts): the tests run the JavaScript; pnpm typecheck and
-  # pnpm lint build the declarations.
-  LEAF_BUILD_TYPES=0 pnpm exec turbo run build --output-logs=errors-only 2>&1 | tee "$log"
+  pnpm exec turbo run build --output-logs=errors-only 2>&1 | tee "$log"
   status=${PIPESTATUS[0]}
   services
   if [ "$status" -eq 0 ]; then

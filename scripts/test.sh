@@ -11,8 +11,9 @@ cd "$(dirname "$0")/.."
 # Every build of this run without declaration files (tsup.config.ts): the tests run the
 # JavaScript, and `pnpm typecheck` and `pnpm lint` build the declarations. Exported, so that a test
 # that runs a build itself (`pnpm start` in apps/server's start-script test) gets turbo's cached
-# build of this run instead of rebuilding dist/ while the other lanes read it.
-export LEAF_BUILD_TYPES=0
+# build of this run instead of rebuilding dist/ while the other lanes read it. Not a LEAF_* name:
+# the server reports every LEAF_* variable that no key reads, and `--check` fails on one.
+export BUILD_DECLARATIONS=0
 log=$(mktemp -t leaf-test-XXXXXX.log)
 # The test servers are checked (and on a fresh machine installed from Debian's packages, mostly
 # downloads) while the packages build: neither needs the other.

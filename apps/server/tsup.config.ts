@@ -8,8 +8,8 @@ export default defineConfig([
     entry: ["src/index.ts"],
     format: ["esm"],
     target: "node20",
-    // Declarations unless LEAF_BUILD_TYPES=0 (see the root tsup.config.ts).
-    dts: process.env.LEAF_BUILD_TYPES !== "0",
+    // Declarations unless BUILD_DECLARATIONS=0 (see the root tsup.config.ts).
+    dts: process.env.BUILD_DECLARATIONS !== "0",
     sourcemap: true,
     clean: true,
     esbuildPlugins: [browserScriptEsbuildPlugin()],

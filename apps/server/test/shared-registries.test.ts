@@ -4,7 +4,7 @@
 // lost"), and bad keys are refused when the configuration is read.
 import { performance } from "node:perf_hooks";
 import { layouts } from "@leaf/core";
-import { startEtcd, startRedis, stopAll } from "@leaf/testkit";
+import { startEtcd, startedRetrying, startRedis, stopAll } from "@leaf/testkit";
 import { afterAll, describe, expect, it } from "vitest";
 import { loadConfig } from "../src/index";
 import { get, startTestServer, type TestServer } from "./helpers";
@@ -85,12 +85,18 @@ describe.each(CASES)("the server on the $kind registry", (c) => {
   let store: Store;
   const name = `${c.kind}-registry-${process.pid}-${Date.now()}`;
 
+  // A 2 s lease: on a starved machine the acquire itself may outlast it, and the start is refused
+  // (UNAVAILABLE, "only -52 ms of the lease were left": the check doing its job); started again.
   const serverWith = (port: number) =>
-    startTestServer({
-      name,
-      segment: { enabled: false },
-      snowflake: { registry: c.kind, port, ...c.keys(store.url) },
-    });
+    startedRetrying(
+      () =>
+        startTestServer({
+          name,
+          segment: { enabled: false },
+          snowflake: { registry: c.kind, port, ...c.keys(store.url) },
+        }),
+      { codes: ["UNAVAILABLE"], deadline: Date.now() + 30_000, pauseMs: 200 },
+    );
 
   afterAll(async () => {
     for (const s of servers) await s.stop().catch(() => {});

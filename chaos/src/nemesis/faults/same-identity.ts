@@ -39,7 +39,7 @@ export const RETRY_MS = 300;
 /** The cut of "wait-cut": this long (ms, drawn per attempt) after S read the holder's marker. */
 const CUT_AFTER_READ_MS = [200, 1500] as const;
 /** Most ms the fault waits at its start for the holder's marker to be held by a connected session. */
-export const ATTACH_WAIT_MS = 3000;
+const ATTACH_WAIT_MS = 3000;
 
 /** The spare of kind "same-identity" in `family`, if it has one. */
 export function spareOf(family: Family): string | undefined {
@@ -54,7 +54,7 @@ export function spareIn(family: Family): string {
 }
 
 /** The holder's marker in ZooKeeper's normal-mode tree. */
-export function markerPath(port: number): string {
+function markerPath(port: number): string {
   return `/snowflake/${NAME}/temporary/127.0.0.1:${port}`;
 }
 
@@ -105,7 +105,7 @@ async function attachedOwner(port: number, marker: string): Promise<string | und
 }
 
 /** Polls {@link attachedOwner} every 250 ms for up to `ms` (or until `stop()`). */
-export async function waitAttached(
+async function waitAttached(
   port: number,
   marker: string,
   ms: number,
@@ -136,22 +136,38 @@ interface Run {
 
 const runs = new Map<string, Run>();
 
+/**
+ * The holder's node (its port, marker path, ZooKeeper's port) and the session holding its marker,
+ * once that session is connected to ZooKeeper (waited for up to ATTACH_WAIT_MS: after a ZooKeeper
+ * outage or a cut the holder may still be taking its marker again). Undefined, with a note naming
+ * `what` is not done, when it is not.
+ */
+export async function attachedHolder(
+  c: Cluster,
+  holder: string,
+  what: string,
+): Promise<{ port: number; marker: string; zkPort: number; owner: string } | undefined> {
+  const port = c.server(holder).port;
+  const marker = markerPath(port);
+  const zkPort = c.store("zookeeper").port;
+  const owner = await waitAttached(zkPort, marker, ATTACH_WAIT_MS);
+  if (owner === undefined) {
+    c.note(
+      `${holder}'s marker ${marker} is not held by a session connected to ZooKeeper: no ${what}`,
+    );
+    return undefined;
+  }
+  return { port, marker, zkPort, owner };
+}
+
 async function start(c: Cluster, family: Family, holder: string, variant: Variant) {
   const spare = spareIn(family);
   const holderServer = c.server(holder);
   const spareServer = c.server(spare);
   if (!holderServer.running || spareServer.running) return false;
-  const port = holderServer.port;
-  const marker = markerPath(port);
-  const zkPort = c.store("zookeeper").port;
-  // After a ZooKeeper outage or a cut the holder may still be taking its marker again.
-  const owner = await waitAttached(zkPort, marker, ATTACH_WAIT_MS);
-  if (owner === undefined) {
-    c.note(
-      `${holder}'s marker ${marker} is not held by a session connected to ZooKeeper: no same-identity start`,
-    );
-    return false;
-  }
+  const attached = await attachedHolder(c, holder, "same-identity start");
+  if (!attached) return false;
+  const { port, marker, zkPort, owner } = attached;
   let cached = "no cache file yet";
   try {
     const json = JSON.parse(readFileSync(cacheFile(port), "utf8")) as { workerId?: number };

@@ -20,14 +20,12 @@ import { type Cluster, sleep } from "../cluster";
 import type { Family } from "../families";
 import { type Fault, mainServers, NO_ANSWER } from "./fault";
 import {
-  ATTACH_WAIT_MS,
+  attachedHolder,
   identityResources,
   markerOwner,
-  markerPath,
   RETRY_MS,
   spareIn,
   spareOf,
-  waitAttached,
 } from "./same-identity";
 
 /** Most ms to wait after the cut for ZooKeeper to drop H's marker (the session is 4 s). */
@@ -99,17 +97,10 @@ async function start(c: Cluster, family: Family, holder: string): Promise<boolea
     );
     return false;
   }
-  const port = holderServer.port;
-  const marker = markerPath(port);
-  const zkPort = c.store("zookeeper").port;
   // A holder still taking its marker again (after a ZooKeeper outage) has no session to lose.
-  const owner = await waitAttached(zkPort, marker, ATTACH_WAIT_MS);
-  if (owner === undefined) {
-    c.note(
-      `${holder}'s marker ${marker} is not held by a session connected to ZooKeeper: no session-lost-identity`,
-    );
-    return false;
-  }
+  const attached = await attachedHolder(c, holder, "session-lost-identity");
+  if (!attached) return false;
+  const { port, marker, zkPort, owner } = attached;
   const workerId = (await monitorOf(c, holder))?.workerId;
   c.proxy(holder, "zookeeper").cutOff();
   const run: Run = {

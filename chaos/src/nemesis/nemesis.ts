@@ -46,7 +46,7 @@ export async function runNemesis(options: NemesisOptions): Promise<NemesisResult
       `   seed ${schedule.seed}, ${(schedule.durationMs / 1000).toFixed(0)} s, ${schedule.steps.length} faults:`,
     );
     for (const step of schedule.steps) log(`     ${describeStep(step)}`);
-    const run = await runSchedule(family, schedule, log);
+    const run = await runSchedule(family, schedule, log, options.resultsDir);
     log(summary(family, run));
     const entry: NemesisResult["families"][number] = { family: family.name, run };
     if (run.verdict.failed || run.error) {

@@ -2,7 +2,7 @@
 // stopped at its time (faults holding one resource wait for each other), everything healed, load
 // stopped, the history checked. And the shrinker: a failing schedule is run again without one fault
 // at a time, keeping every smaller schedule that still fails, until none does.
-import { mkdtempSync, rmSync } from "node:fs";
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { check, idsFrom, type Verdict, type Window } from "./checker";
@@ -24,7 +24,7 @@ export interface FamilyRun {
   verdict: Verdict;
   /** Faults started, by name (a fault that found its target down is not counted). */
   applied: Record<string, number>;
-  /** Steps that found their target down and did nothing. */
+  /** Steps that found their target down, or found they could test nothing, and did nothing. */
   skipped: number[];
   windows: Window[];
   events: Array<{ atMs: number; text: string }>;
@@ -32,14 +32,21 @@ export interface FamilyRun {
   stalls: { count: number; windows: number; longest: Stall | undefined };
   /** Set when the run itself broke (a store that would not start): not a verdict. */
   error?: string;
+  /** The folder the servers' logs were copied to (a failed verdict or a run error, with `keepLogsIn`). */
+  logs?: string;
   ms: number;
 }
 
-/** Runs `schedule` on a fresh cluster of `family`. */
+/**
+ * Runs `schedule` on a fresh cluster of `family`. With `keepLogsIn`, a run that fails (or breaks)
+ * leaves every server's log (all its starts, one file per server) in a folder under it, named by
+ * family and seed, since the history alone does not say why a server answered what it did.
+ */
 export async function runSchedule(
   family: Family,
   schedule: Schedule,
   log: (line: string) => void,
+  keepLogsIn?: string,
 ): Promise<FamilyRun> {
   const t0 = performance.now();
   const dir = mkdtempSync(join(tmpdir(), `leaf-nemesis-${family.name}-`));
@@ -89,7 +96,9 @@ export async function runSchedule(
         const fromMs = history.now();
         const ok = await fault.start(cluster, family, step.target, step.params);
         if (!ok) {
-          cluster.note(`${describeStep(step)}: skipped (its target is not running)`);
+          cluster.note(
+            `${describeStep(step)}: skipped (its target is not running, or the fault found it could test nothing)`,
+          );
           skipped.push(step.id);
           return;
         }
@@ -144,12 +153,18 @@ export async function runSchedule(
     } catch (e) {
       error ??= `the servers' snowflake layouts: ${e instanceof Error ? e.message : e}`;
     }
-    if (!process.env.LEAF_CHAOS_KEEP) rmSync(dir, { recursive: true, force: true });
   }
   const starved = stallWindows(family, stalls);
+  const verdict = check(history, [...windows, ...starved], cluster.down, cluster.broken, layouts);
+  let logs: string | undefined;
+  if (keepLogsIn !== undefined && (verdict.failed || error !== undefined)) {
+    logs = keepServerLogs(dir, join(keepLogsIn, `logs-${family.name}-seed-${schedule.seed}`));
+    log(`  the servers' logs: ${logs}`);
+  }
+  if (!process.env.LEAF_CHAOS_KEEP) rmSync(dir, { recursive: true, force: true });
   return {
     schedule,
-    verdict: check(history, [...windows, ...starved], cluster.down, cluster.broken, layouts),
+    verdict,
     applied,
     skipped,
     windows: [...windows, ...starved],
@@ -160,8 +175,19 @@ export async function runSchedule(
       longest: stalls.reduce<Stall | undefined>((a, b) => (!a || b.ms > a.ms ? b : a), undefined),
     },
     error,
+    logs,
     ms: performance.now() - t0,
   };
+}
+
+/** Copies the servers' logs (`LABEL.log` in the run's folder) into `to` (emptied first). */
+function keepServerLogs(dir: string, to: string): string {
+  rmSync(to, { recursive: true, force: true });
+  mkdirSync(to, { recursive: true });
+  for (const name of readdirSync(dir)) {
+    if (name.endsWith(".log")) copyFileSync(join(dir, name), join(to, name));
+  }
+  return to;
 }
 
 /** Whether `run` broke at least the most serious promise `original` broke. */

@@ -30,6 +30,8 @@ export interface MysqlReplicaPair {
   waitForReplica(timeoutMs?: number): Promise<void>;
   /** Stops the replica's replication threads (it keeps what it has applied and falls behind). */
   pauseReplication(): Promise<void>;
+  /** Starts them again after {@link pauseReplication}: the replica catches up. */
+  resumeReplication(): Promise<void>;
   /** Promotes the replica as an operator does: `STOP SLAVE; SET GLOBAL read_only = OFF`. */
   promoteReplica(): Promise<void>;
   /** Runs statements on one server as root, on a short-lived connection. */
@@ -164,6 +166,9 @@ function makePair(primary: MysqlHandle, replica: MysqlHandle): MysqlReplicaPair 
     },
     async pauseReplication() {
       await run(replica, "STOP SLAVE");
+    },
+    async resumeReplication() {
+      await run(replica, "START SLAVE");
     },
     async promoteReplica() {
       await run(replica, "STOP SLAVE");

@@ -34,6 +34,11 @@ export interface PostgresReplicaPair {
    */
   pauseReplication(): Promise<void>;
   /**
+   * Streams again after {@link pauseReplication} (its `primary_conninfo` restored); resolves once
+   * the WAL receiver runs. The replica then catches up.
+   */
+  resumeReplication(): Promise<void>;
+  /**
    * Promotes the replica (`SELECT pg_promote()`); resolves once it accepts writes. It stays a
    * primary after a restart.
    */
@@ -119,6 +124,12 @@ export async function startPostgresReplicaPair(
 }
 
 function makePair(primary: PostgresHandle, replica: PostgresHandle): PostgresReplicaPair {
+  /** The replica's `primary_conninfo` before a pause (the base backup's), restored by a resume. */
+  let conninfo: string | undefined;
+  const receivers = async () => {
+    const rows = await run(replica, "SELECT count(*)::int AS n FROM pg_stat_wal_receiver");
+    return rows[0]?.n as number;
+  };
   return {
     primary,
     replica,
@@ -139,11 +150,25 @@ function makePair(primary: PostgresHandle, replica: PostgresHandle): PostgresRep
       );
     },
     async pauseReplication() {
+      const [row] = await run(replica, "SELECT current_setting('primary_conninfo') AS conninfo");
+      if (typeof row?.conninfo === "string" && row.conninfo !== "") conninfo = row.conninfo;
       await run(replica, "ALTER SYSTEM SET primary_conninfo = ''");
       await run(replica, "SELECT pg_reload_conf()");
       await waitFor("the replica's WAL receiver did not stop", 30_000, async () => {
-        const rows = await run(replica, "SELECT count(*)::int AS n FROM pg_stat_wal_receiver");
-        return rows[0]?.n === 0;
+        return (await receivers()) === 0;
+      });
+    },
+    async resumeReplication() {
+      if (conninfo === undefined) {
+        throw new TestkitError(
+          "TESTKIT_START_FAILED",
+          `the replica on 127.0.0.1:${replica.port} was not paused by this pair: no primary_conninfo to restore`,
+        );
+      }
+      await run(replica, `ALTER SYSTEM SET primary_conninfo = ${quoteLiteral(conninfo)}`);
+      await run(replica, "SELECT pg_reload_conf()");
+      await waitFor("the replica's WAL receiver did not start again", 30_000, async () => {
+        return (await receivers()) === 1;
       });
     },
     async promoteReplica() {
@@ -160,4 +185,9 @@ function makePair(primary: PostgresHandle, replica: PostgresHandle): PostgresRep
       await Promise.allSettled([replica.dispose(), primary.dispose()]);
     },
   };
+}
+
+/** `text` as an SQL string literal (ALTER SYSTEM takes no parameters). */
+function quoteLiteral(text: string): string {
+  return `'${text.replaceAll("'", "''")}'`;
 }

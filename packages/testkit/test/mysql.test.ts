@@ -1,7 +1,12 @@
 import { readdirSync, readFileSync } from "node:fs";
 import { createConnection } from "mysql2/promise";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type MysqlHandle, startMysql } from "../src/index";
+import {
+  type MysqlHandle,
+  type MysqlReplicaPair,
+  startMysql,
+  startMysqlReplicaPair,
+} from "../src/index";
 
 describe("startMysql", () => {
   let mysql: MysqlHandle;
@@ -104,5 +109,31 @@ describe("startMysql", () => {
     await query("CREATE TABLE marker (id INT)", database);
     await mysql.restart();
     expect(await query("SHOW TABLES", database)).toHaveLength(1);
+  });
+});
+
+describe("startMysqlReplicaPair", () => {
+  let pair: MysqlReplicaPair;
+
+  beforeAll(async () => {
+    pair = await startMysqlReplicaPair();
+  });
+
+  afterAll(async () => {
+    await pair.dispose();
+  });
+
+  it("stops applying on pauseReplication() and catches up after resumeReplication()", async () => {
+    const { primary, replica } = pair;
+    const database = await primary.createDatabase("paused");
+    await pair.query(primary, `CREATE TABLE ${database}.t (n BIGINT)`);
+    await pair.waitForReplica();
+    await pair.pauseReplication();
+    await pair.query(primary, `INSERT INTO ${database}.t VALUES (1)`);
+    await expect(pair.waitForReplica(1000)).rejects.toThrow(/did not reach/);
+    expect(await pair.query(replica, `SELECT n FROM ${database}.t`)).toEqual([]);
+    await pair.resumeReplication();
+    await pair.waitForReplica();
+    expect(await pair.query(replica, `SELECT n FROM ${database}.t`)).toEqual([{ n: "1" }]);
   });
 });

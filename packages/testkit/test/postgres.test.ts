@@ -300,6 +300,23 @@ describe("startPostgresReplicaPair", () => {
     );
   });
 
+  it("stops applying on pauseReplication() and catches up after resumeReplication()", async () => {
+    const { primary, replica } = pair;
+    const database = await primary.createDatabase("paused");
+    await pair.query(primary, "CREATE TABLE t (n bigint)", [], database);
+    await pair.waitForReplica();
+    await pair.pauseReplication();
+    await pair.query(primary, "INSERT INTO t VALUES (1)", [], database);
+    await expect(pair.waitForReplica(500)).rejects.toThrow(/did not replay/);
+    expect(await pair.query(replica, "SELECT n FROM t", [], database)).toEqual([]);
+    await pair.resumeReplication();
+    await pair.waitForReplica();
+    expect(await pair.query(replica, "SELECT n FROM t", [], database)).toEqual([{ n: "1" }]);
+    expect(await pair.query(replica, "SELECT pg_is_in_recovery() AS standby")).toEqual([
+      { standby: true },
+    ]);
+  });
+
   it("promotes a replica that missed writes, and the old primary comes back writable beside it", async () => {
     const { primary, replica } = pair;
     const database = await primary.createDatabase("failover");

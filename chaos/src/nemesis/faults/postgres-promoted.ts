@@ -16,6 +16,7 @@ import { highWaterOf } from "../../high-water";
 import { type Cluster, sleep } from "../cluster";
 import type { Family } from "../families";
 import { type Fault, mainServers, NO_ANSWER, type Params } from "./fault";
+import { everyServerPast } from "./stale-replica";
 
 /** The main servers, in a drawn order for the rolling restart. */
 const ORDERS = ["ABC", "BCA", "CAB", "CBA"];
@@ -69,25 +70,16 @@ async function promoteUnderSegment(
   pair: PostgresReplicaPair,
   tag: string,
   params: Params,
-): Promise<void> {
+): Promise<boolean> {
   const labels = String(params.order).split("");
   await pair.waitForReplica(10_000).catch(() => undefined);
   await pair.pauseReplication();
   const frozen = await replicaMaxId(c, pair, tag);
   c.note(`replication stopped: the replica keeps ${tag}'s max_id ${frozen}`);
   await sleep(Number(params.staleMs));
-  const deadline = performance.now() + 20_000;
-  let behind = labels;
-  while (behind.length > 0 && performance.now() < deadline) {
-    const marks = await Promise.all(behind.map((label) => highWaterOf(c.server(label), tag)));
-    behind = behind.filter((_, i) => (marks[i] ?? 0n) <= frozen);
-    if (behind.length > 0) await sleep(250);
+  if (!(await everyServerPast(c, labels, tag, frozen, () => pair.resumeReplication()))) {
+    return false;
   }
-  c.note(
-    behind.length === 0
-      ? `A, B, C all took ranges past ${frozen} that the replica misses`
-      : `${behind.join(", ")} took no range past ${frozen} within 20 s`,
-  );
   await pair.primary.kill();
   await pair.promoteReplica();
   c.stores.set("postgres", pair.replica);
@@ -105,6 +97,7 @@ async function promoteUnderSegment(
     c.note(`${label} restarted (${how}) after the promotion: ${started ? "started" : "refused"}`);
     await sleep(1500);
   }
+  return true;
 }
 
 /** The registry variant: holders fenced by the standby, then the promotion. */
@@ -180,8 +173,7 @@ export const postgresPromoted: Fault = {
     if (!pair || c.store("postgres") !== pair.primary || !pair.primary.running) return false;
     if (mainServers(family).some((label) => !c.server(label).running)) return false;
     if (!family.postgresTag) return promoteUnderRegistry(c, family, pair, params);
-    await promoteUnderSegment(c, family, pair, family.postgresTag, params);
-    return true;
+    return promoteUnderSegment(c, family, pair, family.postgresTag, params);
   },
   async stop(c, family) {
     const pair = c.postgresPair!;

@@ -6,10 +6,11 @@
 // each node must refuse the tag (CORRUPT_DATA, from its high-water mark kept in its data folder) or
 // skip the ranges it knows were taken, never serve them again. After 3-8 s the operator's fix:
 // max_id set to the highest mark any node keeps (the admin API), and the tag is served again.
-import { ADMIN_TOKEN } from "../../server-configs";
+import { highWaterOf } from "../../high-water";
 import { type Cluster, sleep } from "../cluster";
 import type { Family } from "../families";
 import { type Fault, mainServers, NO_ANSWER } from "./fault";
+import { everyServerPast } from "./stale-replica";
 
 /** The servers on the shared MariaDB (spares included: they hold ranges when they run). */
 function mysqlServers(family: Family): string[] {
@@ -19,26 +20,6 @@ function mysqlServers(family: Family): string[] {
 /** The servers the rolling restart restarts: the main ones on MariaDB. */
 function restarted(family: Family): string[] {
   return mainServers(family).filter((label) => mysqlServers(family).includes(label));
-}
-
-/**
- * The highest high-water mark `label` keeps for `tag` (its admin API); undefined when it does not
- * answer.
- */
-async function markOf(c: Cluster, label: string, tag: string): Promise<bigint | undefined> {
-  try {
-    const answer = await fetch(`${c.server(label).url}/api/v1/admin/high-water`, {
-      headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
-      signal: AbortSignal.timeout(2000),
-    });
-    if (!answer.ok) return undefined;
-    const body = (await answer.json()) as { marks: Array<{ tag: string; highWater: string }> };
-    return body.marks
-      .filter((m) => m.tag === tag)
-      .reduce((highest, m) => (BigInt(m.highWater) > highest ? BigInt(m.highWater) : highest), 0n);
-  } catch {
-    return undefined;
-  }
 }
 
 /** The row's max_id on the replica. */
@@ -94,9 +75,10 @@ export const replicaPromoted: Fault = {
     const pair = c.replicaPair;
     const labels = String(params.order).split("");
     // Once per run (the replica is then the primary), on a cluster whose servers all serve: a
-    // server that takes no range while the replica is stale cannot know the ranges the others took
-    // after its last refresh (documented: the server README's failure table), which is not this
-    // fault.
+    // server that takes no range while the replica is stale (stopped, or refusing the tag until a
+    // restart after a max id moved back) cannot know the ranges the others took after its last
+    // refresh (documented: the server README's failure table), which is not this fault; it is
+    // checked again below, before the promotion.
     if (!pair || c.store("mysql") !== pair.primary || !pair.primary.running) return false;
     if (labels.some((label) => !c.server(label).running)) return false;
     await pair.waitForReplica(10_000).catch(() => undefined);
@@ -106,18 +88,9 @@ export const replicaPromoted: Fault = {
     // Load the replica never sees for staleMs, and until every server took a range past the
     // frozen max_id (its mark).
     await sleep(Number(params.staleMs));
-    const deadline = performance.now() + 20_000;
-    let behind = labels;
-    while (behind.length > 0 && performance.now() < deadline) {
-      const marks = await Promise.all(behind.map((label) => markOf(c, label, target)));
-      behind = behind.filter((_, i) => (marks[i] ?? 0n) <= frozen);
-      if (behind.length > 0) await sleep(250);
+    if (!(await everyServerPast(c, labels, target, frozen, () => pair.resumeReplication()))) {
+      return false;
     }
-    c.note(
-      behind.length === 0
-        ? `A, B, C all took ranges past ${frozen} that the replica misses`
-        : `${behind.join(", ")} took no range past ${frozen} within 20 s`,
-    );
     await pair.primary.kill();
     await pair.promoteReplica();
     c.stores.set("mysql", pair.replica);
@@ -140,7 +113,7 @@ export const replicaPromoted: Fault = {
     let highest = 0n;
     for (const label of mysqlServers(family)) {
       if (!c.server(label).running) continue;
-      const mark = await markOf(c, label, target);
+      const mark = await highWaterOf(c.server(label), target);
       if (mark !== undefined && mark > highest) highest = mark;
     }
     const pair = c.replicaPair!;

@@ -59,10 +59,10 @@ export class InstrumentedStore implements SegmentStore {
     }
   }
 
-  async takeRange(tag: string, step?: number): Promise<SegmentRange> {
+  async takeRange(tag: string, step?: number, floor?: bigint): Promise<SegmentRange> {
     const started = performance.now();
     try {
-      const range = await this.store.takeRange(tag, step);
+      const range = await this.store.takeRange(tag, step, floor);
       this.lastOkAt = Date.now();
       this.metrics.segmentLoads.inc({ tag, result: "ok" });
       this.metrics.segmentLoadSeconds.observe({ tag }, (performance.now() - started) / 1000);

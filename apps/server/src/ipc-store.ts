@@ -32,8 +32,8 @@ export class RemoteSegmentStore implements SegmentStore {
     return this.send("describeTags", []) as Promise<TagRecord[]>;
   }
 
-  takeRange(tag: string, step?: number): Promise<SegmentRange> {
-    return this.send("takeRange", [tag, step]) as Promise<SegmentRange>;
+  takeRange(tag: string, step?: number, floor?: bigint): Promise<SegmentRange> {
+    return this.send("takeRange", [tag, step, floor]) as Promise<SegmentRange>;
   }
 
   createTag(tag: NewTag): Promise<TagRecord> {
@@ -89,8 +89,8 @@ export class StoreHost {
       case "describeTags":
         return store.describeTags();
       case "takeRange": {
-        const [tag, step] = args as [string, number | undefined];
-        const range = await store.takeRange(tag, step);
+        const [tag, step, floor] = args as [string, number | undefined, bigint | undefined];
+        const range = await store.takeRange(tag, step, floor);
         const key = runKey(processId, tag);
         const run = this.runs.get(key);
         if (run !== undefined && run.end === range.start) run.end = range.end;

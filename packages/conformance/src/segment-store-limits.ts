@@ -185,6 +185,35 @@ export function limitScenarios(scenario: Scenario): void {
 /**
  * Registers the scenarios of a row changed behind the store's back (needs the adapter's `editRow`).
  */
+/**
+ * Registers the scenario of takeRange's `floor` (a restarted node's high-water mark): a max id below
+ * it is refused and not moved, one at it is taken, and a floor that is no id is INVALID_ARGUMENT.
+ */
+export function floorScenarios(scenario: Scenario): void {
+  scenario(
+    "refuses a range below the caller's floor (a restarted node's mark) without moving the max id",
+    async (open) => {
+      const store = await open();
+      await store.createTag({ tag: "orders", step: 100, startId: 0n });
+      await store.createTag({ tag: "users", step: 100, startId: 500n });
+      const below = corrupt(/below 500\b/, "max-id-moved-back");
+      await assert.rejects(store.takeRange("orders", undefined, 500n), below, "the stored step");
+      await assert.rejects(store.takeRange("orders", 600, 500n), below, "a step past the floor");
+      assert.equal(await maxIdOf(store, "orders"), 0n, "a refused range moves nothing");
+      const taken = await store.takeRange("users", undefined, 500n);
+      assert.deepEqual([taken.start, taken.end], [500n, 600n]);
+      for (const floor of [-1n, 1n << 63n, 5, "500"]) {
+        await assert.rejects(
+          store.takeRange("orders", undefined, floor as bigint),
+          (e: unknown) => isLeafError(e, ErrorCodes.INVALID_ARGUMENT) && /floor/.test(e.message),
+          `floor ${String(floor)}`,
+        );
+      }
+      assert.equal(await maxIdOf(store, "orders"), 0n, "a rejected call moves nothing");
+    },
+  );
+}
+
 export function damagedRowScenarios(scenario: Scenario, editRow: EditRow): void {
   scenario(
     "refuses bad ranges/steps: a stored step of -1000 or 0, or a negative max id, gives no range and moves nothing",

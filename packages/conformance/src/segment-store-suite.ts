@@ -8,7 +8,12 @@ import assert from "node:assert/strict";
 import { ErrorCodes, isLeafError } from "@leaf/core";
 import type { SegmentRange, SegmentStore } from "@leaf/segment";
 import { giveBackScenarios } from "./segment-store-give-back";
-import { damagedRowScenarios, type EditRow, limitScenarios } from "./segment-store-limits";
+import {
+  damagedRowScenarios,
+  type EditRow,
+  floorScenarios,
+  limitScenarios,
+} from "./segment-store-limits";
 import { assertContiguous, scenarioOf } from "./segment-store-scenario";
 import {
   type Capability,
@@ -44,6 +49,13 @@ export interface SegmentStoreConformanceOptions {
    * of a restart, as Java Leaf does).
    */
   giveBack?: Capability<true>;
+  /**
+   * The store checks `takeRange`'s optional `floor` (a restarted node's high-water mark) as it
+   * checks the ranges it handed out: below it, CORRUPT_DATA and nothing moved. A store that
+   * ignores it says why with `{ unsupported }` (the generator then refuses the range it answered
+   * and serves the tag again only after a restart).
+   */
+  floor?: Capability<true>;
   /** Per-test time limit in ms (default 30,000). */
   timeoutMs?: number;
 }
@@ -167,6 +179,13 @@ export function segmentStoreConformance(
     skipUnsupported(test, options.name, "refuses a damaged row and a max id moved back", editRow);
   } else {
     damagedRowScenarios(scenario, editRow);
+  }
+
+  const floor = options.floor ?? NOT_DECLARED;
+  if (isUnsupported(floor)) {
+    skipUnsupported(test, options.name, "refuses a range below the caller's floor", floor);
+  } else {
+    floorScenarios(scenario);
   }
 
   scenario("hands out disjoint, gap-free ranges to concurrent takers", async (open) => {

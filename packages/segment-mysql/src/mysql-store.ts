@@ -146,32 +146,38 @@ export class MysqlSegmentStore implements SegmentStore {
   /**
    * Takes a range on the host in use. The `UPDATE` changes the row only when the server is
    * writable, the stored step is at least 1 and the max id is at least the end of every range this
-   * store handed out before the call (so a max id moved back, or a failover to a server that lost
-   * writes, is refused without advancing it further). The refusals and the split-brain check are
+   * store handed out before the call and the caller's `floor` (so a max id moved back, or a
+   * failover to a server that lost writes, is refused without advancing it further). The refusals and the split-brain check are
    * `HostedRanges.takeRange`'s.
    */
-  async takeRange(tag: string, step?: number): Promise<SegmentRange> {
-    return this.ranges.takeRange(tag, step, async (conn, floor) => {
-      // The max_id bound refuses a range past 2^63 - 1 before MySQL would raise "out of range".
-      const update =
-        step === undefined
-          ? `UPDATE ${this.table} SET max_id = max_id + step WHERE biz_tag = ? AND step >= 1 AND max_id >= ? AND max_id <= ${MAX_ID} - step AND @@global.read_only = 0`
-          : `UPDATE ${this.table} SET max_id = max_id + ? WHERE biz_tag = ? AND step >= 1 AND max_id >= ? AND max_id <= ? AND @@global.read_only = 0`;
-      const values = step === undefined ? [tag, floor] : [step, tag, floor, MAX_ID - BigInt(step)];
-      const [results] = await this.send<
-        [ResultSetHeader, ResultSetHeader, RangeRow[], ResultSetHeader]
-      >(
-        conn,
-        `START TRANSACTION; ${update}; SELECT biz_tag, max_id, step, @@global.read_only AS read_only FROM ${this.table} WHERE biz_tag = ?; COMMIT`,
-        [...values, tag],
-      );
-      const row = results[2][0];
-      if (!row) throw unknownTag(tag, this.where());
-      const maxId = BigInt(row.max_id);
-      if (results[1].affectedRows === 1) return { taken: { maxId, tableStep: Number(row.step) } };
-      if (Number(row.read_only) !== 0) throw new MysqlReadOnly("@@global.read_only is ON");
-      return { unchanged: { maxId, step: row.step } };
-    });
+  async takeRange(tag: string, step?: number, floor?: bigint): Promise<SegmentRange> {
+    return this.ranges.takeRange(
+      tag,
+      step,
+      async (conn, floor) => {
+        // The max_id bound refuses a range past 2^63 - 1 before MySQL would raise "out of range".
+        const update =
+          step === undefined
+            ? `UPDATE ${this.table} SET max_id = max_id + step WHERE biz_tag = ? AND step >= 1 AND max_id >= ? AND max_id <= ${MAX_ID} - step AND @@global.read_only = 0`
+            : `UPDATE ${this.table} SET max_id = max_id + ? WHERE biz_tag = ? AND step >= 1 AND max_id >= ? AND max_id <= ? AND @@global.read_only = 0`;
+        const values =
+          step === undefined ? [tag, floor] : [step, tag, floor, MAX_ID - BigInt(step)];
+        const [results] = await this.send<
+          [ResultSetHeader, ResultSetHeader, RangeRow[], ResultSetHeader]
+        >(
+          conn,
+          `START TRANSACTION; ${update}; SELECT biz_tag, max_id, step, @@global.read_only AS read_only FROM ${this.table} WHERE biz_tag = ?; COMMIT`,
+          [...values, tag],
+        );
+        const row = results[2][0];
+        if (!row) throw unknownTag(tag, this.where());
+        const maxId = BigInt(row.max_id);
+        if (results[1].affectedRows === 1) return { taken: { maxId, tableStep: Number(row.step) } };
+        if (Number(row.read_only) !== 0) throw new MysqlReadOnly("@@global.read_only is ON");
+        return { unchanged: { maxId, step: row.step } };
+      },
+      floor,
+    );
   }
 
   /**

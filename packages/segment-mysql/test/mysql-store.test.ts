@@ -30,6 +30,7 @@ segmentStoreConformance(test, {
   },
   concurrentInstances: true,
   giveBack: true,
+  floor: true,
   async editRow({ namespace }, tag, row) {
     const conn = await mysql.createConnection(db.connectionOptions(database));
     try {

@@ -129,33 +129,38 @@ export class PostgresSegmentStore implements SegmentStore {
    * step >= 1 AND max_id >= $2 AND max_id <= 2^63 - 1 - step RETURNING max_id, step`. The row lock
    * and the new max id come from the same statement, so the range is exactly the one this
    * statement made. The row changes only when its step is at least 1 and its max id is at least
-   * the end of every range this store handed out before the call; a standby or a read-only server
+   * the end of every range this store handed out before the call and the caller's `floor`; a standby or a read-only server
    * refuses the UPDATE itself (SQLSTATE 25006) and the next host is tried. When no row comes back,
    * a second statement reads the row to say why (refused, exhausted, unknown); the refusals and the
    * split-brain check are `HostedRanges.takeRange`'s.
    */
-  async takeRange(tag: string, step?: number): Promise<SegmentRange> {
-    return this.ranges.takeRange(tag, step, async (conn, floor) => {
-      const [sql, values] =
-        step === undefined
-          ? [
-              `UPDATE ${this.table} SET max_id = max_id + step, update_time = CURRENT_TIMESTAMP WHERE biz_tag = $1 AND step >= 1 AND max_id >= $2 AND max_id <= ${MAX_ID} - step RETURNING max_id::text AS max_id, step`,
-              [tag, floor.toString()],
-            ]
-          : [
-              `UPDATE ${this.table} SET max_id = max_id + $3, update_time = CURRENT_TIMESTAMP WHERE biz_tag = $1 AND step >= 1 AND max_id >= $2 AND max_id <= $4 RETURNING max_id::text AS max_id, step`,
-              [tag, floor.toString(), String(step), (MAX_ID - BigInt(step)).toString()],
-            ];
-      const [moved] = await this.send<{ max_id: string; step: number }>(conn, sql, values);
-      if (moved) return { taken: { maxId: BigInt(moved.max_id), tableStep: Number(moved.step) } };
-      const [row] = await this.send<{ max_id: string; step: unknown }>(
-        conn,
-        `SELECT max_id::text AS max_id, step FROM ${this.table} WHERE biz_tag = $1`,
-        [tag],
-      );
-      if (!row) throw unknownTag(tag, this.where());
-      return { unchanged: { maxId: BigInt(row.max_id), step: row.step } };
-    });
+  async takeRange(tag: string, step?: number, floor?: bigint): Promise<SegmentRange> {
+    return this.ranges.takeRange(
+      tag,
+      step,
+      async (conn, floor) => {
+        const [sql, values] =
+          step === undefined
+            ? [
+                `UPDATE ${this.table} SET max_id = max_id + step, update_time = CURRENT_TIMESTAMP WHERE biz_tag = $1 AND step >= 1 AND max_id >= $2 AND max_id <= ${MAX_ID} - step RETURNING max_id::text AS max_id, step`,
+                [tag, floor.toString()],
+              ]
+            : [
+                `UPDATE ${this.table} SET max_id = max_id + $3, update_time = CURRENT_TIMESTAMP WHERE biz_tag = $1 AND step >= 1 AND max_id >= $2 AND max_id <= $4 RETURNING max_id::text AS max_id, step`,
+                [tag, floor.toString(), String(step), (MAX_ID - BigInt(step)).toString()],
+              ];
+        const [moved] = await this.send<{ max_id: string; step: number }>(conn, sql, values);
+        if (moved) return { taken: { maxId: BigInt(moved.max_id), tableStep: Number(moved.step) } };
+        const [row] = await this.send<{ max_id: string; step: unknown }>(
+          conn,
+          `SELECT max_id::text AS max_id, step FROM ${this.table} WHERE biz_tag = $1`,
+          [tag],
+        );
+        if (!row) throw unknownTag(tag, this.where());
+        return { unchanged: { maxId: BigInt(row.max_id), step: row.step } };
+      },
+      floor,
+    );
   }
 
   /**

@@ -74,6 +74,7 @@ segmentStoreConformance(test, {
   },
   concurrentInstances: true,
   giveBack: true,
+  floor: true,
   async editRow({ namespace }, tag, row) {
     if (row.maxId !== undefined) {
       await admin([`UPDATE ${namespace} SET max_id = $1 WHERE biz_tag = $2`], [[row.maxId, tag]]);

@@ -17,6 +17,7 @@ import {
   checkStep,
   checkTag,
   closedError,
+  floorOf,
   MAX_ID,
   normalizeNewTag,
   RangeFloors,
@@ -300,17 +301,17 @@ export class RedisSegmentStore implements SegmentStore {
    * the max id by HINCRBY, which refuses to pass 2^63 - 1. A range whose answer is lost is a gap:
    * the call may be made again (it takes another range).
    */
-  async takeRange(tag: string, step?: number): Promise<SegmentRange> {
+  async takeRange(tag: string, step?: number, given?: bigint): Promise<SegmentRange> {
     checkTag(tag);
     if (step !== undefined) checkStep(step);
-    const floor = this.floors.get(tag);
+    const { floor, mark } = floorOf(this.floors, tag, given);
     const reply = await this.call(
       TAKE_SCRIPT,
       [this.keys.tag(tag)],
       [tag, step === undefined ? "" : String(step), floor.toString()],
       `taking a range of tag ${JSON.stringify(tag)}`,
       true,
-      { floor, floorSource: this.floors.source(tag) },
+      { floor, floorSource: this.floors.source(tag), mark },
     );
     const [newMax, storedStep, version, runId] = asStrings(reply);
     const tableStep = Number(storedStep);
@@ -520,7 +521,7 @@ export class RedisSegmentStore implements SegmentStore {
     args: string[],
     what: string,
     write: boolean,
-    floor?: { floor: bigint; floorSource: string | undefined },
+    floor?: { floor: bigint; floorSource: string | undefined; mark: boolean },
   ): Promise<unknown> {
     if (this.closed) throw closedError("the Redis segment store");
     await this.start();

@@ -48,6 +48,8 @@ export interface RefusalContext {
   floorSource?: string | undefined;
   /** For LEAF_BELOW_FLOOR: the floor sent. */
   floor?: bigint;
+  /** For LEAF_BELOW_FLOOR: the floor sent was the caller's high-water mark. */
+  mark?: boolean;
 }
 
 /** The Leaf error of a script's refusal. */
@@ -81,8 +83,8 @@ export function refusalError(refusal: ScriptRefusal, context: RefusalContext): L
         BigInt(String(f.max)),
         context.floor ?? 0n,
         context.where,
-        from === undefined || from === runId
-          ? {}
+        from === undefined || from === runId || context.mark === true
+          ? { mark: context.mark === true }
           : { stale: { host: `Redis run ${runId}`, from: `Redis run ${from}` } },
       );
     }

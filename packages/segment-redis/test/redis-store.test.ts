@@ -43,6 +43,7 @@ segmentStoreConformance(test, {
   create: ({ namespace }) => created(namespace),
   concurrentInstances: true,
   giveBack: true,
+  floor: true,
   async editRow({ namespace }, tag, row) {
     const key = storeFor(namespace).keys.tag(tag);
     if (row.maxId !== undefined)

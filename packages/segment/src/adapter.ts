@@ -39,6 +39,7 @@ export {
   checkStep,
   checkTag,
   closedError,
+  floorOf,
   MAX_ID,
   maxIdMovedBack,
   normalizeNewTag,

@@ -7,6 +7,7 @@ import type { NewTag, SegmentRange, TagRecord } from "./segment-store";
 import {
   belowDeletedTag,
   MAX_ID,
+  maxIdMovedBack,
   normalizeNewTag,
   type RangeFloors,
   rangeOverflow,
@@ -40,16 +41,26 @@ export const describeOp: RowOp<TagRecord[]> = (rows) => ({
   value: [...rows.keys()].sort().map((tag) => toRecord(tag, rows.get(tag)!)),
 });
 
-/** The next range of `tag`: `[maxId, maxId + step)`; the floors learn its end. */
+/**
+ * The next range of `tag`: `[maxId, maxId + step)`; the floors learn its end. Refused, nothing
+ * changed, when the max id is below the caller's `given` floor (its high-water mark: a folder put
+ * back from an older copy).
+ */
 export function takeRangeOp(
   tag: string,
   step: number | undefined,
   where: string,
   floors: RangeFloors,
+  given?: bigint,
 ): RowOp<SegmentRange> {
   return (rows, now) => {
     const row = rows.get(tag);
     if (!row) throw unknownTag(tag, where);
+    // Only the caller's floor: this store is its rows' one writer, and its own floors run ahead of
+    // a range whose write failed (undone below), which is no move back.
+    if (given !== undefined && row.maxId < given) {
+      throw maxIdMovedBack(tag, row.maxId, given, where, { mark: true });
+    }
     const used = step ?? row.step;
     const start = row.maxId;
     const end = start + BigInt(used);

@@ -32,7 +32,7 @@ import {
   updateStepOp,
 } from "./embedded-ops";
 import type { NewTag, SegmentRange, SegmentStore, TagRecord } from "./segment-store";
-import { COMPONENT, checkStep, checkTag, closedError, RangeFloors } from "./validation";
+import { COMPONENT, checkStep, checkTag, closedError, floorOf, RangeFloors } from "./validation";
 
 export { JOURNAL_FILE } from "./embedded-journal";
 export { type EmbeddedSegmentStoreOptions, LOCK_FILE } from "./embedded-open";
@@ -158,10 +158,11 @@ export class EmbeddedSegmentStore implements SegmentStore {
     return this.enqueue(describeOp);
   }
 
-  async takeRange(tag: string, step?: number): Promise<SegmentRange> {
+  async takeRange(tag: string, step?: number, floor?: bigint): Promise<SegmentRange> {
     checkTag(tag);
     if (step !== undefined) checkStep(step);
-    return this.enqueue(takeRangeOp(tag, step, this.where, this.floors));
+    floorOf(this.floors, tag, floor);
+    return this.enqueue(takeRangeOp(tag, step, this.where, this.floors, floor));
   }
 
   /**

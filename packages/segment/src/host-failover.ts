@@ -13,6 +13,7 @@ import {
   checkStep,
   checkTag,
   closedError,
+  floorOf,
   MAX_ID,
   MAX_STEP,
   maxIdMovedBack,
@@ -196,17 +197,21 @@ export class HostedRanges<Conn> {
     tag: string,
     step: number | undefined,
     attempt: (conn: Conn, floor: bigint) => Promise<RangeAttempt>,
+    given?: bigint,
   ): Promise<SegmentRange> {
     checkTag(tag);
     if (step !== undefined) checkStep(step);
     // Ranges handed out before this call were committed before its statement runs, so a healthy
     // row is at or above their ends; ranges of calls still in flight may end higher in any order.
-    const floor = this.floors.get(tag);
+    // The caller's floor (its high-water mark) may be higher: a node restarted remembers it.
+    const { floor, mark } = floorOf(this.floors, tag, given);
     const { range, host } = await this.run(
       `taking a range of tag ${JSON.stringify(tag)}`,
       async (conn, host) => {
         const found = await attempt(conn, floor);
-        if ("unchanged" in found) throw this.unchanged(tag, found.unchanged, floor, host, step);
+        if ("unchanged" in found) {
+          throw this.unchanged(tag, found.unchanged, floor, host, step, mark);
+        }
         const { maxId, tableStep } = found.taken;
         const used = step ?? tableStep;
         const range = { tag, start: maxId - BigInt(used), end: maxId, step: used, tableStep };
@@ -391,6 +396,7 @@ export class HostedRanges<Conn> {
     floor: bigint,
     host: number,
     step: number | undefined,
+    mark: boolean,
   ): Error {
     const name = this.driver.hostNames[host]!;
     const where = `${this.where} on ${name}`;
@@ -407,7 +413,7 @@ export class HostedRanges<Conn> {
         row.maxId,
         floor,
         where,
-        from === undefined || from === name ? {} : { stale: { host: name, from } },
+        from === undefined || from === name || mark ? { mark } : { stale: { host: name, from } },
       );
     }
     if (refusal) {

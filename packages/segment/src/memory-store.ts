@@ -10,6 +10,7 @@ import {
   checkStep,
   checkTag,
   closedError,
+  floorOf,
   MAX_ID,
   MAX_STEP,
   maxIdMovedBack,
@@ -77,10 +78,11 @@ export class MemorySegmentStore implements SegmentStore {
       .map(([tag, row]) => toRecord(tag, row));
   }
 
-  async takeRange(tag: string, step?: number): Promise<SegmentRange> {
+  async takeRange(tag: string, step?: number, given?: bigint): Promise<SegmentRange> {
     this.checkOpen();
     checkTag(tag);
     if (step !== undefined) checkStep(step);
+    const { floor, mark } = floorOf(this.floors, tag, given);
     const row = this.data.rows.get(tag);
     if (!row) throw unknownTag(tag, "the memory store");
     // The shared rows stand for a table other code may write to: check them as a row read from SQL.
@@ -90,8 +92,8 @@ export class MemorySegmentStore implements SegmentStore {
     if (typeof row.maxId !== "bigint" || row.maxId < 0n) {
       throw badStoredMaxId(tag, BigInt(row.maxId), "the memory store");
     }
-    const floor = this.floors.get(tag);
-    if (row.maxId < floor) throw maxIdMovedBack(tag, row.maxId, floor, "the memory store");
+    if (row.maxId < floor)
+      throw maxIdMovedBack(tag, row.maxId, floor, "the memory store", { mark });
     const used = step ?? row.step;
     const end = row.maxId + BigInt(used);
     if (end > MAX_ID) throw rangeOverflow(tag, row.maxId, used);

@@ -150,9 +150,15 @@ export interface SegmentStore {
   /**
    * Atomically takes the next range of `tag`: `[maxId, maxId + step)`, moving the stored max id to
    * `maxId + step`. `step` (an integer from 1 to 2,147,483,647) overrides the stored step for this
-   * range only (Leaf's dynamic step); without it the stored step is used.
+   * range only (Leaf's dynamic step); without it the stored step is used. `floor`, when given, is
+   * the lowest max id the caller accepts (the end of the highest range its node took, which its
+   * high-water marks remember across restarts): a store that checks its max id against the ranges
+   * it handed out checks it against `floor` too and refuses a max id below it with CORRUPT_DATA,
+   * without moving it. A store without such checks may ignore it: the generator then refuses the
+   * range it answered, and since the max id moved for it, serves the tag again only after a
+   * restart.
    */
-  takeRange(tag: string, step?: number): Promise<SegmentRange>;
+  takeRange(tag: string, step?: number, floor?: bigint): Promise<SegmentRange>;
   /**
    * Creates a tag whose first range starts at `startId` (default 1). Rejects with
    * `ALREADY_EXISTS` (`details.reason` "exists") when the tag already exists, leaving it as it was,

@@ -216,7 +216,11 @@ export class TagLoader {
       if (held !== undefined) {
         range = held.range;
       } else {
-        range = await this.store.takeRange(b.tag, count > 1 ? perRange * count : step);
+        range = await this.store.takeRange(
+          b.tag,
+          count > 1 ? perRange * count : step,
+          this.storeFloor(b),
+        );
         taken = true;
         this.check(b, range);
         if (seen !== undefined && range.start < seen) {
@@ -312,6 +316,18 @@ export class TagLoader {
     }
   }
 
+  /**
+   * The floor a range of `b` is asked with: its high-water mark while that is above the ranges this
+   * process took (a restarted node), so that a store with its own checks refuses a max id moved
+   * back below it without moving it (the tag is then served again once the row is fixed, with no
+   * restart). Nothing otherwise: the store knows this process's ranges itself, and a residue set's
+   * interleaved ranges have no one floor.
+   */
+  private storeFloor(b: TagBuffer): bigint | undefined {
+    if (this.highWater === undefined || b.strided !== undefined) return undefined;
+    return b.floor > b.taken ? b.floor : undefined;
+  }
+
   /** Throws CORRUPT_DATA when `range` is malformed or below the ranges this node took. */
   private check(b: TagBuffer, range: SegmentRange): void {
     const where = `the ${this.store.kind} store`;
@@ -350,7 +366,7 @@ export class TagLoader {
     if (r.end <= seen) {
       const gap = seen - r.end;
       if (gap > BigInt(MAX_STEP - perRange)) throw belowSeen(b.tag, r.start, seen, this.highWater!);
-      r = await this.store.takeRange(b.tag, Number(gap) + perRange);
+      r = await this.store.takeRange(b.tag, Number(gap) + perRange, this.storeFloor(b));
       this.check(b, r);
     }
     this.report(belowSeen(b.tag, range.start, seen, this.highWater!, r.end), {

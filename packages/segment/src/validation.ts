@@ -63,6 +63,24 @@ export function checkStep(step: unknown, name = "step"): asserts step is number 
   }
 }
 
+/**
+ * The floor a store checks a range of `tag` against: the end of every range it handed out
+ * (`floors`), or `given`, the caller's (its high-water mark), when that is higher; `mark` says
+ * which. Throws INVALID_ARGUMENT unless `given` is undefined or a bigint from 0 to 2^63 - 1.
+ */
+export function floorOf(
+  floors: RangeFloors,
+  tag: string,
+  given: unknown,
+): { floor: bigint; mark: boolean } {
+  const own = floors.get(tag);
+  if (given === undefined) return { floor: own, mark: false };
+  if (typeof given !== "bigint" || given < 0n || given > MAX_ID) {
+    throw argumentError(COMPONENT, "floor", given, `a bigint from 0n to ${MAX_ID}n`);
+  }
+  return given > own ? { floor: given, mark: true } : { floor: own, mark: false };
+}
+
 /** Throws INVALID_ARGUMENT unless `id` is a bigint from 0 to 2^63 - 1. */
 export function checkStartId(id: unknown, name = "startId"): asserts id is bigint {
   if (typeof id !== "bigint" || id < 0n || id > MAX_ID) {
@@ -214,9 +232,9 @@ export function maxIdMovedBack(
   maxId: bigint,
   floor: bigint,
   where: string,
-  more: { stale?: { host: string; from: string }; taken?: boolean } = {},
+  more: { stale?: { host: string; from: string }; taken?: boolean; mark?: boolean } = {},
 ): LeafError {
-  const { stale, taken = false } = more;
+  const { stale, taken = false, mark = false } = more;
   const why =
     stale === undefined
       ? "its max id was moved back (or the tag re-created lower)"
@@ -225,7 +243,7 @@ export function maxIdMovedBack(
     stale === undefined ? "max-id-moved-back" : "stale-primary",
     tag,
     `refused ${taken ? "the range" : "to take a range"} of tag ${JSON.stringify(tag)}: its max id ${taken ? "was" : "is"} ${maxId} in ${where}, below ${floor}, ` +
-      `the end of a range this process already took, so ids would repeat: ${why}. ${taken ? "No id of the range was handed out" : "Nothing was changed"}; ` +
+      `${mark ? "the end of the highest range this node took (its high-water mark)" : "the end of a range this process already took"}, so ids would repeat: ${why}. ${taken ? "No id of the range was handed out" : "Nothing was changed"}; ` +
       `the tag stays refused until its max id is set to at least ${floor} (and above the highest id every server handed out)`,
     { maxId: maxId.toString(), floor: floor.toString(), ...(stale ?? {}) },
   );

@@ -28,6 +28,7 @@ segmentStoreConformance(test, {
   create: ({ namespace }) => started(new EmbeddedSegmentStore({ dir: join(root, namespace) })),
   concurrentInstances: { unsupported: "one process at a time owns the data folder (LOCKED)" },
   giveBack: true,
+  floor: true,
   editRow: {
     unsupported:
       "the open store owns its folder and never re-reads its journal: no one can edit a row under it",

@@ -108,6 +108,36 @@ describe("tags named like Object.prototype's members", () => {
   });
 });
 
+describe("a node started just as max_id moves back", () => {
+  it("is refused without moving max_id, and serves again once the row is fixed, with no restart", async () => {
+    const data = await table(["t"]);
+    const dir = folder();
+    const first = node(data, dir);
+    await first.start();
+    const before = await draw(first, "t", 250);
+    await first.close();
+    const fixed = data.rows.get("t")!.maxId;
+    // The start's refresh reads a healthy row; the row moves back before the first range.
+    const second = node(data, dir, 20);
+    await second.start();
+    data.rows.get("t")!.maxId = 1n;
+    const refused = await draw(second, "t", 20);
+    // The store was given the node's mark: it refused without taking [1, 101).
+    expect({ refused: refused.refused, maxId: data.rows.get("t")!.maxId }).toEqual({
+      refused: 20,
+      maxId: 1n,
+    });
+    expect(second.snapshot("t")!.refused?.message).toMatch(/its high-water mark/);
+    data.rows.get("t")!.maxId = fixed;
+    await sleep(200);
+    const after = await draw(second, "t", 250);
+    await second.close();
+    expect(after.refused).toBe(0);
+    expect(countDuplicates([before.ids, after.ids]).duplicates).toBe(0);
+    expect(after.ids[0]).toBe(fixed);
+  });
+});
+
 describe("the highest max id a node read in the row", () => {
   /**
    * A and B take ranges, then only A (B idle); B refreshes `bRefreshes` times after A's last range;

@@ -16,6 +16,7 @@ segmentStoreConformance(test, {
   },
   concurrentInstances: true,
   giveBack: true,
+  floor: true,
   async editRow({ namespace }, tag, row) {
     const stored = storages.get(namespace)?.rows.get(tag);
     if (!stored) throw new Error(`no row of tag ${tag} in ${namespace}`);

@@ -157,6 +157,20 @@ export class TagBuffer {
    * earlier buffer of the tag took): ids below it may have been handed out before its ranges.
    */
   readonly markBefore: bigint;
+  /** Where the last range this buffer left behind (used up) ended, if any. */
+  private servedEnd: bigint | undefined;
+
+  /**
+   * One past the highest id this buffer handed out: its position in the current range once it
+   * served from it; else where the range before ended; else the mark it started with (it handed
+   * out nothing, and a range it loaded but never served is no id handed out).
+   */
+  handedOutEnd(): bigint {
+    if (!this.initialized) return this.markBefore;
+    const at = this.position();
+    if (at > this.start) return at;
+    return this.servedEnd ?? this.markBefore;
+  }
 
   /** True when the current range has no id left. */
   currentEmpty(): boolean {
@@ -179,6 +193,7 @@ export class TagBuffer {
    */
   promote(range: SegmentRange, threshold: number): void {
     const offset = Math.ceil(range.step * threshold);
+    if (this.initialized) this.servedEnd = this.handedOutEnd();
     this.start = range.start;
     this.end = range.end;
     this.step = range.step;

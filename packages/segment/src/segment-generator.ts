@@ -24,7 +24,7 @@ import { belowHighWater, HighWaterMarks } from "./high-water";
 import type { StrideFloors } from "./residue-range";
 import { TagBuffer } from "./segment-buffer";
 import type { NewTag, SegmentStore, TagRecord } from "./segment-store";
-import { message, TagLoader } from "./tag-loader";
+import { BELOW_SEEN, message, reasonOf, TagLoader } from "./tag-loader";
 import { type GeneratorStatus, snapshotOf, type TagSnapshot } from "./tag-snapshot";
 import { COMPONENT, checkTag, closedError, MAX_ID, MAX_STEP, unknownTag } from "./validation";
 
@@ -444,9 +444,9 @@ export class SegmentIdGenerator {
       // nodes stopping together can chain their give-backs (the one holding the later range first,
       // then the one whose range ends where that began), and a mark left at the first one's `from`
       // would then stand above the store's max id and refuse the tag at its next start.
-      const handedOut = new Map(
-        held.map((b) => [b.tag, b.initialized ? b.position() : b.markBefore] as const),
-      );
+      // A range loaded and never served counts for nothing: a node that started, loaded a range
+      // and stopped without serving from it lowers its mark to where it stood before.
+      const handedOut = new Map(held.map((b) => [b.tag, b.handedOutEnd()] as const));
       this.givenBack = await giveBackAll(
         this.store,
         held,
@@ -556,6 +556,9 @@ export class SegmentIdGenerator {
         row.step >= 1 &&
         row.step <= MAX_STEP &&
         row.maxId >= b.floor &&
+        // Refused below the max id it read: lifted only at or above that max id.
+        (reasonOf(b.refused) !== BELOW_SEEN ||
+          row.maxId >= (this.highWater?.seenOf(b.tag) ?? 0n)) &&
         row.maxId <= MAX_ID - BigInt(row.step);
       if (!sane) {
         // Said again at every refresh, at error level, until the row is fixed (or a mark

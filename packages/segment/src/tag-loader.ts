@@ -255,11 +255,14 @@ export class TagLoader {
       // A damaged row or a max id behind this process's ids is not retried: each retry could move
       // max_id on, into ranges other processes hold. The tag waits for an operator. A used-up tag
       // is not retried either: no retry can find room.
+      // A gap too wide to skip below the max id this node read: the range the store moved its max
+      // id for ends below that max id, so no row at or above it can be that move: a refresh that
+      // finds one lifts the refusal (recheck), with no restart.
       if (
         isLeafError(error, ErrorCodes.CORRUPT_DATA) ||
         isLeafError(error, ErrorCodes.TAG_EXHAUSTED)
       )
-        this.refuse(b, error, taken);
+        this.refuse(b, error, taken && reasonOf(error) !== BELOW_SEEN);
       else this.loadFailed(b, error);
       return;
     }
@@ -363,10 +366,12 @@ export class TagLoader {
     perRange: number,
   ): Promise<SegmentRange> {
     let r = range;
+    // Before a tag's first range its table step is not known yet (0): the range's own tells it.
+    const per = perRange > 0 ? perRange : range.tableStep;
     if (r.end <= seen) {
       const gap = seen - r.end;
-      if (gap > BigInt(MAX_STEP - perRange)) throw belowSeen(b.tag, r.start, seen, this.highWater!);
-      r = await this.store.takeRange(b.tag, Number(gap) + perRange, this.storeFloor(b));
+      if (gap > BigInt(MAX_STEP - per)) throw belowSeen(b.tag, r.start, seen, this.highWater!);
+      r = await this.store.takeRange(b.tag, Number(gap) + per, this.storeFloor(b));
       this.check(b, r);
     }
     this.report(belowSeen(b.tag, range.start, seen, this.highWater!, r.end), {
@@ -558,7 +563,7 @@ function belowSeen(
         : `The gap is wider than one range can cover, so the tag is refused until its max id is set to at least ${seen}, or this node is told to forget its mark`),
     details: {
       tag,
-      reason: "below-observed-max-id",
+      reason: BELOW_SEEN,
       maxId: start.toString(),
       seen: seen.toString(),
       highWaterFile: marks.path,
@@ -566,6 +571,9 @@ function belowSeen(
     },
   });
 }
+
+/** `details.reason` of a range refused below the highest max id the node read in the row. */
+export const BELOW_SEEN = "below-observed-max-id";
 
 /** `details.reason` of a LeafError, or null. */
 export function reasonOf(error: unknown): string | null {

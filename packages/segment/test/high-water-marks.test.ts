@@ -138,6 +138,105 @@ describe("a node started just as max_id moves back", () => {
   });
 });
 
+/** A node as `node`, giving back on close, its errors collected; `loadOnStart` on by default. */
+function eager(
+  data: MemorySegmentData,
+  dir: string,
+  refreshIntervalMs = 60_000,
+  giveBack = true,
+  loadOnStart = true,
+) {
+  const errors: unknown[] = [];
+  const g = new SegmentIdGenerator({
+    store: new MemorySegmentStore({ data }),
+    highWater: { dir, storeId: "memory" },
+    refreshIntervalMs,
+    dynamicStep: false,
+    loadOnStart,
+    giveBackOnClose: giveBack,
+    prefetch: { maxDepth: 1 },
+    onError: (error) => errors.push(error),
+  });
+  return { g, errors };
+}
+
+describe("give-backs and the marks they leave (found by an attacker subagent)", () => {
+  it("a node that loaded a range and served none of it lowers its mark to where it stood: two chained give-backs refuse nothing", async () => {
+    const data = await table(["t"]);
+    const [dirA, dirB] = [folder(), folder()];
+    const a = eager(data, dirA).g;
+    await a.start();
+    const ids = (await draw(a, "t", 5)).ids;
+    const b = eager(data, dirB).g;
+    await b.start(); // loads [101, 201), serves nothing
+    // B gives back [101, 201) first, then A gives back [6, 101): the row ends at 6.
+    await b.close();
+    await a.close();
+    expect(data.rows.get("t")!.maxId).toBe(6n);
+    const again = node(data, dirB, 20);
+    await again.start();
+    const after = await draw(again, "t", 20);
+    await again.close();
+    // Before: B's mark stayed at 101, above the row, and B refused the tag with nothing wrong.
+    expect({
+      refused: after.refused,
+      duplicates: countDuplicates([ids, after.ids]).duplicates,
+    }).toEqual({
+      refused: 0,
+      duplicates: 0,
+    });
+  });
+
+  it("a gap too wide to skip below the max id it read is served again once the row is at or above it, with no restart", async () => {
+    const step = 1_500_000_000;
+    const data = await table(["t"], step);
+    const [dirN, dirM] = [folder(), folder()];
+    const n = eager(data, dirN, 50, false).g;
+    await n.start();
+    const served: Array<{ start: bigint; end: bigint }> = [await n.nextRange("t", 10)];
+    const m = eager(data, dirM, 50).g;
+    await m.start();
+    served.push(await m.nextRange("t", 200_000_000), await m.nextRange("t", 1));
+    await sleep(300); // m's next range loaded ahead; n reads the row
+    await m.close(); // gives back more than one range can skip
+    let refused: unknown;
+    for (let i = 0; i < 3 && refused === undefined; i++) {
+      try {
+        served.push(await n.nextRange("t", 2_000_000_000));
+      } catch (error) {
+        refused = error;
+      }
+    }
+    expect(isLeafError(refused, ErrorCodes.CORRUPT_DATA)).toBe(true);
+    expect((refused as Error).message).toMatch(/Ids resume once a refresh finds the row fixed/);
+    data.rows.get("t")!.maxId = 20_000_000_000n;
+    await sleep(300);
+    served.push(await n.nextRange("t", 5));
+    await n.close();
+    const ids = served
+      .map((r) => ({ start: r.start, end: r.end }))
+      .sort((x, y) => (x.start < y.start ? -1 : 1));
+    for (let i = 1; i < ids.length; i++)
+      expect(ids[i]!.start).toBeGreaterThanOrEqual(ids[i - 1]!.end);
+    expect(served.at(-1)!.start).toBe(20_000_000_000n);
+  });
+
+  it("skips below the max id it read on a tag's first range without asking the store for a range of 0 ids", async () => {
+    const data = await table(["t"]);
+    const b = eager(data, folder()).g;
+    await b.start();
+    const ids = (await draw(b, "t", 100)).ids;
+    // A starts while B's range ahead is taken (it reads max_id 201) and loads the tag lazily.
+    const a = eager(data, folder(), 60_000, false, false);
+    await a.g.start();
+    await b.close(); // gives back [101, 201): the row is at 101 again
+    ids.push(...(await draw(a.g, "t", 150)).ids);
+    await a.g.close();
+    expect(countDuplicates([ids]).duplicates).toBe(0);
+    expect(a.errors.filter((e) => isLeafError(e, ErrorCodes.INVALID_ARGUMENT))).toEqual([]);
+  });
+});
+
 describe("the highest max id a node read in the row", () => {
   /**
    * A and B take ranges, then only A (B idle); B refreshes `bRefreshes` times after A's last range;

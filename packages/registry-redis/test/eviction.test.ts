@@ -113,9 +113,14 @@ describe("a Redis that may evict the registry's keys", () => {
       "allkeys-lru",
     ]);
     const service = "evicted";
-    // A renews every 6 s (of a 10 s lease): a fill and a grant that take seconds on a loaded
-    // machine still end well before A's next renewal finds the lease gone.
-    const a = holder(registry({ evictionCheck: "warn", renewIntervalMs: 6000 }), service, 8080);
+    // A renews every 12 s (of a 20 s lease): a fill and a grant that take seconds on a loaded
+    // machine still end well before A's next renewal finds the lease gone (with 6 s of a 10 s
+    // lease, a fresh-clone CI run on a loaded 2-core machine once saw A's renewal first).
+    const a = holder(
+      registry({ evictionCheck: "warn", leaseMs: 20_000, renewIntervalMs: 12_000 }),
+      service,
+      8080,
+    );
     // A fresh Redis holds grants back for one lease (it may have lost its data): wait it out.
     await waitUntil(
       "A's grant",
@@ -128,7 +133,7 @@ describe("a Redis that may evict the registry's keys", () => {
           return false;
         }
       },
-      30_000,
+      45_000,
     );
     expect(warnings.map((w) => w.type)).toEqual(["eviction-policy"]);
     const aIds: bigint[] = [];
@@ -138,7 +143,7 @@ describe("a Redis that may evict the registry's keys", () => {
     // least recently used keys go, the lease too.
     const lease = a.lease as RedisLease;
     const renewed = lease.lastRenewedAt;
-    await waitUntil("a renewal of A", () => lease.lastRenewedAt > renewed, 15_000, 10);
+    await waitUntil("a renewal of A", () => lease.lastRenewedAt > renewed, 30_000, 10);
     const filler = redisClient(redis.port, closers);
     const keys = keysOf(service);
     let written = 0;
@@ -150,7 +155,7 @@ describe("a Redis that may evict the registry's keys", () => {
     }
 
     // B asks for the one worker id at once: it looks free.
-    const bRegistry = registry({ evictionCheck: "warn" });
+    const bRegistry = registry({ evictionCheck: "warn", leaseMs: 20_000, renewIntervalMs: 12_000 });
     const b = holder(bRegistry, service, 8081);
     await b.start();
     expect(b.lease!.workerId).toBe(0); // the one id of the layout, A's
@@ -162,7 +167,7 @@ describe("a Redis that may evict the registry's keys", () => {
     await waitUntil("B issuing", () => bIds.length >= 1000, 15_000);
     // The lease itself lost, not a refusal: a horizon write late on a loaded machine also refuses
     // with LEASE_LOST for a moment, and stopping there once left B 20 ids and no overlap.
-    await waitUntil("A to find its lease gone", () => lease.lost.aborted, 15_000);
+    await waitUntil("A to find its lease gone", () => lease.lost.aborted, 30_000);
     expect(aIssuing.refusals).toContain("LEASE_LOST");
     await aIssuing.stop();
     await bIssuing.stop();
@@ -177,5 +182,5 @@ describe("a Redis that may evict the registry's keys", () => {
     // machine (README). On a starved machine A, renewing late, may refuse (its own fence) through
     // B's whole tenure: then A issued nothing after the grant, and nothing repeats.
     if (aAfterGrant >= 1000) expect(count.duplicates).toBeGreaterThan(0);
-  });
+  }, 150_000);
 });

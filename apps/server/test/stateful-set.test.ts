@@ -185,6 +185,15 @@ describe("two pods with the same StatefulSet ordinal on different volumes", () =
     await replacement.start();
     const loads = [old, replacement].map((p) => new Load(p.port, BATCH, 2, 4));
     await until("both pods under load", () => loads.every((l) => l.ids >= 100_000));
+    // Ids repeat only where both pods issue in the same milliseconds: on a loaded machine (a
+    // fresh-clone CI run once saw none in the first 100,000 ids each) that can take longer.
+    const deadline = Date.now() + 60_000;
+    while (
+      countDuplicates(loads.flatMap((l) => l.batches)).duplicates === 0 &&
+      Date.now() < deadline
+    ) {
+      await new Promise((resolve) => setTimeout(resolve, 2000));
+    }
     await Promise.all(loads.map((l) => l.stop()));
     await Promise.all([old.stop(), replacement.stop()]);
     const all = loads.flatMap((l) => l.batches);

@@ -32,7 +32,7 @@ import {
   updateStepOp,
 } from "./embedded-ops";
 import type { NewTag, SegmentRange, SegmentStore, TagRecord } from "./segment-store";
-import { COMPONENT, checkStep, checkTag, closedError, floorOf, RangeFloors } from "./validation";
+import { COMPONENT, checkFloor, checkStep, checkTag, closedError, RangeFloors } from "./validation";
 
 export { JOURNAL_FILE } from "./embedded-journal";
 export { type EmbeddedSegmentStoreOptions, LOCK_FILE } from "./embedded-open";
@@ -161,7 +161,7 @@ export class EmbeddedSegmentStore implements SegmentStore {
   async takeRange(tag: string, step?: number, floor?: bigint): Promise<SegmentRange> {
     checkTag(tag);
     if (step !== undefined) checkStep(step);
-    floorOf(this.floors, tag, floor);
+    checkFloor(floor);
     return this.enqueue(takeRangeOp(tag, step, this.where, this.floors, floor));
   }
 

@@ -63,21 +63,27 @@ export function checkStep(step: unknown, name = "step"): asserts step is number 
   }
 }
 
+/** Throws INVALID_ARGUMENT unless `floor` (takeRange's) is undefined or a bigint from 0 to 2^63 - 1. */
+export function checkFloor(floor: unknown): asserts floor is bigint | undefined {
+  if (floor === undefined) return;
+  if (typeof floor !== "bigint" || floor < 0n || floor > MAX_ID) {
+    throw argumentError(COMPONENT, "floor", floor, `a bigint from 0n to ${MAX_ID}n`);
+  }
+}
+
 /**
  * The floor a store checks a range of `tag` against: the end of every range it handed out
  * (`floors`), or `given`, the caller's (its high-water mark), when that is higher; `mark` says
- * which. Throws INVALID_ARGUMENT unless `given` is undefined or a bigint from 0 to 2^63 - 1.
+ * which. Throws as {@link checkFloor}.
  */
 export function floorOf(
   floors: RangeFloors,
   tag: string,
   given: unknown,
 ): { floor: bigint; mark: boolean } {
+  checkFloor(given);
   const own = floors.get(tag);
   if (given === undefined) return { floor: own, mark: false };
-  if (typeof given !== "bigint" || given < 0n || given > MAX_ID) {
-    throw argumentError(COMPONENT, "floor", given, `a bigint from 0n to ${MAX_ID}n`);
-  }
   return given > own ? { floor: given, mark: true } : { floor: own, mark: false };
 }
 

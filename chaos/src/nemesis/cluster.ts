@@ -49,9 +49,10 @@ export interface ServerSpec {
    * Not started with the cluster: a fault starts it. "second-pod": a pod with a running pod's
    * StatefulSet ordinal; "standby": one more server competing for a leased worker id;
    * "defaults": a server whose start must be refused; "same-identity": a second process given a
-   * running server's `ip:port` (ZooKeeper normal mode; the fault sets its port through `envs`).
+   * running server's `ip:port` (ZooKeeper normal mode; the fault sets its port through `envs`);
+   * "give-back-chain": a server with no clients that takes a range at start (the fault of that name).
    */
-  spare?: "second-pod" | "standby" | "defaults" | "same-identity";
+  spare?: "second-pod" | "standby" | "defaults" | "same-identity" | "give-back-chain";
 }
 
 /** The running cluster. */

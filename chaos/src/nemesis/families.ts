@@ -160,6 +160,8 @@ export function segmentOnMysql(c: Cluster, label: string) {
 
 /** The segment family's servers with defaults (never meant to start). */
 const DEFAULTS = ["E", "F"];
+/** The segment family's servers of the give-back chain (no clients, eager load). */
+const CHAIN = ["G", "H"];
 
 function segmentFamily(): Family {
   const tag = "nem";
@@ -183,6 +185,23 @@ function segmentFamily(): Family {
       spare: "defaults",
       config: (c: Cluster) =>
         serverConfig(NAME, segmentOnMysql(c, label), { snowflake: { enabled: true } }),
+    });
+  }
+  // Two servers with no clients that take a range of every tag at start: the give-back-chain
+  // fault starts and stops them in turn.
+  for (const label of CHAIN) {
+    servers.push({
+      label,
+      links: ["mysql"],
+      spare: "give-back-chain",
+      config: (c: Cluster) => {
+        const config = segmentOnMysql(c, label);
+        return serverConfig(
+          NAME,
+          { segment: { ...config.segment, load: "eager" } },
+          snowflakeOff(),
+        );
+      },
     });
   }
   const space = `segment:${tag}`;
@@ -501,6 +520,11 @@ function segmentReplicaFamily(): Family {
     ...family,
     name: "segment-replica",
     title: `${family.title}; MariaDB a primary with an asynchronous replica (promoted by replica-promoted)`,
+    // Not the give-back chain's spares: started after a promotion, a server that took no range
+    // while the replica was stale takes ranges the others already handed out (the documented
+    // hazard of a stale promotion, which replica-promoted avoids by promoting only when every
+    // running server took a range past the replica's max_id).
+    servers: family.servers.filter((s) => s.spare !== "give-back-chain"),
     mysqlReplica: true,
   };
 }

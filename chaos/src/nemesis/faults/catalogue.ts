@@ -6,6 +6,7 @@ import { clockForwardCut } from "./clock-forward-cut";
 import { defaultsStart } from "./defaults-start";
 import type { Fault } from "./fault";
 import { fullDisk } from "./full-disk";
+import { giveBackChain } from "./give-back-chain";
 import { giveBackQueued } from "./give-back-queued";
 import { linkCut } from "./link-cut";
 import { maxIdBack } from "./max-id-back";
@@ -69,6 +70,7 @@ export const CATALOGUE: readonly Fault[] = [
   giveBackQueued,
   sameIdentity,
   sessionLostIdentity,
+  giveBackChain,
 ];
 
 /** The fault named `name`, or an error listing the catalogue. */

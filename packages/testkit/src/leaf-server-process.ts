@@ -6,6 +6,7 @@
 import type { ChildProcess } from "node:child_process";
 import { appendFileSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import type { Readable } from "node:stream";
 import { TestkitError } from "./errors";
 import type { FakeClock } from "./faketime";
 import { httpGet, NoAnswer } from "./http-get";
@@ -112,6 +113,26 @@ function checkOptions(options: LeafServerProcessOptions): void {
 }
 
 /** A Leaf server process, restartable on its port and data folder. Construction does no I/O. */
+/** How long an exited process's output may still be read before its exit is reported. */
+const OUTPUT_DRAIN_MS = 1000;
+
+/** Resolves once `child`'s stdout and stderr have ended, or after `ms`. */
+function outputEnded(child: ChildProcess, ms: number): Promise<void> {
+  const ended = (stream: Readable | null) =>
+    new Promise<void>((resolve) => {
+      if (!stream || stream.readableEnded || stream.destroyed) return resolve();
+      stream.once("end", resolve);
+      stream.once("close", resolve);
+    });
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<void>((resolve) => {
+    timer = setTimeout(resolve, ms);
+  });
+  return Promise.race([Promise.all([ended(child.stdout), ended(child.stderr)]), late]).then(() =>
+    clearTimeout(timer),
+  );
+}
+
 export class LeafServerProcess {
   readonly label: string;
   readonly port: number;
@@ -243,8 +264,13 @@ export class LeafServerProcess {
           this.paused = false;
         }
         if (this.clock && child.pid !== undefined) this.clock.cleanUp(child.pid);
-        appendFileSync(this.logFile, `==== exited: code ${code}, signal ${signal}\n`);
-        resolve({ code, signal });
+        // "exit" can come before the last output is read: what the process printed as it stopped
+        // ("SIGTERM: closing") is kept first, waiting at most OUTPUT_DRAIN_MS (a worker process
+        // that outlives its primary may hold the pipes open).
+        void outputEnded(child, OUTPUT_DRAIN_MS).then(() => {
+          appendFileSync(this.logFile, `==== exited: code ${code}, signal ${signal}\n`);
+          resolve({ code, signal });
+        });
       });
       child.once("error", (error) => {
         if (this.child === child) this.child = undefined;

@@ -29,6 +29,18 @@ for (const [index, line] of lines.entries()) {
     }
     details.set(line.trim(), below);
   }
+  // Under an unhandled error's header: the error's first line and which file and test vitest
+  // blames (the CI of 96df4ee printed only the header, so its cause had to be found again).
+  if (/Unhandled (Error|Rejection)/.test(line) && !details.has(line.trim())) {
+    const prefix = /^(\S+:test: )?/.exec(line)[0];
+    const below = [];
+    for (const next of lines.slice(index + 1, index + 60)) {
+      const bare = next.startsWith(prefix) ? next.slice(prefix.length) : next;
+      if (/Unhandled (Error|Rejection)|Test Files/.test(bare) || below.length >= 6) break;
+      if (/^\s*\w*Error\b|originated in|latest test/.test(bare)) below.push(bare.trim());
+    }
+    details.set(line.trim(), below);
+  }
   const match = /\bTests\s+(.+)\(\d+\)\s*$/.exec(line);
   if (!match) continue;
   files++;

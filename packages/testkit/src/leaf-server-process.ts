@@ -252,7 +252,7 @@ export class LeafServerProcess {
     });
     this.child = child;
     const keep = (chunk: string) => {
-      appendFileSync(this.logFile, chunk);
+      this.log(chunk);
       this.outputTail = (this.outputTail + chunk).slice(-OUTPUT_TAIL_CHARS);
     };
     child.stdout!.setEncoding("utf8").on("data", keep);
@@ -268,8 +268,11 @@ export class LeafServerProcess {
         // ("SIGTERM: closing") is kept first, waiting at most OUTPUT_DRAIN_MS (a worker process
         // that outlives its primary may hold the pipes open).
         void outputEnded(child, OUTPUT_DRAIN_MS).then(() => {
-          appendFileSync(this.logFile, `==== exited: code ${code}, signal ${signal}\n`);
-          resolve({ code, signal });
+          try {
+            this.log(`==== exited: code ${code}, signal ${signal}\n`);
+          } finally {
+            resolve({ code, signal });
+          }
         });
       });
       child.once("error", (error) => {
@@ -399,6 +402,19 @@ export class LeafServerProcess {
     };
     writeFileSync(this.configFile, `${JSON.stringify(full, null, 2)}\n`);
     this.configWritten = true;
+  }
+
+  /**
+   * Appends to {@link logFile}. Output that comes after a test removed the folder (a process
+   * whose exit is still being drained, a worker that outlived its primary) is dropped: before,
+   * the failed append was an unhandled rejection, and the exit was never reported.
+   */
+  private log(text: string): void {
+    try {
+      appendFileSync(this.logFile, text);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "ENOENT") throw error;
+    }
   }
 
   private async signal(signal: NodeJS.Signals): Promise<ProcessExit> {

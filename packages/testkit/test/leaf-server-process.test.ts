@@ -119,6 +119,19 @@ describe("LeafServerProcess", () => {
     expect(server.incarnation).toBe(2);
   }, 120_000);
 
+  it("reports the exit of a process whose folder was removed while its pipes were still open", async () => {
+    // A process that leaves a child holding its stdout and stderr (a worker that outlived its
+    // primary) is reported gone only once they end or OUTPUT_DRAIN_MS passed; a test's cleanup can
+    // remove the folder in between. The exit is still reported, and nothing is thrown.
+    const dir = folder();
+    const server = await serverOf({ dir: join(dir, "run"), config: { orphanMs: 5000 } });
+    await server.start();
+    const gone = server.kill();
+    await waitFor(() => !server.running, "the process exited");
+    rmSync(dir, { recursive: true, force: true });
+    expect(await gone).toEqual({ code: null, signal: "SIGKILL" });
+  }, 120_000);
+
   it("kills a server that is not ready within readyTimeoutMs and says so", async () => {
     // The server runs, but /health/ready answers 503.
     const server = await serverOf({ config: { notReady: true }, readyTimeoutMs: 3000 });

@@ -1,8 +1,9 @@
 // Admin operations under load, on a server's admin API (and one in SQL): a new tag created and
 // asked for ids, the tag's step changed, its max_id raised, or the tag deleted and re-created at
 // the answered maxId + 1 (issue 24, item 2: the answered maxId must cover every range handed out).
+import { pollFor } from "@leaf/testkit";
 import mysql from "mysql2/promise";
-import { highWaterOf } from "../../high-water";
+import { marksUntil } from "../../high-water";
 import { ADMIN_TOKEN } from "../../server-configs";
 import { type Cluster, sleep } from "../cluster";
 import type { Family } from "../families";
@@ -68,23 +69,25 @@ async function completed(
  * long only on this rare path. Undefined when MariaDB never answered.
  */
 async function deletedInTheEnd(c: Cluster, tag: string): Promise<boolean | undefined> {
-  const deadline = performance.now() + 30_000;
   let seen: boolean | undefined;
-  while (performance.now() < deadline) {
-    const session = await mysqlSession(c).catch(() => undefined);
-    if (session) {
+  const gone = await pollFor(
+    async () => {
+      const session = await mysqlSession(c).catch(() => undefined);
+      if (!session) return undefined;
       try {
         if ((await session.maxId(tag)) === undefined) return true;
         seen = false;
       } catch {
-        // asked again below
+        // asked again
       } finally {
         session.close();
       }
-    }
-    await sleep(500);
-  }
-  return seen;
+      return undefined;
+    },
+    30_000,
+    500,
+  );
+  return gone ?? seen;
 }
 
 /**
@@ -106,22 +109,27 @@ async function startAboveAll(
     for (const id of c.history.idsOf(space).ids) if (id > highest) highest = id;
   }
   const from = [`answered ${highest}`];
-  const deadline = performance.now() + 20_000;
-  let left = serversOn(family, "mysql");
-  while (left.length > 0) {
-    const running = left.filter((label) => c.server(label).running);
-    const marks = await Promise.all(running.map((label) => highWaterOf(c.server(label), tag)));
-    left = running.filter((_, i) => marks[i] === undefined);
-    running.forEach((label, i) => {
-      const mark = marks[i];
-      if (mark === undefined) return;
-      from.push(`${label} ${mark}`);
-      if (mark > highest) highest = mark;
-    });
-    if (left.length === 0 || performance.now() > deadline) break;
-    await sleep(500);
+  // A server that stopped meanwhile is not waited for: what it handed out is in the history.
+  const listed = (label: string, mark: bigint | undefined) =>
+    mark !== undefined || !c.server(label).running;
+  const marks = await marksUntil(
+    serversOn(family, "mysql"),
+    (label) => c.server(label),
+    tag,
+    listed,
+    20_000,
+    500,
+  );
+  const silent: string[] = [];
+  for (const [label, mark] of marks) {
+    if (mark === undefined) {
+      if (c.server(label).running) silent.push(label);
+      continue;
+    }
+    from.push(`${label} ${mark}`);
+    if (mark > highest) highest = mark;
   }
-  if (left.length > 0) from.push(`${left.join(", ")} listed no marks`);
+  if (silent.length > 0) from.push(`${silent.join(", ")} listed no marks`);
   return { start: highest + 1n, from: from.join(", ") };
 }
 

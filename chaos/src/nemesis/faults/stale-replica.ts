@@ -3,8 +3,8 @@
 // after the promotion. A server that took none knows only the max id its last refresh read and
 // serves again the ranges the others took after it: the window the server README documents, which
 // a promotion would only show again. Then replication resumes and the fault does nothing.
-import { highWaterOf } from "../../high-water";
-import { type Cluster, sleep } from "../cluster";
+import { marksUntil } from "../../high-water";
+import type { Cluster } from "../cluster";
 
 /**
  * Waits (at most 20 s) until each of `labels` keeps a high-water mark of `tag` past `frozen`, the
@@ -18,13 +18,9 @@ export async function everyServerPast(
   frozen: bigint,
   resume: () => Promise<void>,
 ): Promise<boolean> {
-  const deadline = performance.now() + 20_000;
-  let behind = labels;
-  while (behind.length > 0 && performance.now() < deadline) {
-    const marks = await Promise.all(behind.map((label) => highWaterOf(c.server(label), tag)));
-    behind = behind.filter((_, i) => (marks[i] ?? 0n) <= frozen);
-    if (behind.length > 0) await sleep(250);
-  }
+  const past = (_: string, mark: bigint | undefined) => (mark ?? 0n) > frozen;
+  const marks = await marksUntil(labels, (label) => c.server(label), tag, past, 20_000, 250);
+  const behind = labels.filter((label) => !past(label, marks.get(label)));
   if (behind.length > 0) {
     await resume();
     c.note(

@@ -17,29 +17,42 @@ const failures = new Set();
 // up to its separator line: a CI log cut to its end still says why, not only what.
 const details = new Map();
 const lines = text.split("\n");
+/**
+ * The lines vitest printed below `lines[index]` within `span` (the lane's `pkg:test: ` prefix
+ * taken off) up to one that `stop` matches, those that `keep` matches, at most `max`.
+ */
+function below(index, { span, stop, keep, max }) {
+  const prefix = /^(\S+:test: )?/.exec(lines[index])[0];
+  const kept = [];
+  for (const next of lines.slice(index + 1, index + span)) {
+    const bare = next.startsWith(prefix) ? next.slice(prefix.length) : next;
+    if (stop.test(bare) || kept.length >= max) break;
+    if (keep.test(bare)) kept.push(bare.trimEnd());
+  }
+  return kept;
+}
 for (const [index, line] of lines.entries()) {
   if (/\sFAIL\s|Unhandled (Error|Rejection)|^\s*Failed:\s/.test(line)) failures.add(line.trim());
-  if (/\sFAIL\s/.test(line) && !details.has(line.trim())) {
-    const prefix = /^(\S+:test: )?/.exec(line)[0];
-    const below = [];
-    for (const next of lines.slice(index + 1, index + 40)) {
-      const bare = next.startsWith(prefix) ? next.slice(prefix.length) : next;
-      if (/⎯{3}|\sFAIL\s/.test(bare) || below.length >= 14) break;
-      if (bare.trim() !== "") below.push(bare.trimEnd());
-    }
-    details.set(line.trim(), below);
-  }
-  // Under an unhandled error's header: the error's first line and which file and test vitest
-  // blames (the CI of 96df4ee printed only the header, so its cause had to be found again).
-  if (/Unhandled (Error|Rejection)/.test(line) && !details.has(line.trim())) {
-    const prefix = /^(\S+:test: )?/.exec(line)[0];
-    const below = [];
-    for (const next of lines.slice(index + 1, index + 60)) {
-      const bare = next.startsWith(prefix) ? next.slice(prefix.length) : next;
-      if (/Unhandled (Error|Rejection)|Test Files/.test(bare) || below.length >= 6) break;
-      if (/^\s*\w*Error\b|originated in|latest test/.test(bare)) below.push(bare.trim());
-    }
-    details.set(line.trim(), below);
+  if (details.has(line.trim())) {
+    // described once
+  } else if (/\sFAIL\s/.test(line)) {
+    details.set(
+      line.trim(),
+      below(index, { span: 40, stop: /⎯{3}|\sFAIL\s/, keep: /\S/, max: 14 }),
+    );
+  } else if (/Unhandled (Error|Rejection)/.test(line)) {
+    // The error's first line and which file and test vitest blames (the CI of 96df4ee printed
+    // only the header, so its cause had to be found again).
+    const blamed = below(index, {
+      span: 60,
+      stop: /Unhandled (Error|Rejection)|Test Files/,
+      keep: /^\s*\w*Error\b|originated in|latest test/,
+      max: 6,
+    });
+    details.set(
+      line.trim(),
+      blamed.map((l) => l.trim()),
+    );
   }
   const match = /\bTests\s+(.+)\(\d+\)\s*$/.exec(line);
   if (!match) continue;

@@ -106,6 +106,13 @@ export interface Family {
    * is left there (renewals store the stepped clock).
    */
   clockSetBack?: boolean;
+  /**
+   * The registry refuses a start, and a lost lease's re-acquire, on a server whose clock is more
+   * than this many ms off its live peers' (registry-zk's peer clock check, `maxSkewMs`): while a
+   * clock step leaves two servers that far apart, a server whose clock was not stepped may be
+   * refused too (faults/fault.ts, `peerSkewEffects`).
+   */
+  peerClockSkewMs?: number;
 }
 
 /** The name every server serves under (the registries' worker-id space). */
@@ -439,6 +446,8 @@ function snowflakeFamily(
     restartAttempts: leased ? 6 : 2,
     workers,
     clockSetBack: store === "redis" || undefined,
+    // registry-zk's default peerClockCheck.maxSkewMs (its README, "Start-up checks").
+    peerClockSkewMs: store === "zookeeper" ? 5000 : undefined,
   };
 }
 

@@ -9,6 +9,7 @@ import { check, idsFrom, type Verdict, type Window } from "./checker";
 import { Cluster, sleep } from "./cluster";
 import type { Family } from "./families";
 import { faultNamed } from "./faults/catalogue";
+import { peerSkewEffects } from "./faults/fault";
 import { History } from "./history";
 import { NemesisLoad } from "./load";
 import { cutAt, describeStep, type Schedule, type Step, without } from "./schedule";
@@ -104,7 +105,11 @@ export async function runSchedule(
         }
         applied[step.fault] = (applied[step.fault] ?? 0) + 1;
         cluster.note(`start ${describeStep(step)}`);
-        const effects = fault.effects(family, step.target, step.params);
+        const own = fault.effects(family, step.target, step.params);
+        const setsClock = fault.resources(step.target, family).some((r) => r.startsWith("clock:"));
+        const effects = setsClock
+          ? { ...own, effects: [...own.effects, ...peerSkewEffects(cluster.clocks, family)] }
+          : own;
         const window: Window = {
           step: step.id,
           fault: step.fault,

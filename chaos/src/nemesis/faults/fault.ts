@@ -66,6 +66,34 @@ export function mainServers(family: Family): string[] {
   return family.servers.filter((s) => !s.spare).map((s) => s.label);
 }
 
+/**
+ * ms under the registry's limit at which two clocks count as apart: a peer's clock is read from its
+ * report and ZooKeeper's modification time, a few ms off the fake clock's offset.
+ */
+const PEER_SKEW_MARGIN_MS = 500;
+
+/**
+ * On a family whose registry checks a server's clock against its live peers' (`peerClockSkewMs`):
+ * when the main servers' clocks are now further apart than the limit, every server may be refused
+ * a start or a lost lease's re-acquire (CLOCK_SKEW), and answers LEASE_LOST until it holds one
+ * again, not only the server whose clock was stepped. A peer an hour ahead is further than the
+ * limit from every other server (the 60-minute run of 28 Nov, seed 2816: C lost its session while
+ * ZooKeeper was killed, and its re-acquire was refused for 36 s against A, an hour ahead, and B,
+ * 13.8 s ahead after three small steps). Checked when a fault that sets a clock has started (run.ts).
+ */
+export function peerSkewEffects(
+  clocks: ReadonlyMap<string, { offsetMs: number }>,
+  family: Family,
+): Effect[] {
+  const limit = family.peerClockSkewMs;
+  if (limit === undefined) return [];
+  const offsets = mainServers(family).map((label) => clocks.get(label)?.offsetMs ?? 0);
+  const spread = Math.max(...offsets) - Math.min(...offsets);
+  return spread > limit - PEER_SKEW_MARGIN_MS
+    ? [{ servers: ["*"], codes: ["CLOCK_SKEW", "LEASE_LOST"] }]
+    : [];
+}
+
 /** The resource of a server process (pause, kill, stop are exclusive). */
 export const processOf = (label: string) => `process:${label}`;
 

@@ -16,7 +16,8 @@ export type ZookeeperRegistryMode = "normal" | "recycle";
 /** The start-up check of this node's clock against the clocks of the other live nodes. */
 export interface PeerClockCheckOptions {
   /**
-   * Largest accepted difference, in ms, between this clock and the peers' average (default 5,000).
+   * Largest accepted difference, in ms, between this clock and a live peer's (default 5,000): a
+   * node further than this from more than half of the live peers is refused.
    */
   maxSkewMs?: number;
   /**

@@ -160,6 +160,58 @@ describe("peer clock check", () => {
     expect(isLeafError(error, ErrorCodes.CLOCK_SKEW)).toBe(true);
     expect((error as Error).message).toContain(new Date(server + 10_000).toISOString());
     expect((error as Error).message).toContain(new Date(server).toISOString());
-    expect((error as Error).message).toContain("10000 ms ahead");
+    expect((error as Error).message).toContain("10000 ms ahead of 10.0.0.1:8080");
+  });
+
+  // Meituan's blog compares with the peers' average: one peer an hour ahead moved the average 30
+  // minutes off the two right clocks, and after a ZooKeeper outage no node could take a lease
+  // again (the nemesis's 60-minute run of 28 Nov, seed 2816).
+  const peer = (key: string, offsetMs: number) => ({
+    key,
+    timestamp: server - 1_000 + offsetMs,
+    storedAt: server - 1_000,
+  });
+  const check = (ownOffsetMs: number, peers: ReturnType<typeof peer>[]) =>
+    checkPeerClocks({
+      now: server + ownOffsetMs,
+      serverNow: server,
+      peers,
+      maxSkewMs: 5_000,
+      liveWindowMs: 10_000,
+    });
+
+  it("lets a right clock start beside a peer an hour ahead when another live peer agrees with it", () => {
+    expect(check(0, [peer("a", 3_600_000), peer("b", 200)]).peers).toBe(2);
+    expect(check(0, [peer("a", 3_600_000), peer("b", 200), peer("c", -300)])).toEqual({
+      peers: 3,
+      skewMs: -200,
+    });
+  });
+
+  it("refuses the clock an hour ahead, off every other live peer", () => {
+    let error: unknown;
+    try {
+      check(3_600_000, [peer("b", 0), peer("c", 100)]);
+    } catch (e) {
+      error = e;
+    }
+    expect(isLeafError(error, ErrorCodes.CLOCK_SKEW)).toBe(true);
+    expect((error as Error).message).toContain("more than 5000 ms off 2 of 2 live peer(s)");
+    expect((error as Error).message).toContain("3600000 ms ahead of b, 3599900 ms ahead of c");
+  });
+
+  it("refuses when more than half of the live peers disagree, and with one live peer that does", () => {
+    const refused = (own: number, peers: ReturnType<typeof peer>[]) => {
+      try {
+        check(own, peers);
+        return false;
+      } catch (e) {
+        return isLeafError(e, ErrorCodes.CLOCK_SKEW);
+      }
+    };
+    expect(refused(0, [peer("a", 3_600_000)])).toBe(true);
+    expect(refused(0, [peer("a", 6_000), peer("b", -6_000), peer("c", 0)])).toBe(true);
+    expect(refused(0, [peer("a", 6_000), peer("b", 0), peer("c", 0)])).toBe(false);
+    expect(refused(0, [peer("a", 5_000), peer("b", -5_000)])).toBe(false);
   });
 });

@@ -127,12 +127,41 @@ describe("recycle mode", () => {
       registry({ clock }).acquire({ node: nodeOf(name, 5), maxWorkerId: 1023 }),
     );
     expect(isLeafError(error, ErrorCodes.CLOCK_SKEW)).toBe(true);
-    expect((error as Error).message).toMatch(/behind the average of 2 live peer/);
+    expect((error as Error).message).toMatch(
+      /more than 5000 ms off 2 of 2 live peer\(s\): 1(19|20)\d{3} ms behind worker/,
+    );
     expect((await fx.admin.children(`/snowflake/${name}/recycle/leases`)).sort()).toEqual([
       "0",
       "1",
     ]);
     for (const lease of peers) await lease.release();
+  });
+
+  it("lets a right clock take a lease beside a live peer an hour ahead, and refuses that peer's clock", async () => {
+    // The nemesis's 60-minute run of 28 Nov (seed 2816): A's clock stepped an hour ahead, then
+    // ZooKeeper killed; against the peers' average, C's re-acquire was refused for 36 s.
+    const name = uniqueName("outlier");
+    const ahead = new ManualClock(Date.now());
+    const a = await registry({ clock: ahead }).acquire({
+      node: nodeOf(name, 0),
+      maxWorkerId: 1023,
+    });
+    const b = await registry().acquire({ node: nodeOf(name, 1), maxWorkerId: 1023 });
+    await b.report(Date.now());
+    ahead.set(Date.now() + 3_600_000);
+    await a.report(ahead.now());
+    const c = await registry().acquire({ node: nodeOf(name, 2), maxWorkerId: 1023 });
+    expect(c.workerId).toBe(2);
+    await c.report(Date.now());
+    const error = await rejection(
+      registry({ clock: new ManualClock(Date.now() + 3_600_000) }).acquire({
+        node: nodeOf(name, 3),
+        maxWorkerId: 1023,
+      }),
+    );
+    expect(isLeafError(error, ErrorCodes.CLOCK_SKEW)).toBe(true);
+    expect((error as Error).message).toMatch(/more than 5000 ms off 2 of 3 live peer\(s\)/);
+    for (const lease of [a, b, c]) await lease.release();
   });
 
   it("does not take a holder that has not reported yet for a peer with a wrong clock", async () => {

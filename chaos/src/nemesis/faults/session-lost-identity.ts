@@ -37,11 +37,11 @@ const SIDE_BY_SIDE_MS = 3000;
 /** Most ms to wait after S is killed for H to hold its worker id again. */
 const REGAIN_WAIT_MS = 30_000;
 /**
- * The fault is skipped when H's clock is further than this from the other running servers'
- * average: the registry's peer clock check refuses a start more than `peerClockCheck.maxSkewMs`
- * (5 s) off the live peers' average (CLOCK_SKEW, read from their reports), and S runs on H's clock,
- * which a lasting `clock-forward` may have left there. Closer to the limit S may still be refused;
- * the run notes it.
+ * The fault is skipped when H's clock is further than this from more than half of the other
+ * running servers': the registry's peer clock check refuses a start more than
+ * `peerClockCheck.maxSkewMs` (5 s) off most live peers (CLOCK_SKEW, read from their reports), and S
+ * runs on H's clock, which a lasting `clock-forward` may have left there. Closer to the limit S may
+ * still be refused; the run notes it.
  */
 const PEER_SKEW_MS = 5000;
 
@@ -87,13 +87,10 @@ async function start(c: Cluster, family: Family, holder: string): Promise<boolea
   if (!holderServer.running || spareServer.running) return false;
   const peers = mainServers(family).filter((l) => l !== holder && c.server(l).running);
   const offset = c.clocks.get(holder)!.offsetMs;
-  const skew =
-    peers.length === 0
-      ? 0
-      : offset - peers.reduce((sum, l) => sum + c.clocks.get(l)!.offsetMs, 0) / peers.length;
-  if (Math.abs(skew) > PEER_SKEW_MS) {
+  const apart = peers.filter((l) => Math.abs(offset - c.clocks.get(l)!.offsetMs) > PEER_SKEW_MS);
+  if (apart.length * 2 > peers.length) {
     c.note(
-      `${holder}'s clock is ${Math.round(skew)} ms off the average of ${peers.join(", ")}: ${spare} on it would be refused (CLOCK_SKEW); no session-lost-identity`,
+      `${holder}'s clock is more than ${PEER_SKEW_MS} ms off ${apart.join(", ")} of ${peers.join(", ")}: ${spare} on it would be refused (CLOCK_SKEW); no session-lost-identity`,
     );
     return false;
   }

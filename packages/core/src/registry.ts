@@ -95,6 +95,13 @@ export interface WorkerLease {
    */
   readonly confirmedTimestamp?: number;
   /**
+   * Optional: true when the next holder of these ids may start as soon as this lease ends without
+   * waiting out `horizon`, one report period + restart margin after `confirmedTimestamp` (the local
+   * registry takes a dead process's lock at once and reads the cache file). SnowflakeWorker then
+   * issues nothing timestamped past the earlier of `horizon` and that instant, as for a fixed id.
+   */
+  readonly successorStartsFromConfirmed?: boolean;
+  /**
    * Records the generator's latest timestamp (ms) for the primary id and, optionally, the backups.
    * Called periodically (every 3 s by default). Never moves a stored timestamp backwards. Rejects
    * with a LeafError (UNAVAILABLE) when the backing store cannot be reached; the caller retries at

@@ -224,20 +224,23 @@ export class SnowflakeWorker {
         return lease.fenceAt;
       },
       get horizon() {
-        return lease.horizon ?? fixedHorizon();
+        const live = lease.horizon;
+        if (live === undefined) return fixedHorizon();
+        // A horizon its next holder does not wait out bounds nothing past where that holder starts.
+        return lease.successorStartsFromConfirmed ? Math.min(live, fixedHorizon()) : live;
       },
     };
   }
 
   /**
-   * A lease without a horizon: reports the clock once before ids flow (after the start's wait the
-   * clock is at the issue floor of the stored timestamp, which is where its limit would be; see
-   * {@link deadline}), so the limit starts a period + margin ahead. A failure is left to the
-   * periodic reports (no id until one lands).
+   * A lease without a horizon (or whose next holder starts from its confirmed timestamp): reports
+   * the clock once before ids flow (after the start's wait the clock is at the issue floor of the
+   * stored timestamp, which is where its limit would be; see {@link deadline}), so the limit starts
+   * a period + margin ahead. A failure is left to the periodic reports (no id until one lands).
    */
   private async confirmFirst(lease: WorkerLease): Promise<void> {
     this.reportedConfirmed = 0;
-    if (lease.horizon !== undefined) return;
+    if (lease.horizon !== undefined && !lease.successorStartsFromConfirmed) return;
     const now = this.clock.now();
     const stored = lease.report(now).then(
       () => true,
@@ -301,9 +304,9 @@ export class SnowflakeWorker {
     }
     lease.lost.addEventListener("abort", onLost, { once: true });
     const firstDelay = this.options.firstReportDelayMs ?? 1000;
-    // A lease without a horizon reported at start: the next report is due a period later at most.
+    // A lease bounded by its reports reported at start: the next report is due a period later at most.
     this.schedule(
-      lease.horizon === undefined
+      lease.horizon === undefined || lease.successorStartsFromConfirmed
         ? Math.min(firstDelay, this.options.reportIntervalMs ?? 3000)
         : firstDelay,
     );

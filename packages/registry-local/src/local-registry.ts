@@ -326,6 +326,14 @@ export class LocalLease extends LeaseCore {
   readonly lockFile: string;
   /** The cache file of the primary id, holding the highest timestamp reported for it. */
   readonly cacheFile: string;
+  /**
+   * A process of this machine takes a dead holder's lock at once and starts from the cache file,
+   * not after the locks' horizon: ids stop at the earlier of that horizon and the cache file's
+   * issue floor (WorkerLease.successorStartsFromConfirmed). Without it, a wall clock stepped
+   * forward between two reports carried ids past the cache file with the heartbeat's horizon, and
+   * a holder killed then was followed by one issuing them again.
+   */
+  readonly successorStartsFromConfirmed = true;
 
   constructor(
     readonly node: NodeIdentity,

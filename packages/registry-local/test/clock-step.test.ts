@@ -97,4 +97,54 @@ describe("LocalRegistry under a wall clock stepped forward", () => {
       await second.kill();
     }
   });
+
+  // An attacker's finding (28 Nov): the heartbeat stamps the stepped clock, so the lock's horizon
+  // moved ahead with a step between two reports while the cache file did not; a holder killed then
+  // was followed at once (its pid dead) by one starting from the cache file, which issued the
+  // stepped ids again. Reports every 10 s here, so that none lands in the step.
+  it("lets a successor of a holder killed after a step forward and back issue nothing the holder issued", async () => {
+    const dir = join(root, "d1");
+    const clock = new FakeClock({ file: join(root, "faketime-kill.offset") });
+    const args = (ip: string) => [dir, "22", ip, "4000", "0", "10000", "1000"];
+    const first = new ChildLines(spawnNode(HOLDER, args("10.0.0.1"), { env: clock.env() }));
+    let second: ChildLines | undefined;
+    try {
+      await first.until((l) => l.includes('{"ready":true}'), "the first holder ready");
+      first.child.stdin!.write("go\n");
+      await first.until((l) => l.some((x) => x.startsWith('{"ids"')), "the first's ids");
+      await new Promise((resolve) => setTimeout(resolve, 1000));
+      clock.set(10_000);
+      const steppedAt = Date.now();
+      // Longer than a heartbeat (a quarter of staleAfterMs), shorter than a report period.
+      await new Promise((resolve) => setTimeout(resolve, 1500));
+      clock.set(0);
+      await first.kill();
+      second = new ChildLines(spawnNode(HOLDER, args("10.0.0.2"), { env: clock.env() }));
+      await second.until((l) => l.includes('{"ready":true}'), "the second holder ready");
+      second.child.stdin!.write("go\n");
+      await second.until(
+        (l) => l.some((x) => x.includes('"started"')),
+        "the second's grant",
+        30_000,
+      );
+      // Until the second's clock is past everything the first could have dated in the step.
+      await new Promise((resolve) => setTimeout(resolve, 6000));
+      second.child.stdin!.write("stop\n");
+      await second.exited;
+      const a = printed(first);
+      const b = printed(second);
+      expect(a.clockMax).toBeGreaterThan(steppedAt + 5000);
+      expect(a.ids.count).toBeGreaterThan(1000);
+      expect(b.ids.count).toBeGreaterThan(1000);
+      const counted = countRepeatedIds([a.ids, b.ids]);
+      expect(counted.duplicates, `${counted.duplicates} of ${counted.total} ids issued twice`).toBe(
+        0,
+      );
+      const time = (id: bigint) => layouts.leaf.decompose(id).timestampMs;
+      expect(time(extreme(a.ids, 1))).toBeLessThan(time(extreme(b.ids, -1)));
+    } finally {
+      await first.kill();
+      await second?.kill();
+    }
+  }, 90_000);
 });

@@ -31,7 +31,8 @@ export const SHORT_FORM: readonly ShortFormRun[] = [
     family: "snowflake-zk-recycle",
     seed: 10,
     seconds: 40,
-    exclude: [],
+    // clock-blip-kill came later: left out so that seed 10 still draws clock-forward-cut.
+    exclude: ["clock-blip-kill"],
     applies: ["clock-forward-cut"],
   },
   // redis-sequence (seed 3, 30 s) left out on 28 Nov: the short form took 277 s in a pnpm test on
@@ -52,8 +53,10 @@ export const SHORT_FORM: readonly ShortFormRun[] = [
       "store-pause",
       "server-pause",
       "server-kill",
-      // full-disk on C's primary came later: left out so that seed 23 still draws the faults above.
+      // full-disk on C's primary and clock-blip-kill came later: left out so that seed 23 still
+      // draws the faults above.
       "full-disk",
+      "clock-blip-kill",
     ],
     applies: ["worker-kill", "worker-pause", "primary-kill", "server-term"],
   },

@@ -1,6 +1,7 @@
 // The fault catalogue the generator draws from. Adding a fault is one file and one line here.
 import { adminOp } from "./admin-op";
 import { clockBack } from "./clock-back";
+import { clockBlipKill } from "./clock-blip-kill";
 import { clockForward } from "./clock-forward";
 import { clockForwardCut } from "./clock-forward-cut";
 import { defaultsStart } from "./defaults-start";
@@ -71,6 +72,7 @@ export const CATALOGUE: readonly Fault[] = [
   sameIdentity,
   sessionLostIdentity,
   giveBackChain,
+  clockBlipKill,
 ];
 
 /** The fault named `name`, or an error listing the catalogue. */

@@ -9,6 +9,7 @@ import { type Family, selectFamilies } from "../src/nemesis/families";
 import { faultNamed } from "../src/nemesis/faults/catalogue";
 import { History } from "../src/nemesis/history";
 import { stallWindows } from "../src/nemesis/stalls";
+import { recordRefused } from "./refused-answer";
 
 const segment = selectFamilies(["segment"])[0]!;
 const leased = selectFamilies(["snowflake-zk-recycle"])[0]!;
@@ -45,23 +46,7 @@ const stalls = (of: Family, list: Array<[server: string, fromMs: number, ms: num
 /** Refused answers: [server, atMs, code] each, every one from its own client. */
 function refused(list: Array<[string, number, string]>, mode: "segment" | "snowflake" = "segment") {
   const history = new History();
-  for (const [server, atMs, code] of list) {
-    history.record(
-      {
-        client: `${server} java ${mode}`,
-        server,
-        incarnation: 1,
-        fromMs: atMs,
-        toMs: atMs + 10,
-        mode,
-        space: `${mode}:nem`,
-        ids: 0,
-        code,
-      },
-      [],
-      false,
-    );
-  }
+  for (const [server, atMs, code] of list) recordRefused(history, server, atMs, code, mode);
   return history;
 }
 

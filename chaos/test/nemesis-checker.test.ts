@@ -7,6 +7,7 @@ import { selectFamilies } from "../src/nemesis/families";
 import { faultNamed } from "../src/nemesis/faults/catalogue";
 import { History } from "../src/nemesis/history";
 import { stallWindows } from "../src/nemesis/stalls";
+import { refusedAt } from "./refused-answer";
 
 const family = selectFamilies(["segment-residue"])[0]!;
 
@@ -31,27 +32,6 @@ function window(
     toMs,
     effects: faultNamed(fault).effects(of, target, params).effects,
   };
-}
-
-/** A history of one refused request to `server` at `atMs`. */
-function refusedAt(server: string, atMs: number, code = "SEGMENTS_EXHAUSTED"): History {
-  const history = new History();
-  history.record(
-    {
-      client: `${server} java segment`,
-      server,
-      incarnation: 1,
-      fromMs: atMs,
-      toMs: atMs + 10,
-      mode: "segment",
-      space: "segment:nem",
-      ids: 0,
-      code,
-    },
-    [],
-    false,
-  );
-  return history;
 }
 
 describe("the nemesis checker on segment-residue", () => {

@@ -8,7 +8,7 @@ import { check, type Window } from "../src/nemesis/checker";
 import { type Family, selectFamilies } from "../src/nemesis/families";
 import { faultNamed } from "../src/nemesis/faults/catalogue";
 import { peerSkewEffects } from "../src/nemesis/faults/fault";
-import { History } from "../src/nemesis/history";
+import { refusedAt } from "./refused-answer";
 
 const recycle = selectFamilies(["snowflake-zk-recycle"])[0]!;
 const etcd = selectFamilies(["snowflake-etcd"])[0]!;
@@ -37,25 +37,8 @@ function forward(
 }
 
 /** One LEASE_LOST answer of `server` at `atMs`. */
-function leaseLost(server: string, atMs: number) {
-  const history = new History();
-  history.record(
-    {
-      client: `${server} json snowflake`,
-      server,
-      incarnation: 1,
-      fromMs: atMs,
-      toMs: atMs + 10,
-      mode: "snowflake",
-      space: "snowflake:nem",
-      ids: 0,
-      code: "LEASE_LOST",
-    },
-    [],
-    false,
-  );
-  return history;
-}
+const leaseLost = (server: string, atMs: number) =>
+  refusedAt(server, atMs, "LEASE_LOST", "snowflake");
 
 describe("peerSkewEffects", () => {
   it("is every server's CLOCK_SKEW and LEASE_LOST once two main servers' clocks are more than the limit apart", () => {

@@ -44,6 +44,19 @@ function extreme(log: IdLog, sign: 1 | -1): bigint {
   return found!;
 }
 
+/**
+ * Both holders issued (more than 1,000 ids each), no id twice, and every id of the first dated
+ * before every id of the second.
+ */
+function expectDisjoint(first: IdLog, second: IdLog): void {
+  expect(first.count).toBeGreaterThan(1000);
+  expect(second.count).toBeGreaterThan(1000);
+  const counted = countRepeatedIds([first, second]);
+  expect(counted.duplicates, `${counted.duplicates} of ${counted.total} ids issued twice`).toBe(0);
+  const time = (id: bigint) => layouts.leaf.decompose(id).timestampMs;
+  expect(time(extreme(first, 1))).toBeLessThan(time(extreme(second, -1)));
+}
+
 describe("LocalRegistry under a wall clock stepped forward", () => {
   it("lets a holder in another PID namespace issue nothing past its horizon once the step makes its lock look stale", async () => {
     const dir = join(root, "d0");
@@ -83,14 +96,7 @@ describe("LocalRegistry under a wall clock stepped forward", () => {
       const b = printed(second);
       // The fault happened: both read the stepped clock, and both issued ids.
       expect(a.clockMax).toBeGreaterThan(steppedAt + STEP_MS / 2);
-      expect(a.ids.count).toBeGreaterThan(1000);
-      expect(b.ids.count).toBeGreaterThan(1000);
-      const counted = countRepeatedIds([a.ids, b.ids]);
-      expect(counted.duplicates, `${counted.duplicates} of ${counted.total} ids issued twice`).toBe(
-        0,
-      );
-      const time = (id: bigint) => layouts.leaf.decompose(id).timestampMs;
-      expect(time(extreme(a.ids, 1))).toBeLessThan(time(extreme(b.ids, -1)));
+      expectDisjoint(a.ids, b.ids);
       expect(a.refusals).toContain("LEASE_LOST");
     } finally {
       await first.kill();
@@ -134,14 +140,7 @@ describe("LocalRegistry under a wall clock stepped forward", () => {
       const a = printed(first);
       const b = printed(second);
       expect(a.clockMax).toBeGreaterThan(steppedAt + 5000);
-      expect(a.ids.count).toBeGreaterThan(1000);
-      expect(b.ids.count).toBeGreaterThan(1000);
-      const counted = countRepeatedIds([a.ids, b.ids]);
-      expect(counted.duplicates, `${counted.duplicates} of ${counted.total} ids issued twice`).toBe(
-        0,
-      );
-      const time = (id: bigint) => layouts.leaf.decompose(id).timestampMs;
-      expect(time(extreme(a.ids, 1))).toBeLessThan(time(extreme(b.ids, -1)));
+      expectDisjoint(a.ids, b.ids);
     } finally {
       await first.kill();
       await second?.kill();

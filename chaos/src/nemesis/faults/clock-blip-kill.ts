@@ -6,7 +6,7 @@
 // issued the stepped ids again (registry-local's clock-step test is its own).
 import { sleep } from "../cluster";
 import { type Fault, mainServers, NO_ANSWER, processOf } from "./fault";
-import { actedOn, drawWorker, listedWorkers, workerPid } from "./worker-pids";
+import { actedOn, drawWorker, workerPid, workerServingAgain } from "./worker-pids";
 
 export const clockBlipKill: Fault = {
   name: "clock-blip-kill",
@@ -49,13 +49,7 @@ export const clockBlipKill: Fault = {
       );
       return;
     }
-    const until = Date.now() + 20_000;
-    while (Date.now() < until) {
-      const worker = (await listedWorkers(c, target))?.find((w) => w.slot === params.worker);
-      if (worker && worker.pid !== actedOn.get(target) && worker.state === "running") return;
-      await sleep(200);
-    }
-    c.note(`${target}: worker ${params.worker} not serving again within 20 s of its kill`);
+    await workerServingAgain(c, target, params);
   },
   effects: (family, target) => ({
     effects: [

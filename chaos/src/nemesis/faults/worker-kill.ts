@@ -2,7 +2,7 @@
 // again after its exit, as the same node to the registry; the server's other workers answer
 // meanwhile. Stops once the worker serves again.
 import { type Fault, mainServers, NO_ANSWER, processOf } from "./fault";
-import { actedOn, drawWorker, listedWorkers, workerPid } from "./worker-pids";
+import { actedOn, drawWorker, workerPid, workerServingAgain } from "./worker-pids";
 
 export const workerKill: Fault = {
   name: "worker-kill",
@@ -19,15 +19,7 @@ export const workerKill: Fault = {
     actedOn.set(target, pid);
     return true;
   },
-  async stop(c, _family, target, params) {
-    const until = Date.now() + 20_000;
-    while (Date.now() < until) {
-      const worker = (await listedWorkers(c, target))?.find((w) => w.slot === params.worker);
-      if (worker && worker.pid !== actedOn.get(target) && worker.state === "running") return;
-      await new Promise((resolve) => setTimeout(resolve, 200));
-    }
-    c.note(`${target}: worker ${params.worker} not serving again within 20 s of its kill`);
-  },
+  stop: (c, _family, target, params) => workerServingAgain(c, target, params),
   effects: (family, target) => ({
     effects: [{ servers: [target], codes: [...NO_ANSWER, ...family.storeCodes] }],
     settleMs: family.recoveryMs,

@@ -53,3 +53,21 @@ export async function workerPid(
 
 /** The worker process a fault acted on, per server (one fault per server's processes at a time). */
 export const actedOn = new Map<string, number>();
+
+/**
+ * Waits (at most 20 s) until the step's worker of `target` runs again as a new process after the
+ * one a fault acted on (its primary starts it again); notes it when it does not.
+ */
+export async function workerServingAgain(
+  c: Cluster,
+  target: string,
+  params: Params,
+): Promise<void> {
+  const until = Date.now() + 20_000;
+  while (Date.now() < until) {
+    const worker = (await listedWorkers(c, target))?.find((w) => w.slot === params.worker);
+    if (worker && worker.pid !== actedOn.get(target) && worker.state === "running") return;
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+  c.note(`${target}: worker ${params.worker} not serving again within 20 s of its kill`);
+}
